@@ -1,0 +1,29 @@
+//! Kafka-format partition logs.
+//!
+//! This crate reads and writes partition logs exactly as a Kafka broker lays
+//! them out on disk, so that the shipper can read a real broker's log dirs as
+//! they are and the applier can write a destination log that a broker could
+//! be started on:
+//!
+//! - [`batch`]: record batch v2 headers and CRC-32C, without IO.
+//! - [`records`], [`compression`], [`builder`]: the records inside a batch,
+//!   the five codecs, and building new batches.
+//! - [`topic`]: topic-partition names and topic ids, validated as Kafka does.
+//! - [`checkpoint`]: `leader-epoch-checkpoint`, `partition.metadata` and the
+//!   log-dir-root offset checkpoints, in Kafka's text formats.
+//! - [`index`]: `.index`, `.timeindex` and `.txnindex` files.
+//! - [`fsutil`]: atomic, durable file replacement.
+//!
+//! Non-goals: the old message formats (magic 0 and 1) are refused, not read.
+
+pub mod batch;
+pub mod builder;
+pub mod checkpoint;
+pub mod compression;
+pub mod error;
+pub mod fsutil;
+pub mod index;
+pub mod records;
+pub mod topic;
+
+pub use error::{Error, Result};
