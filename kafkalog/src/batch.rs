@@ -126,7 +126,11 @@ impl std::str::FromStr for Compression {
             "snappy" => Compression::Snappy,
             "lz4" => Compression::Lz4,
             "zstd" => Compression::Zstd,
-            other => return Err(format!("unknown compression {other:?} (none, gzip, snappy, lz4, zstd)")),
+            other => {
+                return Err(format!(
+                    "unknown compression {other:?} (none, gzip, snappy, lz4, zstd)"
+                ));
+            }
         })
     }
 }
@@ -168,7 +172,9 @@ pub enum BatchError {
         length: i32,
     },
     /// The batch is in the old message format (magic 0 or 1) or an unknown one.
-    #[error("unsupported magic {magic} at byte {position} (offset {base_offset}): only record batch v2 (magic 2) is supported")]
+    #[error(
+        "unsupported magic {magic} at byte {position} (offset {base_offset}): only record batch v2 (magic 2) is supported"
+    )]
     UnsupportedMagic {
         /// Byte position of the batch start.
         position: u64,
@@ -178,7 +184,9 @@ pub enum BatchError {
         magic: i8,
     },
     /// The stored CRC does not match the content.
-    #[error("CRC mismatch at byte {position} (batch base offset {base_offset}): stored {stored:#010x}, computed {computed:#010x}")]
+    #[error(
+        "CRC mismatch at byte {position} (batch base offset {base_offset}): stored {stored:#010x}, computed {computed:#010x}"
+    )]
     CrcMismatch {
         /// Byte position of the batch start.
         position: u64,
@@ -278,7 +286,11 @@ impl BatchHeader {
 
     /// The timestamp type.
     pub fn timestamp_type(&self) -> TimestampType {
-        if self.attributes & TIMESTAMP_TYPE_MASK != 0 { TimestampType::LogAppendTime } else { TimestampType::CreateTime }
+        if self.attributes & TIMESTAMP_TYPE_MASK != 0 {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        }
     }
 
     /// True for batches of a transactional producer.
@@ -323,7 +335,11 @@ fn be_i16(b: &[u8], at: usize) -> i16 {
 pub fn parse_header(buf: &[u8], position: u64) -> Result<BatchHeader, BatchError> {
     let available = buf.len() as u64;
     if buf.len() < LOG_OVERHEAD {
-        return Err(BatchError::Truncated { position, needed: LOG_OVERHEAD as u64, available });
+        return Err(BatchError::Truncated {
+            position,
+            needed: LOG_OVERHEAD as u64,
+            available,
+        });
     }
     let base_offset = be_i64(buf, 0);
     let batch_length = be_i32(buf, 8);
@@ -332,15 +348,27 @@ pub fn parse_header(buf: &[u8], position: u64) -> Result<BatchHeader, BatchError
     if buf.len() > MAGIC_OFFSET {
         let magic = buf[MAGIC_OFFSET] as i8;
         if magic != MAGIC_V2 {
-            return Err(BatchError::UnsupportedMagic { position, base_offset, magic });
+            return Err(BatchError::UnsupportedMagic {
+                position,
+                base_offset,
+                magic,
+            });
         }
     }
     if batch_length < (HEADER_SIZE - LOG_OVERHEAD) as i32 {
-        return Err(BatchError::InvalidLength { position, base_offset, length: batch_length });
+        return Err(BatchError::InvalidLength {
+            position,
+            base_offset,
+            length: batch_length,
+        });
     }
     let size = batch_length as u64 + LOG_OVERHEAD as u64;
     if available < size {
-        return Err(BatchError::Truncated { position, needed: size, available });
+        return Err(BatchError::Truncated {
+            position,
+            needed: size,
+            available,
+        });
     }
     let header = BatchHeader {
         position,
@@ -358,14 +386,23 @@ pub fn parse_header(buf: &[u8], position: u64) -> Result<BatchHeader, BatchError
         base_sequence: be_i32(buf, 53),
         record_count: be_i32(buf, 57),
     };
-    let invalid = |reason| Err(BatchError::InvalidHeader { position, base_offset, reason });
+    let invalid = |reason| {
+        Err(BatchError::InvalidHeader {
+            position,
+            base_offset,
+            reason,
+        })
+    };
     if base_offset < 0 {
         return invalid("negative base offset");
     }
     if header.last_offset_delta < 0 {
         return invalid("negative last offset delta");
     }
-    if base_offset.checked_add(i64::from(header.last_offset_delta) + 1).is_none() {
+    if base_offset
+        .checked_add(i64::from(header.last_offset_delta) + 1)
+        .is_none()
+    {
         return invalid("last offset overflows");
     }
     if header.record_count < 0 {
@@ -428,12 +465,21 @@ pub struct BatchIter<'a> {
 impl<'a> BatchIter<'a> {
     /// Iterates without checking CRCs (headers only; cheap).
     pub fn new(buf: &'a [u8], base_position: u64) -> BatchIter<'a> {
-        BatchIter { buf, pos: 0, base_position, verify: false, failed: false }
+        BatchIter {
+            buf,
+            pos: 0,
+            base_position,
+            verify: false,
+            failed: false,
+        }
     }
 
     /// Iterates checking every batch's CRC.
     pub fn verified(buf: &'a [u8], base_position: u64) -> BatchIter<'a> {
-        BatchIter { verify: true, ..BatchIter::new(buf, base_position) }
+        BatchIter {
+            verify: true,
+            ..BatchIter::new(buf, base_position)
+        }
     }
 
     /// Bytes consumed so far: the position (relative to the buffer) after the
@@ -480,7 +526,9 @@ pub fn set_base_offset(batch: &mut [u8], base_offset: i64) {
 
 /// Writes a new partition leader epoch into a batch (outside the CRC).
 pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
-    if let Some(field) = batch.get_mut(PARTITION_LEADER_EPOCH_OFFSET..PARTITION_LEADER_EPOCH_OFFSET + 4) {
+    if let Some(field) =
+        batch.get_mut(PARTITION_LEADER_EPOCH_OFFSET..PARTITION_LEADER_EPOCH_OFFSET + 4)
+    {
         field.copy_from_slice(&epoch.to_be_bytes());
     }
 }
@@ -492,7 +540,12 @@ pub(crate) mod tests {
     /// A minimal valid batch with `n` empty-ish records area (no real
     /// records; enough for header tests). Real batches are built by
     /// `builder`; this keeps the parser's tests independent of it.
-    pub(crate) fn raw_batch(base_offset: i64, epoch: i32, last_offset_delta: i32, payload: &[u8]) -> Vec<u8> {
+    pub(crate) fn raw_batch(
+        base_offset: i64,
+        epoch: i32,
+        last_offset_delta: i32,
+        payload: &[u8],
+    ) -> Vec<u8> {
         let mut b = Vec::new();
         b.extend_from_slice(&base_offset.to_be_bytes());
         let len = (HEADER_SIZE - LOG_OVERHEAD + payload.len()) as i32;
@@ -558,7 +611,14 @@ pub(crate) mod tests {
         let mut b = raw_batch(9, 0, 0, b"");
         b[MAGIC_OFFSET] = 1;
         let e = parse_header(&b, 0).expect_err("magic 1");
-        assert_eq!(e, BatchError::UnsupportedMagic { position: 0, base_offset: 9, magic: 1 });
+        assert_eq!(
+            e,
+            BatchError::UnsupportedMagic {
+                position: 0,
+                base_offset: 9,
+                magic: 1
+            }
+        );
         assert!(e.to_string().contains("offset 9") && e.to_string().contains("magic 1"));
     }
 
@@ -572,9 +632,15 @@ pub(crate) mod tests {
         }
         let mut c = b.clone();
         c[8..12].copy_from_slice(&3i32.to_be_bytes());
-        assert!(matches!(parse_header(&c, 0), Err(BatchError::InvalidLength { length: 3, .. })));
+        assert!(matches!(
+            parse_header(&c, 0),
+            Err(BatchError::InvalidLength { length: 3, .. })
+        ));
         c[8..12].copy_from_slice(&(-5i32).to_be_bytes());
-        assert!(matches!(parse_header(&c, 0), Err(BatchError::InvalidLength { .. })));
+        assert!(matches!(
+            parse_header(&c, 0),
+            Err(BatchError::InvalidLength { .. })
+        ));
     }
 
     #[test]

@@ -78,7 +78,9 @@ pub enum Error {
     },
     /// A replicated append would not continue the log: its first offset is
     /// below the log end offset, or its offsets go backwards.
-    #[error("{topic_partition}: batch at offset {base_offset} does not continue the log (log end offset {log_end_offset})")]
+    #[error(
+        "{topic_partition}: batch at offset {base_offset} does not continue the log (log end offset {log_end_offset})"
+    )]
     OffsetOutOfOrder {
         /// The partition.
         topic_partition: String,
@@ -89,7 +91,9 @@ pub enum Error {
     },
     /// A replicated append carries a leader epoch lower than the latest epoch
     /// already in the log.
-    #[error("{topic_partition}: batch at offset {base_offset} has leader epoch {epoch}, below the log's latest epoch {latest_epoch}")]
+    #[error(
+        "{topic_partition}: batch at offset {base_offset} has leader epoch {epoch}, below the log's latest epoch {latest_epoch}"
+    )]
     EpochOutOfOrder {
         /// The partition.
         topic_partition: String,
@@ -101,7 +105,9 @@ pub enum Error {
         latest_epoch: i32,
     },
     /// An offset outside the log was asked for.
-    #[error("{topic_partition}: offset {offset} is out of range [{log_start_offset}, {log_end_offset})")]
+    #[error(
+        "{topic_partition}: offset {offset} is out of range [{log_start_offset}, {log_end_offset})"
+    )]
     OffsetOutOfRange {
         /// The partition.
         topic_partition: String,
@@ -164,6 +170,10 @@ impl Error {
 
     /// Builds a [`Error::Malformed`].
     pub fn malformed(path: impl Into<PathBuf>, line: usize, reason: impl Into<String>) -> Error {
-        Error::Malformed { path: path.into(), line, reason: reason.into() }
+        Error::Malformed {
+            path: path.into(),
+            line,
+            reason: reason.into(),
+        }
     }
 }

@@ -1,1 +1,203 @@
-//! (being written)
+//! Atomic, durable replacement of small files.
+//!
+//! Format: none of its own; this module moves bytes. The protocol of
+//! [`write_atomic`] is Kafka's (`CheckpointFile.write` followed by
+//! `Utils.atomicMoveWithFallback`):
+//!
+//! 1. write the whole content to the sibling `<name>.tmp` (created or
+//!    truncated),
+//! 2. fsync it (when `sync`),
+//! 3. rename it over `<name>`,
+//! 4. fsync the parent directory (when `sync`), so that the rename itself
+//!    survives a crash.
+//!
+//! Invariant: a reader of `<name>` sees either the complete old content or
+//! the complete new content, never a mix, whatever the moment of a crash. A
+//! crash may leave a stale `<name>.tmp` behind; the next write truncates it,
+//! and readers never look at it. Every IO error is returned as
+//! [`Error::Io`] naming the operation and the path; nothing here panics.
+
+use std::ffi::OsString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// Suffix of the temporary sibling written before the rename (as Kafka's).
+pub const TMP_SUFFIX: &str = ".tmp";
+
+/// The temporary sibling `<name>.tmp` of `path`.
+///
+/// Fails with [`Error::InvalidArgument`] when `path` has no file name (it is
+/// empty, `/`, or ends in `..`).
+pub fn tmp_path(path: &Path) -> Result<PathBuf> {
+    let name = path.file_name().ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "cannot write {}: the path has no file name",
+            path.display()
+        ))
+    })?;
+    let mut tmp_name = OsString::from(name);
+    tmp_name.push(TMP_SUFFIX);
+    Ok(path.with_file_name(tmp_name))
+}
+
+/// Replaces the content of `path` with `contents`, atomically.
+///
+/// Writes `<name>.tmp` next to `path`, fsyncs it when `sync`, renames it over
+/// `path`, then fsyncs the parent directory when `sync`. On failure before
+/// the rename the temporary file is removed (best effort) and `path` is left
+/// untouched.
+pub fn write_atomic(path: &Path, contents: &[u8], sync: bool) -> Result<()> {
+    let tmp = tmp_path(path)?;
+    if let Err(e) = write_file(&tmp, contents, sync) {
+        // Best effort: the original error is the one worth reporting.
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if let Err(source) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::Io {
+            op: "rename",
+            path: path.to_path_buf(),
+            source,
+        });
+    }
+    if sync {
+        fsync_dir(parent_dir(path))?;
+    }
+    Ok(())
+}
+
+/// Fsyncs a directory, making renames and creations inside it durable.
+pub fn fsync_dir(dir: &Path) -> Result<()> {
+    let handle = File::open(dir).map_err(Error::io("open dir", dir))?;
+    handle.sync_all().map_err(Error::io("fsync dir", dir))
+}
+
+/// Reads a whole file, or returns `None` when it does not exist.
+pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(Error::Io {
+            op: "read",
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+fn write_file(tmp: &Path, contents: &[u8], sync: bool) -> Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(tmp)
+        .map_err(Error::io("create", tmp))?;
+    file.write_all(contents).map_err(Error::io("write", tmp))?;
+    if sync {
+        file.sync_all().map_err(Error::io("fsync", tmp))?;
+    }
+    Ok(())
+}
+
+/// The directory holding `path` (`.` for a bare file name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_replaces_and_leaves_no_tmp() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("leader-epoch-checkpoint");
+        write_atomic(&path, b"first", true).expect("write");
+        assert_eq!(fs::read(&path).expect("read"), b"first");
+        write_atomic(&path, b"2nd", false).expect("rewrite");
+        assert_eq!(fs::read(&path).expect("read"), b"2nd");
+        assert!(!dir.path().join("leader-epoch-checkpoint.tmp").exists());
+    }
+
+    #[test]
+    fn stale_tmp_is_overwritten() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f");
+        fs::write(dir.path().join("f.tmp"), b"garbage from a crash, longer").expect("seed");
+        write_atomic(&path, b"ok", true).expect("write");
+        assert_eq!(fs::read(&path).expect("read"), b"ok");
+        assert!(!dir.path().join("f.tmp").exists());
+    }
+
+    #[test]
+    fn tmp_path_is_a_sibling() {
+        assert_eq!(
+            tmp_path(Path::new("/a/b/c.x")).expect("tmp"),
+            PathBuf::from("/a/b/c.x.tmp")
+        );
+        assert_eq!(
+            tmp_path(Path::new("c")).expect("tmp"),
+            PathBuf::from("c.tmp")
+        );
+        assert!(matches!(
+            tmp_path(Path::new("/")),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            tmp_path(Path::new("a/..")),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert_eq!(parent_dir(Path::new("c")), Path::new("."));
+        assert_eq!(parent_dir(Path::new("/a/c")), Path::new("/a"));
+    }
+
+    #[test]
+    fn missing_directory_is_an_io_error_naming_the_tmp_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("no-such-dir").join("f");
+        match write_atomic(&path, b"x", true) {
+            Err(Error::Io {
+                op: "create",
+                path: p,
+                ..
+            }) => assert!(p.ends_with("no-such-dir/f.tmp")),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn read_optional_distinguishes_missing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(
+            read_optional(&dir.path().join("absent")).expect("read"),
+            None
+        );
+        fs::write(dir.path().join("present"), b"abc").expect("seed");
+        assert_eq!(
+            read_optional(&dir.path().join("present")).expect("read"),
+            Some(b"abc".to_vec())
+        );
+        // A directory is not "missing": it is an error.
+        assert!(matches!(
+            read_optional(dir.path()),
+            Err(Error::Io { op: "read", .. })
+        ));
+    }
+
+    #[test]
+    fn fsync_dir_works_and_reports_missing_dirs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fsync_dir(dir.path()).expect("fsync");
+        assert!(matches!(
+            fsync_dir(&dir.path().join("nope")),
+            Err(Error::Io { op: "open dir", .. })
+        ));
+    }
+}

@@ -13,17 +13,35 @@
 //!   log-dir-root offset checkpoints, in Kafka's text formats.
 //! - [`index`]: `.index`, `.timeindex` and `.txnindex` files.
 //! - [`fsutil`]: atomic, durable file replacement.
+//! - [`segment`]: segment file names and streaming scans.
+//! - [`epoch`]: the leader epoch cache (Kafka's `LeaderEpochFileCache`).
+//! - [`log`]: a partition log open for writing: recovery, leader and
+//!   replicated appends, reads, truncation, retention, rolling.
+//! - [`logdir`]: the log dir root, its lock and root checkpoints.
+//! - [`guard`]: the persisted write guard that makes a partition read-only.
+//! - [`reader`], [`verify`], [`compare`]: read-only access and checks.
 //!
 //! Non-goals: the old message formats (magic 0 and 1) are refused, not read.
 
 pub mod batch;
 pub mod builder;
 pub mod checkpoint;
+pub mod compare;
 pub mod compression;
+pub mod epoch;
 pub mod error;
 pub mod fsutil;
+pub mod guard;
 pub mod index;
+pub mod log;
+pub mod logdir;
+pub mod reader;
 pub mod records;
+pub mod segment;
 pub mod topic;
+pub mod verify;
 
 pub use error::{Error, Result};
+pub use log::{AppendInfo, FlushPolicy, LogConfig, PartitionLog, RecoveryReport};
+pub use logdir::LogDir;
+pub use topic::{TopicId, TopicPartition};

@@ -1,0 +1,217 @@
+//! A log dir: the root that holds partition dirs and Kafka's root checkpoint
+//! files, and the lock that keeps a second writer out.
+//!
+//! Layout (as a Kafka broker's log dir):
+//! ```text
+//! <root>/.lock                               held while a writer is open
+//! <root>/recovery-point-offset-checkpoint    offsets below which segments are flushed
+//! <root>/replication-offset-checkpoint       high watermark per partition
+//! <root>/log-start-offset-checkpoint         log start offset per partition
+//! <root>/<topic>-<partition>/...             one dir per partition
+//! ```
+//!
+//! Only one process may write a log dir: [`LogDir::open`] takes an exclusive
+//! advisory lock (`flock`) on `.lock` and fails with [`Error::Locked`] when
+//! another process holds it. Readers ([`crate::reader`]) take no lock. The
+//! lock is not the `fcntl` lock a Kafka broker takes on the same file, so it
+//! keeps segmirror processes apart, not a broker.
+//!
+//! The root checkpoints are shared by all partitions of the dir: each update
+//! rewrites the file atomically with this process's view merged into what
+//! the file held when the dir was opened.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::checkpoint::{
+    self, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+};
+use crate::error::{Error, Result};
+use crate::log::{LogConfig, PartitionLog};
+use crate::topic::{TopicId, TopicPartition};
+
+/// Name of the lock file at the log dir root (Kafka's name).
+pub const LOCK_FILE: &str = ".lock";
+
+#[derive(Debug, Default)]
+struct RootCheckpoints {
+    recovery_point: BTreeMap<TopicPartition, i64>,
+    log_start: BTreeMap<TopicPartition, i64>,
+    high_watermark: BTreeMap<TopicPartition, i64>,
+}
+
+/// State shared by a log dir and the partition logs opened from it.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) root: PathBuf,
+    _lock: File,
+    checkpoints: Mutex<RootCheckpoints>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, RootCheckpoints> {
+        match self.checkpoints.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    pub(crate) fn log_start_offset(&self, tp: &TopicPartition) -> Option<i64> {
+        self.lock().log_start.get(tp).copied()
+    }
+
+    pub(crate) fn recovery_point(&self, tp: &TopicPartition) -> Option<i64> {
+        self.lock().recovery_point.get(tp).copied()
+    }
+
+    /// Records a partition's recovery point, log start and high watermark and
+    /// rewrites the three root checkpoints.
+    pub(crate) fn update_checkpoints(
+        &self,
+        tp: &TopicPartition,
+        recovery_point: i64,
+        log_start: i64,
+        high_watermark: i64,
+    ) -> Result<()> {
+        let mut c = self.lock();
+        c.recovery_point.insert(tp.clone(), recovery_point);
+        c.log_start.insert(tp.clone(), log_start);
+        c.high_watermark.insert(tp.clone(), high_watermark);
+        checkpoint::write_offset_checkpoint(
+            &self.root.join(RECOVERY_POINT_OFFSET_CHECKPOINT),
+            &c.recovery_point,
+            true,
+        )?;
+        checkpoint::write_offset_checkpoint(
+            &self.root.join(LOG_START_OFFSET_CHECKPOINT),
+            &c.log_start,
+            true,
+        )?;
+        checkpoint::write_offset_checkpoint(
+            &self.root.join(REPLICATION_OFFSET_CHECKPOINT),
+            &c.high_watermark,
+            true,
+        )
+    }
+
+    /// Records a partition's log start offset durably.
+    pub(crate) fn update_log_start(&self, tp: &TopicPartition, log_start: i64) -> Result<()> {
+        let mut c = self.lock();
+        c.log_start.insert(tp.clone(), log_start);
+        checkpoint::write_offset_checkpoint(
+            &self.root.join(LOG_START_OFFSET_CHECKPOINT),
+            &c.log_start,
+            true,
+        )
+    }
+
+    fn forget(&self, tp: &TopicPartition) -> Result<()> {
+        let mut c = self.lock();
+        c.recovery_point.remove(tp);
+        c.log_start.remove(tp);
+        c.high_watermark.remove(tp);
+        checkpoint::write_offset_checkpoint(
+            &self.root.join(RECOVERY_POINT_OFFSET_CHECKPOINT),
+            &c.recovery_point,
+            true,
+        )?;
+        checkpoint::write_offset_checkpoint(
+            &self.root.join(LOG_START_OFFSET_CHECKPOINT),
+            &c.log_start,
+            true,
+        )?;
+        checkpoint::write_offset_checkpoint(
+            &self.root.join(REPLICATION_OFFSET_CHECKPOINT),
+            &c.high_watermark,
+            true,
+        )
+    }
+}
+
+/// A log dir open for writing (locked).
+#[derive(Debug, Clone)]
+pub struct LogDir {
+    shared: Arc<Shared>,
+}
+
+impl LogDir {
+    /// Opens (creating when missing) the log dir at `root` and takes its lock.
+    pub fn open(root: impl AsRef<Path>) -> Result<LogDir> {
+        let root = root.as_ref().to_path_buf();
+        fs::create_dir_all(&root).map_err(Error::io("create dir", &root))?;
+        let lock_path = root.join(LOCK_FILE);
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(Error::io("open", &lock_path))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(Error::Locked {
+                    path: root,
+                    lock: lock_path,
+                });
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(Error::io("lock", &lock_path)(e)),
+        }
+        let checkpoints = RootCheckpoints {
+            recovery_point: checkpoint::read_offset_checkpoint(
+                &root.join(RECOVERY_POINT_OFFSET_CHECKPOINT),
+            )?,
+            log_start: checkpoint::read_offset_checkpoint(&root.join(LOG_START_OFFSET_CHECKPOINT))?,
+            high_watermark: checkpoint::read_offset_checkpoint(
+                &root.join(REPLICATION_OFFSET_CHECKPOINT),
+            )?,
+        };
+        Ok(LogDir {
+            shared: Arc::new(Shared {
+                root,
+                _lock: lock,
+                checkpoints: Mutex::new(checkpoints),
+            }),
+        })
+    }
+
+    /// The root path.
+    pub fn root(&self) -> &Path {
+        &self.shared.root
+    }
+
+    /// The partitions present in the log dir, sorted.
+    pub fn partitions(&self) -> Result<Vec<TopicPartition>> {
+        crate::reader::list_partitions(self.root())
+    }
+
+    /// Opens an existing partition, recovering it.
+    pub fn open_partition(&self, tp: &TopicPartition, config: LogConfig) -> Result<PartitionLog> {
+        PartitionLog::open(Arc::clone(&self.shared), tp.clone(), config, None)
+    }
+
+    /// Opens a partition, creating it when missing. When `topic_id` is given
+    /// it is written to a new partition's `partition.metadata`, and an
+    /// existing partition with another topic id is refused with
+    /// [`Error::TopicIdMismatch`].
+    pub fn open_or_create_partition(
+        &self,
+        tp: &TopicPartition,
+        topic_id: Option<TopicId>,
+        config: LogConfig,
+    ) -> Result<PartitionLog> {
+        PartitionLog::open(Arc::clone(&self.shared), tp.clone(), config, Some(topic_id))
+    }
+
+    /// Deletes a partition dir and its checkpoint entries.
+    pub fn delete_partition(&self, tp: &TopicPartition) -> Result<()> {
+        let dir = self.root().join(tp.dir_name());
+        if dir.exists() {
+            fs::remove_dir_all(&dir).map_err(Error::io("remove dir", &dir))?;
+            crate::fsutil::fsync_dir(self.root())?;
+        }
+        self.shared.forget(tp)
+    }
+}

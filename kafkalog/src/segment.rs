@@ -1,0 +1,242 @@
+//! Segment files: names and streaming scans.
+//!
+//! A segment is named by its base offset, zero-padded to 20 digits, with one
+//! suffix per file kind, as Kafka's `LogFileUtils`:
+//! `00000000000000000042.log`, `.index`, `.timeindex`, `.txnindex`,
+//! `.snapshot`. This module is the only place that formats or parses those
+//! names.
+//!
+//! [`scan`] reads a `.log` file batch by batch through a bounded buffer (never
+//! the whole file in memory), optionally verifying every CRC, and reports
+//! where the valid prefix ends and why it stopped.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+
+use crate::batch::{self, BatchError, BatchHeader, HEADER_SIZE};
+use crate::error::{Error, Result};
+
+/// Suffix of segment data files.
+pub const LOG_SUFFIX: &str = ".log";
+/// Suffix of offset index files.
+pub const INDEX_SUFFIX: &str = ".index";
+/// Suffix of time index files.
+pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+/// Suffix of transaction index files.
+pub const TXN_INDEX_SUFFIX: &str = ".txnindex";
+/// Suffix of producer state snapshots.
+pub const SNAPSHOT_SUFFIX: &str = ".snapshot";
+
+/// `<20-digit offset><suffix>`, as Kafka names segment files.
+pub fn file_name(offset: i64, suffix: &str) -> String {
+    format!("{offset:020}{suffix}")
+}
+
+/// The path of a segment file in a partition dir.
+pub fn file_path(dir: &Path, offset: i64, suffix: &str) -> PathBuf {
+    dir.join(file_name(offset, suffix))
+}
+
+/// Parses `<20 digits><suffix>`; `None` for any other name.
+pub fn parse_file_name(name: &str, suffix: &str) -> Option<i64> {
+    let digits = name.strip_suffix(suffix)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Base offsets of the `.log` files in a partition dir, sorted.
+pub fn list_segments(dir: &Path) -> Result<Vec<i64>> {
+    let mut bases = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(Error::io("list", dir))? {
+        let entry = entry.map_err(Error::io("list", dir))?;
+        if let Some(base) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| parse_file_name(n, LOG_SUFFIX))
+        {
+            bases.push(base);
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+/// Why a scan stopped.
+#[derive(Debug)]
+pub enum ScanStop {
+    /// The end of the file was reached on a batch boundary.
+    End,
+    /// The visitor asked to stop.
+    Visitor,
+    /// The file ends inside a batch (a torn write at the tail).
+    Torn(BatchError),
+    /// A batch is corrupt (bad length, magic, CRC, header).
+    Corrupt(BatchError),
+}
+
+/// The outcome of a [`scan`].
+#[derive(Debug)]
+pub struct ScanEnd {
+    /// Position after the last batch visited (the valid prefix's end).
+    pub valid_end: u64,
+    /// The file's size.
+    pub file_size: u64,
+    /// Why the scan stopped.
+    pub stop: ScanStop,
+}
+
+impl ScanEnd {
+    /// The error the scan stopped at, if any.
+    pub fn error(&self) -> Option<&BatchError> {
+        match &self.stop {
+            ScanStop::Torn(e) | ScanStop::Corrupt(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+const READ_BUFFER: usize = 1 << 20;
+
+/// Reads the batches of the segment file `path` from byte `from` on, calling
+/// `visit(header, bytes)` for each (bytes are the whole batch), with every
+/// CRC checked when `verify`. Stops at the end of the file, at the first bad
+/// batch, or when the visitor breaks. IO errors are errors; malformed data is
+/// reported in [`ScanEnd::stop`].
+pub fn scan(
+    path: &Path,
+    from: u64,
+    verify: bool,
+    mut visit: impl FnMut(&BatchHeader, &[u8]) -> ControlFlow<()>,
+) -> Result<ScanEnd> {
+    let mut file = File::open(path).map_err(Error::io("open", path))?;
+    let file_size = file.metadata().map_err(Error::io("stat", path))?.len();
+    file.seek(SeekFrom::Start(from))
+        .map_err(Error::io("seek", path))?;
+    let mut reader = io::BufReader::with_capacity(READ_BUFFER, file);
+    let mut pos = from;
+    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    loop {
+        if pos >= file_size {
+            return Ok(ScanEnd {
+                valid_end: pos,
+                file_size,
+                stop: ScanStop::End,
+            });
+        }
+        let remaining = file_size - pos;
+        let head_len = HEADER_SIZE.min(remaining as usize);
+        buf.resize(head_len, 0);
+        reader
+            .read_exact(&mut buf)
+            .map_err(Error::io("read", path))?;
+        // Parse the header against what the file holds: a batch that runs
+        // past the end of the file is torn.
+        let declared = if head_len >= 12 {
+            let len = i32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]);
+            (len as i64 + 12).max(HEADER_SIZE as i64) as u64
+        } else {
+            HEADER_SIZE as u64
+        };
+        if head_len == HEADER_SIZE && declared > HEADER_SIZE as u64 && declared <= remaining {
+            let size = declared as usize;
+            buf.resize(size, 0);
+            reader
+                .read_exact(&mut buf[HEADER_SIZE..])
+                .map_err(Error::io("read", path))?;
+        }
+        let header = match batch::parse_header(&buf, pos) {
+            Ok(h) => h,
+            Err(e) if e.is_truncation() => {
+                return Ok(ScanEnd {
+                    valid_end: pos,
+                    file_size,
+                    stop: ScanStop::Torn(e),
+                });
+            }
+            Err(e) => {
+                return Ok(ScanEnd {
+                    valid_end: pos,
+                    file_size,
+                    stop: ScanStop::Corrupt(e),
+                });
+            }
+        };
+        let bytes = &buf[..header.size()];
+        if verify {
+            if let Err(e) = batch::verify_crc(&header, bytes) {
+                return Ok(ScanEnd {
+                    valid_end: pos,
+                    file_size,
+                    stop: ScanStop::Corrupt(e),
+                });
+            }
+        }
+        pos += header.size() as u64;
+        if visit(&header, bytes).is_break() {
+            return Ok(ScanEnd {
+                valid_end: pos,
+                file_size,
+                stop: ScanStop::Visitor,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::tests::raw_batch;
+
+    #[test]
+    fn names_round_trip() {
+        assert_eq!(file_name(42, LOG_SUFFIX), "00000000000000000042.log");
+        assert_eq!(
+            parse_file_name("00000000000000000042.log", LOG_SUFFIX),
+            Some(42)
+        );
+        assert_eq!(parse_file_name("0000000000000000042.log", LOG_SUFFIX), None);
+        assert_eq!(
+            parse_file_name("00000000000000000042.index", LOG_SUFFIX),
+            None
+        );
+        assert_eq!(
+            parse_file_name("0000000000000000004x.log", LOG_SUFFIX),
+            None
+        );
+    }
+
+    #[test]
+    fn scan_stops_at_torn_tail_and_corruption() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(file_name(0, LOG_SUFFIX));
+        let a = raw_batch(0, 0, 0, b"first");
+        let b = raw_batch(1, 0, 0, b"second");
+        let mut bytes = a.clone();
+        bytes.extend_from_slice(&b);
+        bytes.extend_from_slice(&b[..20]);
+        std::fs::write(&path, &bytes).expect("write");
+        let mut seen = vec![];
+        let end = scan(&path, 0, true, |h, _| {
+            seen.push(h.base_offset);
+            ControlFlow::Continue(())
+        })
+        .expect("scan");
+        assert_eq!(seen, vec![0, 1]);
+        assert_eq!(end.valid_end, (a.len() + b.len()) as u64);
+        assert!(matches!(end.stop, ScanStop::Torn(_)));
+
+        bytes.truncate(a.len() + b.len());
+        bytes[a.len() + 40] ^= 1;
+        std::fs::write(&path, &bytes).expect("write");
+        let end = scan(&path, 0, true, |_, _| ControlFlow::Continue(())).expect("scan");
+        assert_eq!(end.valid_end, a.len() as u64);
+        match end.stop {
+            ScanStop::Corrupt(e) => assert_eq!(e.position(), a.len() as u64),
+            other => panic!("expected corruption, got {other:?}"),
+        }
+    }
+}
