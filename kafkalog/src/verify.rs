@@ -169,15 +169,26 @@ pub fn verify_partition(
             if let Some(p) = previous {
                 if h.base_offset <= p.last {
                     found = Some(here(format!(
-                        "batch base offset {} does not follow the previous batch's last offset {}",
-                        h.base_offset, p.last
+                        "batch base offset {} does not follow the previous batch's last offset {} (previous batch at byte {}{}); one of the two is corrupt",
+                        h.base_offset,
+                        p.last,
+                        p.position,
+                        match (&prev, batches.is_empty()) {
+                            (Some((path, _)), true) => format!(
+                                " of {}",
+                                path.file_name()
+                                    .map(|n| n.to_string_lossy())
+                                    .unwrap_or_default()
+                            ),
+                            _ => String::new(),
+                        }
                     )));
                     return ControlFlow::Break(());
                 }
                 if h.base_offset > p.last + 1 && pending_gap.is_none() {
                     pending_gap = Some(here(format!(
-                        "offset gap: previous batch ends at {}, this one starts at {} (a gap is normal only in compacted topics: --allow-gaps)",
-                        p.last, h.base_offset
+                        "offset gap: previous batch (at byte {}) ends at {}, this one starts at {} (a gap is normal only in compacted topics: --allow-gaps)",
+                        p.position, p.last, h.base_offset
                     )));
                 }
                 if h.partition_leader_epoch >= 0
@@ -185,13 +196,13 @@ pub fn verify_partition(
                     && h.partition_leader_epoch < p.epoch
                 {
                     found = Some(here(format!(
-                        "leader epoch {} is below the previous batch's epoch {}",
-                        h.partition_leader_epoch, p.epoch
+                        "leader epoch {} is below the previous batch's epoch {} (previous batch at byte {})",
+                        h.partition_leader_epoch, p.epoch, p.position
                     )));
                     return ControlFlow::Break(());
                 }
             }
-            if let Some(expected) = epochs.epoch_for_offset(h.base_offset) {
+            if let Some(expected) = epochs.epoch_for_offset(h.last_offset()) {
                 if h.partition_leader_epoch != expected {
                     found = Some(here(format!(
                         "leader epoch {} differs from {} that leader-epoch-checkpoint assigns to this offset",
@@ -263,6 +274,7 @@ fn check_indexes(dir: &Path, base: i64, batches: &[(u64, i64, i64)]) -> Option<P
     let by_position: HashMap<u64, (i64, i64)> =
         batches.iter().map(|&(p, b, l)| (p, (b, l))).collect();
     let seg_last = batches.last().map(|b| b.2).unwrap_or(base);
+    let log_name = segment::file_name(base, segment::LOG_SUFFIX);
     let path = segment::file_path(dir, base, INDEX_SUFFIX);
     match crate::fsutil::read_optional(&path) {
         Err(e) => return Some(from_error(&path, e)),
@@ -279,7 +291,7 @@ fn check_indexes(dir: &Path, base: i64, batches: &[(u64, i64, i64)]) -> Option<P
                                 at,
                                 Some(entry.offset),
                                 format!(
-                                    "entry {i} points at byte {} of the log, which is not a batch boundary",
+                                    "entry {i} points at byte {} of {log_name}, which is not a batch boundary",
                                     entry.position
                                 ),
                             ));
@@ -290,7 +302,7 @@ fn check_indexes(dir: &Path, base: i64, batches: &[(u64, i64, i64)]) -> Option<P
                                 at,
                                 Some(entry.offset),
                                 format!(
-                                    "entry {i} names offset {} but the batch at byte {} starts at {b}",
+                                    "entry {i} names offset {} but the batch at byte {} of {log_name} starts at {b}",
                                     entry.offset, entry.position
                                 ),
                             ));
