@@ -41,20 +41,17 @@ impl EpochCache {
     }
 
     /// Records that `epoch` starts at `start_offset`, as Kafka's `assign`:
-    /// ignored when the epoch is negative, not newer than the latest, or
-    /// already present; otherwise entries that start at or after
-    /// `start_offset` (or carry an epoch at or above `epoch`) are replaced.
-    /// Returns true when the cache changed.
+    /// ignored when either is negative, or when the latest entry already has
+    /// this epoch at or below this offset; otherwise every conflicting entry
+    /// (an epoch at or above `epoch`, or a start at or after `start_offset`)
+    /// is removed and the new one appended. Returns true when the cache
+    /// changed.
     pub fn assign(&mut self, epoch: i32, start_offset: i64) -> bool {
         if epoch < 0 || start_offset < 0 {
             return false;
         }
         if let Some(latest) = self.latest() {
             if latest.epoch == epoch && latest.start_offset <= start_offset {
-                return false;
-            }
-            if latest.epoch > epoch && latest.start_offset <= start_offset {
-                // An older epoch after a newer one: Kafka ignores it.
                 return false;
             }
         }
@@ -65,6 +62,16 @@ impl EpochCache {
             start_offset,
         });
         true
+    }
+
+    /// Assigns `epoch` at `start_offset` only when it is newer than the
+    /// latest epoch (or the cache is empty), as Kafka does for each batch
+    /// it appends or recovers. Returns true when the cache changed.
+    pub fn assign_if_newer(&mut self, epoch: i32, start_offset: i64) -> bool {
+        if self.latest_epoch().is_some_and(|latest| epoch <= latest) {
+            return false;
+        }
+        self.assign(epoch, start_offset)
     }
 
     /// The epoch in force at `offset`: the entry with the largest start
@@ -98,6 +105,9 @@ impl EpochCache {
     /// Removes entries that start at or after `end_offset` (log truncated to
     /// `end_offset`). Returns true when the cache changed.
     pub fn truncate_from_end(&mut self, end_offset: i64) -> bool {
+        if end_offset < 0 {
+            return false;
+        }
         let before = self.entries.len();
         self.entries.retain(|e| e.start_offset < end_offset);
         before != self.entries.len()
@@ -151,12 +161,17 @@ mod tests {
         let mut c = cache(&[(0, 0), (2, 30), (3, 70)]);
         assert_eq!(pairs(&c), vec![(0, 0), (2, 30), (3, 70)]);
         assert!(!c.assign(3, 80), "same epoch later offset is a no-op");
-        assert!(!c.assign(1, 90), "older epoch is ignored");
+        assert!(!c.assign_if_newer(1, 90), "older epoch is ignored per batch");
         assert!(
             c.assign(4, 50),
             "newer epoch at a lower offset replaces the tail"
         );
         assert_eq!(pairs(&c), vec![(0, 0), (2, 30), (4, 50)]);
+        // Kafka's shouldEnforceMonotonicallyIncreasingEpochs.
+        let mut k = cache(&[(1, 5), (2, 6)]);
+        assert!(k.assign(1, 7));
+        assert_eq!(pairs(&k), vec![(1, 7)]);
+        assert!(!k.truncate_from_end(-1), "undefined offset leaves the cache alone");
     }
 
     #[test]

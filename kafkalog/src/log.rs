@@ -316,7 +316,7 @@ impl PartitionLog {
         let mut txn_error = None;
         let end = segment::scan(&active_path, 0, true, |h, bytes| {
             state.add(h);
-            epochs.assign(h.partition_leader_epoch, h.base_offset);
+            epochs.assign_if_newer(h.partition_leader_epoch, h.base_offset);
             if let Err(e) = track_transaction(&mut ongoing, &mut txn_index, active_base, h, bytes) {
                 txn_error = Some(e);
                 return ControlFlow::Break(());
@@ -595,7 +595,9 @@ impl PartitionLog {
                 h,
                 bytes,
             )?;
-            epochs_changed |= self.epochs.assign(h.partition_leader_epoch, h.base_offset);
+            epochs_changed |= self
+                .epochs
+                .assign_if_newer(h.partition_leader_epoch, h.base_offset);
             if info.first_offset < 0 {
                 info.first_offset = h.base_offset;
             }

@@ -1,1 +1,30 @@
-//! Object layout, epoch manifest, epoch lineage and the mirror state machine (issue 3; not built yet).
+//! What the shipper and the applier agree on.
+//!
+//! The shipper (beside the source log) and the applier (beside the mirror
+//! log) never talk to each other: everything they must agree on is decided
+//! here and, at run time, read from the bucket. The decisions that must be
+//! right are pure, documented, exhaustively tested code with no IO and no
+//! async (see `spec/mirroring.md` for the semantics):
+//!
+//! - [`lineage`]: the epoch lineage of a partition (Kafka's leader epoch
+//!   cache as a value), Kafka's `endOffsetFor`, the follower divergence
+//!   point, and the failback truncation point for a last mirrored epoch.
+//! - [`state`]: the mirror partition state machine as one pure function,
+//!   `next(state, event) -> (state, actions)`; a driver in the applier
+//!   performs the actions.
+//! - [`layout`]: every object key (the only place that formats or parses
+//!   keys).
+//! - [`partition`]: the epoch manifest of a partition: schema, codec,
+//!   invariants, paging of old ranges.
+//! - [`feed`]: the change feed (head objects) an applier polls cheaply.
+//! - [`store`]: reading and committing through one `ObjectStore` with
+//!   create-if-absent writes; the only module here that does IO, with
+//!   [`bucket`], which builds the store from a URL.
+
+pub mod bucket;
+pub mod feed;
+pub mod layout;
+pub mod lineage;
+pub mod partition;
+pub mod state;
+pub mod store;

@@ -1,0 +1,224 @@
+//! Building the object store from a bucket URL: the one place that knows
+//! the schemes.
+//!
+//! - `file:///abs/path`: a local directory is the bucket (the embedded
+//!   default; created when missing);
+//! - `memory://`: an in-process store (tests);
+//! - `s3://bucket/prefix`: S3 or an S3-compatible server, credentials and
+//!   endpoint from the standard AWS environment (`AWS_ACCESS_KEY_ID`,
+//!   `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION`,
+//!   `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL`); a custom endpoint implies
+//!   path-style requests, and plain HTTP is allowed only when that endpoint
+//!   says `http://`. Conditional puts use S3's `If-None-Match`.
+//!
+//! Secrets never appear in [`BucketUrl`]'s `Display` or in errors.
+
+use std::fmt;
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use object_store::aws::AmazonS3Builder;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+
+use crate::layout::{LayoutError, normalize_prefix};
+
+/// A parsed bucket location.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BucketUrl {
+    /// A local directory.
+    File {
+        /// Absolute path of the directory.
+        root: std::path::PathBuf,
+    },
+    /// An in-process store.
+    Memory,
+    /// An S3 bucket and key prefix.
+    S3 {
+        /// Bucket name.
+        bucket: String,
+        /// Key prefix (normalised, may be empty).
+        prefix: String,
+    },
+}
+
+/// A bucket URL that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BucketError {
+    /// Not a URL we understand.
+    #[error("bucket URL {url:?}: {reason}")]
+    Invalid {
+        /// The URL as given.
+        url: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The store could not be built.
+    #[error("bucket {url}: {source}")]
+    Build {
+        /// The URL (without secrets).
+        url: String,
+        /// The builder's error.
+        #[source]
+        source: object_store::Error,
+    },
+    /// The local directory could not be created.
+    #[error("bucket directory {path}: {source}")]
+    Io {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl BucketUrl {
+    /// Parses `file:///abs/path`, `memory://` or `s3://bucket/prefix`.
+    pub fn parse(url: &str) -> Result<BucketUrl, BucketError> {
+        let invalid = |reason: &str| BucketError::Invalid {
+            url: url.to_string(),
+            reason: reason.to_string(),
+        };
+        if let Some(rest) = url.strip_prefix("file://") {
+            if !rest.starts_with('/') {
+                return Err(invalid(
+                    "a file URL needs an absolute path: file:///abs/path",
+                ));
+            }
+            let path = std::path::PathBuf::from(rest);
+            if path
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                return Err(invalid("'..' is not allowed in the path"));
+            }
+            return Ok(BucketUrl::File { root: path });
+        }
+        if url == "memory://" || url == "memory:///" {
+            return Ok(BucketUrl::Memory);
+        }
+        if let Some(rest) = url.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            let valid_bucket = (3..=63).contains(&bucket.len())
+                && bucket.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'
+                });
+            if !valid_bucket {
+                return Err(invalid("S3 bucket names are 3-63 characters of [a-z0-9.-]"));
+            }
+            let prefix =
+                normalize_prefix(prefix).map_err(|e: LayoutError| invalid(&e.to_string()))?;
+            return Ok(BucketUrl::S3 {
+                bucket: bucket.to_string(),
+                prefix,
+            });
+        }
+        Err(invalid(
+            "expected file:///abs/path, memory:// or s3://bucket/prefix",
+        ))
+    }
+
+    /// The key prefix inside the store (empty for file and memory: the
+    /// directory itself is the root).
+    pub fn prefix(&self) -> &str {
+        match self {
+            BucketUrl::S3 { prefix, .. } => prefix,
+            _ => "",
+        }
+    }
+
+    /// Builds the store. S3 settings come from the environment (see the
+    /// module docs).
+    pub fn build(&self) -> Result<Arc<dyn ObjectStore>, BucketError> {
+        match self {
+            BucketUrl::Memory => Ok(Arc::new(InMemory::new())),
+            BucketUrl::File { root } => {
+                std::fs::create_dir_all(root).map_err(|source| BucketError::Io {
+                    path: root.clone(),
+                    source,
+                })?;
+                let fs = LocalFileSystem::new_with_prefix(root).map_err(|source| {
+                    BucketError::Build {
+                        url: self.to_string(),
+                        source,
+                    }
+                })?;
+                Ok(Arc::new(fs))
+            }
+            BucketUrl::S3 { bucket, .. } => {
+                let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+                let endpoint = std::env::var("AWS_ENDPOINT_URL_S3")
+                    .or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
+                    .ok();
+                if let Some(endpoint) = endpoint {
+                    builder = builder
+                        .with_allow_http(endpoint.starts_with("http://"))
+                        .with_endpoint(endpoint)
+                        .with_virtual_hosted_style_request(false);
+                }
+                if std::env::var("AWS_REGION").is_err()
+                    && std::env::var("AWS_DEFAULT_REGION").is_err()
+                {
+                    builder = builder.with_region("us-east-1");
+                }
+                let s3 = builder.build().map_err(|source| BucketError::Build {
+                    url: self.to_string(),
+                    source,
+                })?;
+                Ok(Arc::new(s3))
+            }
+        }
+    }
+}
+
+impl fmt::Display for BucketUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BucketUrl::File { root } => write!(f, "file://{}", root.display()),
+            BucketUrl::Memory => f.write_str("memory://"),
+            BucketUrl::S3 { bucket, prefix } if prefix.is_empty() => write!(f, "s3://{bucket}"),
+            BucketUrl::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{prefix}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_three_schemes() {
+        assert_eq!(
+            BucketUrl::parse("file:///tmp/b").expect("file"),
+            BucketUrl::File {
+                root: "/tmp/b".into()
+            }
+        );
+        assert_eq!(
+            BucketUrl::parse("memory://").expect("memory"),
+            BucketUrl::Memory
+        );
+        let s3 = BucketUrl::parse("s3://my-bucket/dr/prod/").expect("s3");
+        assert_eq!(
+            s3,
+            BucketUrl::S3 {
+                bucket: "my-bucket".into(),
+                prefix: "dr/prod".into()
+            }
+        );
+        assert_eq!(s3.to_string(), "s3://my-bucket/dr/prod");
+        for bad in [
+            "file://relative",
+            "file:///a/../b",
+            "s3://UPPER/x",
+            "s3://b/../x",
+            "gs://x",
+            "",
+            "/tmp/x",
+        ] {
+            assert!(BucketUrl::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

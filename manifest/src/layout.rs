@@ -1,0 +1,426 @@
+//! Every object key segmirror reads or writes, and nothing else.
+//!
+//! All keys live under the bucket prefix given by the operator (the path of
+//! `s3://bucket/prefix` or `file:///dir`) and then under a format version and
+//! the source cluster id:
+//!
+//! ```text
+//! <prefix>/segmirror/v1/<cluster>/head/<seq:020>.json
+//!     change feed: one immutable object per shipper cycle, summarising every
+//!     partition's latest manifest version (see `feed`).
+//! <prefix>/segmirror/v1/<cluster>/topics/<topic>/<topic-id>/<partition>/manifest/<version:020>.json
+//!     the epoch manifest of one partition, one immutable object per version.
+//! <prefix>/segmirror/v1/<cluster>/topics/<topic>/<topic-id>/<partition>/pages/<first:020>-<last:020>.json
+//!     sealed pages of old ranges, named by the offsets they cover.
+//! <prefix>/segmirror/v1/<cluster>/topics/<topic>/<topic-id>/<partition>/data/<base:020>-<last:020>-e<epoch:010>-<upload>.batches
+//!     shipped batches, byte for byte as in the source segment.
+//! ```
+//!
+//! Offsets are zero-padded to 20 digits and sequence numbers and versions to
+//! 20 digits, so that a lexical listing is numeric order. Data keys carry the
+//! epoch of their first batch and a unique upload id, so a retried upload or
+//! a second shipper never overwrites an object that some manifest names.
+//!
+//! Invariants: [`validate_cluster_id`] and kafkalog's topic name rules admit
+//! only `[A-Za-z0-9._-]` (never `.` or `..`), so no key built here can
+//! escape its prefix; every `parse_*` function is the inverse of its
+//! `*_key` function and refuses anything else.
+
+use std::fmt;
+
+use kafkalog::topic::{TopicId, TopicPartition, validate_topic_name};
+
+/// Format version segment of every key.
+pub const FORMAT_DIR: &str = "segmirror/v1";
+
+/// A bad name or key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {what} {value:?}: {reason}")]
+pub struct LayoutError {
+    /// What was being validated or parsed.
+    pub what: &'static str,
+    /// The value as given.
+    pub value: String,
+    /// Why it is refused.
+    pub reason: &'static str,
+}
+
+fn err(what: &'static str, value: &str, reason: &'static str) -> LayoutError {
+    LayoutError {
+        what,
+        value: value.to_string(),
+        reason,
+    }
+}
+
+/// Validates a cluster id: 1-128 characters of `[A-Za-z0-9._-]`, not `.` or
+/// `..` (Kafka's cluster ids are 22-character base64url strings).
+pub fn validate_cluster_id(id: &str) -> Result<(), LayoutError> {
+    if id.is_empty() || id.len() > 128 {
+        return Err(err("cluster id", id, "must be 1 to 128 characters"));
+    }
+    if id == "." || id == ".." {
+        return Err(err("cluster id", id, "must not be . or .."));
+    }
+    if !id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err(err(
+            "cluster id",
+            id,
+            "may only contain ASCII letters, digits, '.', '_' and '-'",
+        ));
+    }
+    Ok(())
+}
+
+/// Normalises a bucket prefix: no leading or trailing `/`, no empty, `.` or
+/// `..` segments.
+pub fn normalize_prefix(prefix: &str) -> Result<String, LayoutError> {
+    let trimmed = prefix.trim_matches('/');
+    if trimmed.is_empty() {
+        return Ok(String::new());
+    }
+    for seg in trimmed.split('/') {
+        if seg.is_empty() || seg == "." || seg == ".." {
+            return Err(err(
+                "bucket prefix",
+                prefix,
+                "has an empty, '.' or '..' segment",
+            ));
+        }
+    }
+    Ok(trimmed.to_string())
+}
+
+/// The keys of one source cluster under a bucket prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClusterLayout {
+    root: String,
+    cluster_id: String,
+}
+
+/// A partition's identity in the bucket: topic, topic id, partition.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PartitionKey {
+    /// Topic and partition.
+    pub tp: TopicPartition,
+    /// The topic id (from `partition.metadata`).
+    pub topic_id: TopicId,
+}
+
+impl fmt::Display for PartitionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (topic id {})", self.tp, self.topic_id)
+    }
+}
+
+/// A data object's name, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataName {
+    /// Base offset of the first batch.
+    pub base_offset: i64,
+    /// Last offset of the last batch.
+    pub last_offset: i64,
+    /// Leader epoch of the first batch.
+    pub epoch: i32,
+    /// Unique upload id.
+    pub upload_id: String,
+}
+
+impl ClusterLayout {
+    /// The layout of `cluster_id` under `prefix`.
+    pub fn new(prefix: &str, cluster_id: &str) -> Result<ClusterLayout, LayoutError> {
+        validate_cluster_id(cluster_id)?;
+        let prefix = normalize_prefix(prefix)?;
+        let root = if prefix.is_empty() {
+            format!("{FORMAT_DIR}/{cluster_id}")
+        } else {
+            format!("{prefix}/{FORMAT_DIR}/{cluster_id}")
+        };
+        Ok(ClusterLayout {
+            root,
+            cluster_id: cluster_id.to_string(),
+        })
+    }
+
+    /// The cluster id.
+    pub fn cluster_id(&self) -> &str {
+        &self.cluster_id
+    }
+
+    /// `<prefix>/segmirror/v1/<cluster>`.
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// Directory of the change feed's head objects.
+    pub fn head_dir(&self) -> String {
+        format!("{}/head", self.root)
+    }
+
+    /// Key of head object `seq`.
+    pub fn head_key(&self, seq: u64) -> String {
+        format!("{}/head/{seq:020}.json", self.root)
+    }
+
+    /// Parses a head key of this cluster back to its sequence number.
+    pub fn parse_head_key(&self, key: &str) -> Result<u64, LayoutError> {
+        let name = key
+            .strip_prefix(&self.head_dir())
+            .and_then(|r| r.strip_prefix('/'))
+            .ok_or_else(|| err("head key", key, "not under this cluster's head dir"))?;
+        parse_padded(name, ".json")
+            .ok_or_else(|| err("head key", key, "name is not <20 digits>.json"))
+    }
+
+    /// Directory of all objects of a partition.
+    pub fn partition_dir(&self, p: &PartitionKey) -> String {
+        format!(
+            "{}/topics/{}/{}/{}",
+            self.root, p.tp.topic, p.topic_id, p.tp.partition
+        )
+    }
+
+    /// Directory of a partition's manifest versions.
+    pub fn manifest_dir(&self, p: &PartitionKey) -> String {
+        format!("{}/manifest", self.partition_dir(p))
+    }
+
+    /// Key of manifest version `version` of a partition.
+    pub fn manifest_key(&self, p: &PartitionKey, version: u64) -> String {
+        format!("{}/manifest/{version:020}.json", self.partition_dir(p))
+    }
+
+    /// Parses a manifest key of partition `p` back to its version.
+    pub fn parse_manifest_key(&self, p: &PartitionKey, key: &str) -> Result<u64, LayoutError> {
+        let name = key
+            .strip_prefix(&self.manifest_dir(p))
+            .and_then(|r| r.strip_prefix('/'))
+            .ok_or_else(|| {
+                err(
+                    "manifest key",
+                    key,
+                    "not under this partition's manifest dir",
+                )
+            })?;
+        parse_padded(name, ".json")
+            .ok_or_else(|| err("manifest key", key, "name is not <20 digits>.json"))
+    }
+
+    /// Key of a sealed page of old ranges covering `[first, last]`.
+    pub fn page_key(&self, p: &PartitionKey, first: i64, last: i64) -> String {
+        format!(
+            "{}/pages/{first:020}-{last:020}.json",
+            self.partition_dir(p)
+        )
+    }
+
+    /// Directory of a partition's data objects.
+    pub fn data_dir(&self, p: &PartitionKey) -> String {
+        format!("{}/data", self.partition_dir(p))
+    }
+
+    /// Key of a data object holding batches `[base, last]`, whose first batch
+    /// has leader epoch `epoch`, uploaded as `upload_id`.
+    pub fn data_key(
+        &self,
+        p: &PartitionKey,
+        base: i64,
+        last: i64,
+        epoch: i32,
+        upload_id: &str,
+    ) -> Result<String, LayoutError> {
+        validate_upload_id(upload_id)?;
+        Ok(format!(
+            "{}/data/{base:020}-{last:020}-e{:010}-{upload_id}.batches",
+            self.partition_dir(p),
+            epoch.max(0)
+        ))
+    }
+
+    /// Parses a data key of partition `p`.
+    pub fn parse_data_key(&self, p: &PartitionKey, key: &str) -> Result<DataName, LayoutError> {
+        let bad = || {
+            err(
+                "data key",
+                key,
+                "not <20 digits>-<20 digits>-e<10 digits>-<upload id>.batches under this partition",
+            )
+        };
+        let name = key
+            .strip_prefix(&self.data_dir(p))
+            .and_then(|r| r.strip_prefix('/'))
+            .ok_or_else(bad)?;
+        let stem = name.strip_suffix(".batches").ok_or_else(bad)?;
+        let mut parts = stem.splitn(4, '-');
+        let base = parts
+            .next()
+            .and_then(|s| parse_padded(s, ""))
+            .ok_or_else(bad)?;
+        let last = parts
+            .next()
+            .and_then(|s| parse_padded(s, ""))
+            .ok_or_else(bad)?;
+        let epoch = parts
+            .next()
+            .and_then(|s| s.strip_prefix('e'))
+            .filter(|s| s.len() == 10 && s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse::<i32>().ok())
+            .ok_or_else(bad)?;
+        let upload_id = parts.next().ok_or_else(bad)?;
+        validate_upload_id(upload_id)?;
+        let (base, last) = (
+            i64::try_from(base).map_err(|_| bad())?,
+            i64::try_from(last).map_err(|_| bad())?,
+        );
+        Ok(DataName {
+            base_offset: base,
+            last_offset: last,
+            epoch,
+            upload_id: upload_id.to_string(),
+        })
+    }
+}
+
+/// Checks an upload id: 1-64 characters of `[a-z0-9]`.
+pub fn validate_upload_id(id: &str) -> Result<(), LayoutError> {
+    if id.is_empty()
+        || id.len() > 64
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    {
+        return Err(err(
+            "upload id",
+            id,
+            "must be 1 to 64 characters of [a-z0-9]",
+        ));
+    }
+    Ok(())
+}
+
+/// A fresh upload id: milliseconds since the epoch and 64 random bits, in
+/// hex, so ids sort roughly by time and never repeat.
+pub fn new_upload_id() -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let mut random = [0u8; 8];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        let _ = std::io::Read::read_exact(&mut f, &mut random);
+    }
+    // Mix in the clock and a counter so ids differ even without /dev/urandom.
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let r = u64::from_le_bytes(random)
+        ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ (std::process::id() as u64) << 32;
+    format!("{ms:011x}{r:016x}")
+}
+
+fn parse_padded(name: &str, suffix: &str) -> Option<u64> {
+    let digits = name.strip_suffix(suffix)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Checks a topic name as Kafka does (re-exported for callers that build
+/// keys from user input).
+pub fn validate_topic(name: &str) -> Result<(), LayoutError> {
+    validate_topic_name(name).map_err(|_| {
+        err(
+            "topic",
+            name,
+            "must be 1-249 characters of [A-Za-z0-9._-], not . or ..",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pk() -> PartitionKey {
+        PartitionKey {
+            tp: TopicPartition::new("orders", 3).expect("tp"),
+            topic_id: "AAAAAAAAAAAAAAAAAAAAAQ"
+                .parse()
+                .unwrap_or_else(|_| TopicId::random().expect("id")),
+        }
+    }
+
+    #[test]
+    fn keys_are_pinned() {
+        let l = ClusterLayout::new("/dr/prod/", "Ab-c_9").expect("layout");
+        let p = PartitionKey {
+            tp: TopicPartition::new("orders", 3).expect("tp"),
+            topic_id: "vVw7a5a_QkWcK7JvBD2t8Q".parse().expect("id"),
+        };
+        assert_eq!(
+            l.head_key(7),
+            "dr/prod/segmirror/v1/Ab-c_9/head/00000000000000000007.json"
+        );
+        assert_eq!(
+            l.manifest_key(&p, 12),
+            "dr/prod/segmirror/v1/Ab-c_9/topics/orders/vVw7a5a_QkWcK7JvBD2t8Q/3/manifest/00000000000000000012.json"
+        );
+        assert_eq!(
+            l.data_key(&p, 100, 199, 5, "abc123").expect("key"),
+            "dr/prod/segmirror/v1/Ab-c_9/topics/orders/vVw7a5a_QkWcK7JvBD2t8Q/3/data/00000000000000000100-00000000000000000199-e0000000005-abc123.batches"
+        );
+        assert_eq!(
+            l.page_key(&p, 0, 99),
+            "dr/prod/segmirror/v1/Ab-c_9/topics/orders/vVw7a5a_QkWcK7JvBD2t8Q/3/pages/00000000000000000000-00000000000000000099.json"
+        );
+        assert_eq!(
+            ClusterLayout::new("", "c").expect("layout").head_key(0),
+            "segmirror/v1/c/head/00000000000000000000.json"
+        );
+    }
+
+    #[test]
+    fn parse_inverts_format() {
+        let l = ClusterLayout::new("p", "c1").expect("layout");
+        let p = pk();
+        assert_eq!(l.parse_head_key(&l.head_key(42)), Ok(42));
+        assert_eq!(l.parse_manifest_key(&p, &l.manifest_key(&p, 9)), Ok(9));
+        let id = new_upload_id();
+        let key = l.data_key(&p, 5, 9, 2, &id).expect("key");
+        assert_eq!(
+            l.parse_data_key(&p, &key),
+            Ok(DataName {
+                base_offset: 5,
+                last_offset: 9,
+                epoch: 2,
+                upload_id: id
+            })
+        );
+        assert!(l.parse_head_key("p/segmirror/v1/c1/head/7.json").is_err());
+        assert!(
+            l.parse_data_key(&p, &key.replace(".batches", ".log"))
+                .is_err()
+        );
+        assert!(
+            l.parse_manifest_key(&p, "elsewhere/00000000000000000001.json")
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn names_that_could_escape_are_refused() {
+        for bad in ["", ".", "..", "a/b", "a b", "../x", "é"] {
+            assert!(validate_cluster_id(bad).is_err(), "{bad:?}");
+        }
+        assert!(normalize_prefix("a/../b").is_err());
+        assert!(normalize_prefix("a//b").is_err());
+        assert_eq!(normalize_prefix("/a/b/").as_deref(), Ok("a/b"));
+        assert!(validate_upload_id("../x").is_err());
+        assert!(validate_topic("..").is_err());
+        assert!(new_upload_id() != new_upload_id());
+    }
+}

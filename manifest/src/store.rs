@@ -1,0 +1,477 @@
+//! Reading and committing manifests, pages, data objects and heads through
+//! one `Arc<dyn ObjectStore>`.
+//!
+//! Commit protocol (all backends: `memory://`, `file://`, S3):
+//! - data objects and pages are written first, each with create-if-absent
+//!   under a key no other writer uses (`layout` puts a unique upload id in
+//!   data keys; page keys are content-addressed by offsets and identical
+//!   when rewritten);
+//! - a manifest version is written last, create-if-absent at
+//!   `manifest/<version>`: of two writers racing for a version exactly one
+//!   wins and the other gets [`StoreError::Conflict`], re-reads and decides
+//!   again ([`ManifestStore::update_manifest`]);
+//! - then the head of the change feed is published the same way.
+//!
+//! So a manifest never names an object that is not fully written, and no
+//! object a manifest names is ever overwritten.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+
+use crate::feed::{Head, KEEP_HEADS};
+use crate::layout::{ClusterLayout, LayoutError, PartitionKey};
+use crate::partition::{ManifestFormatError, Page, PartitionManifest};
+
+/// What can go wrong talking to the bucket.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The object does not exist (yet).
+    #[error("object {key} not found")]
+    NotFound {
+        /// The key.
+        key: String,
+    },
+    /// Another writer created this object first: re-read and decide again.
+    #[error("another writer won: {key} already exists")]
+    Conflict {
+        /// The key.
+        key: String,
+    },
+    /// The object store failed.
+    #[error("{op} {key}: {source}")]
+    Store {
+        /// The operation.
+        op: &'static str,
+        /// The key.
+        key: String,
+        /// The store's error.
+        #[source]
+        source: object_store::Error,
+    },
+    /// An object could not be decoded.
+    #[error("{key}: {source}")]
+    Format {
+        /// The key.
+        key: String,
+        /// What is wrong.
+        #[source]
+        source: ManifestFormatError,
+    },
+    /// An object describes another partition or cluster than its key says.
+    #[error("{key}: {reason}")]
+    Identity {
+        /// The key.
+        key: String,
+        /// What differs.
+        reason: String,
+    },
+    /// A key or name is invalid.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    /// [`ManifestStore::update_manifest`] kept losing races.
+    #[error("gave up committing {key} after {attempts} lost races")]
+    TooManyConflicts {
+        /// The last key tried.
+        key: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+}
+
+impl StoreError {
+    /// True for errors worth retrying with backoff (store unavailable,
+    /// object missing, lost race); false for data that will not get better
+    /// (malformed objects, wrong identity, bad names, permission errors).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            StoreError::NotFound { .. }
+            | StoreError::Conflict { .. }
+            | StoreError::TooManyConflicts { .. } => true,
+            StoreError::Store { source, .. } => !matches!(
+                source,
+                object_store::Error::PermissionDenied { .. }
+                    | object_store::Error::Unauthenticated { .. }
+                    | object_store::Error::NotSupported { .. }
+                    | object_store::Error::NotImplemented { .. }
+                    | object_store::Error::InvalidPath { .. }
+                    | object_store::Error::UnknownConfigurationKey { .. }
+            ),
+            StoreError::Format { .. } | StoreError::Identity { .. } | StoreError::Layout(_) => {
+                false
+            }
+        }
+    }
+
+    fn from_store(op: &'static str, key: &str, e: object_store::Error) -> StoreError {
+        match e {
+            object_store::Error::NotFound { .. } => StoreError::NotFound {
+                key: key.to_string(),
+            },
+            object_store::Error::AlreadyExists { .. }
+            | object_store::Error::Precondition { .. } => StoreError::Conflict {
+                key: key.to_string(),
+            },
+            source => StoreError::Store {
+                op,
+                key: key.to_string(),
+                source,
+            },
+        }
+    }
+}
+
+/// Most attempts [`ManifestStore::update_manifest`] makes.
+pub const MAX_COMMIT_ATTEMPTS: u32 = 16;
+
+/// A source cluster's objects in a bucket.
+#[derive(Debug, Clone)]
+pub struct ManifestStore {
+    store: Arc<dyn ObjectStore>,
+    layout: ClusterLayout,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl ManifestStore {
+    /// Objects of `layout`'s cluster in `store`.
+    pub fn new(store: Arc<dyn ObjectStore>, layout: ClusterLayout) -> ManifestStore {
+        ManifestStore { store, layout }
+    }
+
+    /// The key layout.
+    pub fn layout(&self) -> &ClusterLayout {
+        &self.layout
+    }
+
+    /// The underlying store.
+    pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// Writes `bytes` at `key` only if nothing is there.
+    pub async fn put_new(&self, key: &str, bytes: Bytes) -> Result<(), StoreError> {
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        };
+        self.store
+            .put_opts(&Path::from(key), PutPayload::from_bytes(bytes), opts)
+            .await
+            .map(|_| ())
+            .map_err(|e| StoreError::from_store("put", key, e))
+    }
+
+    /// Reads a whole object.
+    pub async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
+        let result = self
+            .store
+            .get(&Path::from(key))
+            .await
+            .map_err(|e| StoreError::from_store("get", key, e))?;
+        result
+            .bytes()
+            .await
+            .map_err(|e| StoreError::from_store("get", key, e))
+    }
+
+    /// Deletes an object (absent is fine).
+    pub async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        match self.store.delete(&Path::from(key)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(StoreError::from_store("delete", key, e)),
+        }
+    }
+
+    /// Lists the keys under `dir`, sorted.
+    pub async fn list(&self, dir: &str) -> Result<Vec<String>, StoreError> {
+        let prefix = Path::from(dir);
+        let metas: Vec<_> = self
+            .store
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|e| StoreError::from_store("list", dir, e))?;
+        let mut keys: Vec<String> = metas.into_iter().map(|m| m.location.to_string()).collect();
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// Reads manifest `version` of partition `p`, checking that it describes
+    /// that partition of this cluster.
+    pub async fn get_manifest(
+        &self,
+        p: &PartitionKey,
+        version: u64,
+    ) -> Result<PartitionManifest, StoreError> {
+        let key = self.layout.manifest_key(p, version);
+        let bytes = self.get(&key).await?;
+        let m = PartitionManifest::decode(&bytes).map_err(|source| StoreError::Format {
+            key: key.clone(),
+            source,
+        })?;
+        let identity_ok = m.version == version
+            && m.source_cluster_id == self.layout.cluster_id()
+            && m.topic == p.tp.topic
+            && m.partition == p.tp.partition
+            && m.topic_id == p.topic_id;
+        if !identity_ok {
+            return Err(StoreError::Identity {
+                key,
+                reason: format!(
+                    "manifest says version {} of {}-{} (topic id {}) from cluster {}",
+                    m.version, m.topic, m.partition, m.topic_id, m.source_cluster_id
+                ),
+            });
+        }
+        Ok(m)
+    }
+
+    /// The latest manifest version of `p`. With `known` (a version known to
+    /// exist, from the change feed or an earlier read) it probes forward
+    /// from there; without, it lists the manifest dir once.
+    pub async fn latest_manifest(
+        &self,
+        p: &PartitionKey,
+        known: Option<u64>,
+    ) -> Result<Option<PartitionManifest>, StoreError> {
+        let mut latest = match known {
+            Some(v) => v,
+            None => {
+                let keys = self.list(&self.layout.manifest_dir(p)).await?;
+                match keys
+                    .iter()
+                    .filter_map(|k| self.layout.parse_manifest_key(p, k).ok())
+                    .max()
+                {
+                    Some(v) => v,
+                    None => return Ok(None),
+                }
+            }
+        };
+        // Walk forward past versions committed after `known` (or after the
+        // listing).
+        loop {
+            match self.get_manifest(p, latest + 1).await {
+                Ok(_) => latest += 1,
+                Err(StoreError::NotFound { .. }) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        self.get_manifest(p, latest).await.map(Some)
+    }
+
+    /// Commits `m` as version `m.version`, create-if-absent. Returns
+    /// [`StoreError::Conflict`] when another writer committed that version.
+    pub async fn commit_manifest(&self, m: &PartitionManifest) -> Result<(), StoreError> {
+        let p = PartitionKey {
+            tp: m.topic_partition().map_err(|source| StoreError::Format {
+                key: String::new(),
+                source,
+            })?,
+            topic_id: m.topic_id,
+        };
+        let key = self.layout.manifest_key(&p, m.version);
+        if m.source_cluster_id != self.layout.cluster_id() {
+            return Err(StoreError::Identity {
+                key,
+                reason: format!(
+                    "manifest of cluster {} in {}'s layout",
+                    m.source_cluster_id,
+                    self.layout.cluster_id()
+                ),
+            });
+        }
+        let bytes = m.encode().map_err(|source| StoreError::Format {
+            key: key.clone(),
+            source,
+        })?;
+        self.put_new(&key, Bytes::from(bytes)).await
+    }
+
+    /// Read-decide-commit loop: `decide` gets the latest manifest (or None)
+    /// and returns the next one to commit (its `version` is set here to the
+    /// next number) or None to commit nothing. On a lost race it re-reads
+    /// and decides again. Returns what was committed.
+    pub async fn update_manifest<E>(
+        &self,
+        p: &PartitionKey,
+        mut known: Option<u64>,
+        mut decide: impl FnMut(Option<&PartitionManifest>) -> Result<Option<PartitionManifest>, E>,
+    ) -> Result<Result<Option<PartitionManifest>, E>, StoreError> {
+        let mut last_key = String::new();
+        for _ in 0..MAX_COMMIT_ATTEMPTS {
+            let current = self.latest_manifest(p, known).await?;
+            let next = match decide(current.as_ref()) {
+                Ok(Some(next)) => next,
+                Ok(None) => return Ok(Ok(None)),
+                Err(e) => return Ok(Err(e)),
+            };
+            let mut next = next;
+            next.version = current.as_ref().map_or(1, |c| c.version + 1);
+            next.committed_at_ms = now_ms();
+            match self.commit_manifest(&next).await {
+                Ok(()) => return Ok(Ok(Some(next))),
+                Err(StoreError::Conflict { key }) => {
+                    known = current.as_ref().map(|c| c.version);
+                    last_key = key;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::TooManyConflicts {
+            key: last_key,
+            attempts: MAX_COMMIT_ATTEMPTS,
+        })
+    }
+
+    /// Writes a sealed page (idempotent: an identical page may already be
+    /// there from an earlier attempt).
+    pub async fn put_page(&self, key: &str, page: &Page) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(page).map_err(|e| StoreError::Format {
+            key: key.to_string(),
+            source: ManifestFormatError::Malformed(e.to_string()),
+        })?;
+        match self.put_new(key, Bytes::from(bytes)).await {
+            Ok(()) => Ok(()),
+            Err(StoreError::Conflict { .. }) => {
+                let existing = self.get_page(key).await?;
+                if existing.ranges == page.ranges {
+                    Ok(())
+                } else {
+                    Err(StoreError::Conflict {
+                        key: key.to_string(),
+                    })
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads a sealed page.
+    pub async fn get_page(&self, key: &str) -> Result<Page, StoreError> {
+        let bytes = self.get(key).await?;
+        crate::partition::decode_versioned(&bytes).map_err(|source| StoreError::Format {
+            key: key.to_string(),
+            source,
+        })
+    }
+
+    /// Reads head `seq`.
+    pub async fn get_head(&self, seq: u64) -> Result<Head, StoreError> {
+        let key = self.layout.head_key(seq);
+        let bytes = self.get(&key).await?;
+        let head = Head::decode(&bytes).map_err(|source| StoreError::Format {
+            key: key.clone(),
+            source,
+        })?;
+        if head.seq != seq || head.source_cluster_id != self.layout.cluster_id() {
+            return Err(StoreError::Identity {
+                key,
+                reason: format!(
+                    "head says seq {} of cluster {}",
+                    head.seq, head.source_cluster_id
+                ),
+            });
+        }
+        Ok(head)
+    }
+
+    /// The highest head sequence present, by listing the head dir.
+    pub async fn latest_head_seq(&self) -> Result<Option<u64>, StoreError> {
+        let keys = self.list(&self.layout.head_dir()).await?;
+        Ok(keys
+            .iter()
+            .filter_map(|k| self.layout.parse_head_key(k).ok())
+            .max())
+    }
+
+    /// The newest head: from `known` (a seq known to exist) probing
+    /// forward, or by listing.
+    pub async fn latest_head(&self, known: Option<u64>) -> Result<Option<Head>, StoreError> {
+        let mut seq = match known {
+            Some(s) => s,
+            None => match self.latest_head_seq().await? {
+                Some(s) => s,
+                None => return Ok(None),
+            },
+        };
+        loop {
+            match self.get_head(seq + 1).await {
+                Ok(_) => seq += 1,
+                Err(StoreError::NotFound { .. }) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        match self.get_head(seq).await {
+            Ok(h) => Ok(Some(h)),
+            // Pruned under us: list instead.
+            Err(StoreError::NotFound { .. }) if known.is_some() => {
+                Box::pin(self.latest_head(None)).await
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Publishes a new head with `entries` merged into the newest one
+    /// (create-if-absent at `seq + 1`; a lost race re-reads and merges
+    /// again). Returns the head written, or the current one when nothing
+    /// changed. `known` is the last seq this writer saw.
+    pub async fn publish_head(
+        &self,
+        known: Option<u64>,
+        writer: &str,
+        entries: &[crate::feed::HeadEntry],
+    ) -> Result<Head, StoreError> {
+        let mut known = known;
+        let mut last_key = String::new();
+        for _ in 0..MAX_COMMIT_ATTEMPTS {
+            let current = self.latest_head(known).await?;
+            let mut next = current
+                .clone()
+                .unwrap_or_else(|| Head::empty(self.layout.cluster_id()));
+            if !next.merge(entries.iter().cloned()) {
+                if let Some(c) = current {
+                    return Ok(c);
+                }
+            }
+            next.seq = current.as_ref().map_or(1, |c| c.seq + 1);
+            next.written_at_ms = now_ms();
+            next.writer = writer.to_string();
+            let key = self.layout.head_key(next.seq);
+            let bytes = next.encode().map_err(|source| StoreError::Format {
+                key: key.clone(),
+                source,
+            })?;
+            match self.put_new(&key, Bytes::from(bytes)).await {
+                Ok(()) => {
+                    if next.seq > KEEP_HEADS {
+                        // Best effort: prune the head that fell out of the window.
+                        let _ = self
+                            .delete(&self.layout.head_key(next.seq - KEEP_HEADS))
+                            .await;
+                    }
+                    return Ok(next);
+                }
+                Err(StoreError::Conflict { key }) => {
+                    known = current.map(|c| c.seq);
+                    last_key = key;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::TooManyConflicts {
+            key: last_key,
+            attempts: MAX_COMMIT_ATTEMPTS,
+        })
+    }
+}

@@ -1,0 +1,255 @@
+//! The commit protocol on real stores (`memory://` and `file://`; S3 in the
+//! scenario suite): create-if-absent versions, exactly one winner among
+//! concurrent writers, the read-decide-commit loop, and the change feed.
+
+use std::sync::Arc;
+
+use kafkalog::TopicPartition;
+use kafkalog::checkpoint::EpochEntry;
+use manifest::bucket::BucketUrl;
+use manifest::feed::HeadEntry;
+use manifest::layout::{ClusterLayout, PartitionKey};
+use manifest::partition::{PartitionManifest, ShippedRange};
+use manifest::store::{ManifestStore, StoreError};
+use object_store::ObjectStore;
+
+fn pk() -> PartitionKey {
+    PartitionKey {
+        tp: TopicPartition::new("orders", 0).expect("tp"),
+        topic_id: "vVw7a5a_QkWcK7JvBD2t8Q".parse().expect("id"),
+    }
+}
+
+fn backends() -> Vec<(
+    &'static str,
+    Arc<dyn ObjectStore>,
+    Option<tempfile::TempDir>,
+)> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("file://{}", dir.path().display());
+    vec![
+        ("memory", BucketUrl::Memory.build().expect("memory"), None),
+        (
+            "file",
+            BucketUrl::parse(&url).expect("url").build().expect("file"),
+            Some(dir),
+        ),
+    ]
+}
+
+fn manifest_at(version: u64, end: i64, writer: &str) -> PartitionManifest {
+    let p = pk();
+    let mut m = PartitionManifest::new("src-1", &p.tp, p.topic_id);
+    m.version = version;
+    m.shipped_end_offset = end;
+    m.source_high_watermark = end;
+    m.lineage = vec![EpochEntry {
+        epoch: 0,
+        start_offset: 0,
+    }];
+    m.writer = writer.to_string();
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_racing_writers_exactly_one_wins() {
+    for (name, store, _dir) in backends() {
+        let ms = ManifestStore::new(store, ClusterLayout::new("race", "src-1").expect("layout"));
+        let mut tasks = Vec::new();
+        for w in 0..16 {
+            let ms = ms.clone();
+            tasks.push(tokio::spawn(async move {
+                ms.commit_manifest(&manifest_at(1, 10 + w, &format!("w{w}")))
+                    .await
+            }));
+        }
+        let mut wins = 0;
+        let mut conflicts = 0;
+        for t in tasks {
+            match t.await.expect("join") {
+                Ok(()) => wins += 1,
+                Err(StoreError::Conflict { key }) => {
+                    assert!(
+                        key.ends_with("/manifest/00000000000000000001.json"),
+                        "{key}"
+                    );
+                    conflicts += 1;
+                }
+                Err(e) => panic!("{name}: unexpected {e}"),
+            }
+        }
+        assert_eq!((wins, conflicts), (1, 15), "{name}");
+        // The winner's manifest is the one stored, whole.
+        let m = ms
+            .latest_manifest(&pk(), None)
+            .await
+            .expect("read")
+            .expect("present");
+        assert_eq!(m.version, 1);
+        assert!(m.writer.starts_with('w'));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn losers_reread_and_decide_again() {
+    for (name, store, _dir) in backends() {
+        let ms = ManifestStore::new(store, ClusterLayout::new("", "src-1").expect("layout"));
+        // 8 writers each add 10 offsets; every one ends up committed once.
+        let mut tasks = Vec::new();
+        for w in 0..8 {
+            let ms = ms.clone();
+            tasks.push(tokio::spawn(async move {
+                ms.update_manifest(&pk(), None, |cur| {
+                    let end = cur.map_or(0, |c| c.shipped_end_offset);
+                    let mut next = manifest_at(0, end + 10, &format!("w{w}"));
+                    next.lineage = vec![EpochEntry {
+                        epoch: 0,
+                        start_offset: 0,
+                    }];
+                    Ok::<_, std::convert::Infallible>(Some(next))
+                })
+                .await
+            }));
+        }
+        for t in tasks {
+            t.await.expect("join").expect("store").expect("decided");
+        }
+        let m = ms
+            .latest_manifest(&pk(), Some(1))
+            .await
+            .expect("read")
+            .expect("present");
+        assert_eq!((m.version, m.shipped_end_offset), (8, 80), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn manifests_are_checked_against_their_key() {
+    for (name, store, _dir) in backends() {
+        let ms = ManifestStore::new(
+            store.clone(),
+            ClusterLayout::new("", "src-1").expect("layout"),
+        );
+        ms.commit_manifest(&manifest_at(1, 5, "a"))
+            .await
+            .expect("commit");
+        // A manifest of another cluster under this cluster's key.
+        let mut other = manifest_at(2, 6, "b");
+        other.source_cluster_id = "intruder".into();
+        let key = ms.layout().manifest_key(&pk(), 2);
+        ms.put_new(&key, other.encode().expect("encode").into())
+            .await
+            .expect("raw put");
+        match ms.get_manifest(&pk(), 2).await {
+            Err(e @ StoreError::Identity { .. }) => {
+                assert!(!e.is_retryable());
+                assert!(e.to_string().contains("intruder"), "{e}");
+            }
+            other => panic!("{name}: expected identity error, got {other:?}"),
+        }
+        // Garbage is a format error naming the key.
+        let key3 = ms.layout().manifest_key(&pk(), 3);
+        ms.put_new(&key3, bytes::Bytes::from_static(b"{not json"))
+            .await
+            .expect("raw put");
+        let e = ms.get_manifest(&pk(), 3).await.expect_err("garbage");
+        assert!(
+            matches!(e, StoreError::Format { .. }) && e.to_string().contains(&key3),
+            "{e}"
+        );
+        // A missing version is NotFound and retryable.
+        let e = ms.get_manifest(&pk(), 9).await.expect_err("missing");
+        assert!(matches!(e, StoreError::NotFound { .. }) && e.is_retryable());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_change_feed_merges_concurrent_shippers() {
+    for (name, store, _dir) in backends() {
+        let ms = ManifestStore::new(store, ClusterLayout::new("feed", "src-1").expect("layout"));
+        assert!(ms.latest_head(None).await.expect("empty").is_none());
+        let mut tasks = Vec::new();
+        for p in 0..6 {
+            let ms = ms.clone();
+            tasks.push(tokio::spawn(async move {
+                let tp = TopicPartition::new("orders", p).expect("tp");
+                let mut m = PartitionManifest::new(
+                    "src-1",
+                    &tp,
+                    "vVw7a5a_QkWcK7JvBD2t8Q".parse().expect("id"),
+                );
+                m.version = 1;
+                m.shipped_end_offset = i64::from(p) * 10;
+                ms.publish_head(
+                    None,
+                    &format!("shipper-{p}"),
+                    &[HeadEntry::for_manifest(&m)],
+                )
+                .await
+            }));
+        }
+        for t in tasks {
+            t.await.expect("join").expect("published");
+        }
+        let head = ms.latest_head(None).await.expect("read").expect("present");
+        assert_eq!(
+            head.partitions.len(),
+            6,
+            "{name}: every shipper's entry survives the races"
+        );
+        assert_eq!(head.seq, 6);
+        // Nothing new: no new head.
+        let again = ms
+            .publish_head(Some(head.seq), "x", &[head.partitions["orders-3"].clone()])
+            .await
+            .expect("noop");
+        assert_eq!(again.seq, 6);
+    }
+}
+
+#[tokio::test]
+async fn pages_are_written_before_the_manifest_that_names_them() {
+    let store = BucketUrl::Memory.build().expect("memory");
+    let ms = ManifestStore::new(store, ClusterLayout::new("", "src-1").expect("layout"));
+    let p = pk();
+    let mut m = manifest_at(1, 0, "a");
+    let mut written = 0;
+    for i in 0..600i64 {
+        let r = ShippedRange {
+            key: ms
+                .layout()
+                .data_key(&p, i * 10, i * 10 + 9, 0, "u1")
+                .expect("key"),
+            base_offset: i * 10,
+            last_offset: i * 10 + 9,
+            bytes: 100,
+            batches: 1,
+            crc32c: 0,
+            max_timestamp: 0,
+            epochs: vec![],
+            segment_base_offset: 0,
+            completes_segment: false,
+            segment_generation: 0,
+        };
+        if let Some((key, page)) = m.push_range(r, |a, b| ms.layout().page_key(&p, a, b)) {
+            ms.put_page(&key, &page).await.expect("page");
+            ms.put_page(&key, &page)
+                .await
+                .expect("rewriting an identical page is fine");
+            written += 1;
+        }
+    }
+    ms.commit_manifest(&m).await.expect("commit");
+    assert_eq!(written, 1);
+    let back = ms
+        .latest_manifest(&p, None)
+        .await
+        .expect("read")
+        .expect("present");
+    let page = ms
+        .get_page(&back.pages[0].key)
+        .await
+        .expect("page readable");
+    assert_eq!(page.ranges.len(), 256);
+    assert_eq!(page.ranges[0].base_offset, 0);
+}
