@@ -161,7 +161,10 @@ mod tests {
         let mut c = cache(&[(0, 0), (2, 30), (3, 70)]);
         assert_eq!(pairs(&c), vec![(0, 0), (2, 30), (3, 70)]);
         assert!(!c.assign(3, 80), "same epoch later offset is a no-op");
-        assert!(!c.assign_if_newer(1, 90), "older epoch is ignored per batch");
+        assert!(
+            !c.assign_if_newer(1, 90),
+            "older epoch is ignored per batch"
+        );
         assert!(
             c.assign(4, 50),
             "newer epoch at a lower offset replaces the tail"
@@ -171,7 +174,10 @@ mod tests {
         let mut k = cache(&[(1, 5), (2, 6)]);
         assert!(k.assign(1, 7));
         assert_eq!(pairs(&k), vec![(1, 7)]);
-        assert!(!k.truncate_from_end(-1), "undefined offset leaves the cache alone");
+        assert!(
+            !k.truncate_from_end(-1),
+            "undefined offset leaves the cache alone"
+        );
     }
 
     #[test]
