@@ -724,6 +724,104 @@ impl PartitionLog {
         )
     }
 
+    /// Starts a new active segment at `base`, as the source did, so that the
+    /// destination's segment files match the source's one for one. `base`
+    /// must be at or above the log end offset. An empty active segment is
+    /// renamed instead of left behind. No-op when the active segment already
+    /// starts at `base`.
+    pub fn roll_to(&mut self, base: i64) -> Result<()> {
+        if base == self.active.base_offset {
+            return Ok(());
+        }
+        if base < self.log_end_offset() {
+            return Err(Error::InvalidArgument(format!(
+                "{}: cannot start a segment at {base}, below the log end offset {}",
+                self.tp,
+                self.log_end_offset()
+            )));
+        }
+        if self.active.size == 0 {
+            let old = self.active.base_offset;
+            let path = segment::file_path(&self.dir, base, LOG_SUFFIX);
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(Error::io("create", &path))?;
+            self.active = ActiveSegment {
+                base_offset: base,
+                path,
+                file,
+                size: 0,
+                next_offset: base,
+                offset_index: OffsetIndex::new(base),
+                time_index: TimeIndex::new(base),
+                txn_index: TransactionIndex::default(),
+                bytes_since_index: 0,
+                max_timestamp: -1,
+                offset_of_max_timestamp: base,
+                roll_base_ms: None,
+            };
+            delete_segment_files(&self.dir, old)?;
+            fsutil::fsync_dir(&self.dir)?;
+            if self.rolled.is_empty() && self.log_start_offset < base {
+                self.log_start_offset = base;
+                self.shared.update_log_start(&self.tp, base)?;
+            }
+            return Ok(());
+        }
+        self.roll(base)
+    }
+
+    /// Replaces a rolled segment wholly below the log end with `batches`
+    /// (its compacted version from the source): every batch must lie in
+    /// `[base, next segment base)` with a valid CRC. The new file is written
+    /// beside the old one and renamed over it, then its indexes are rebuilt,
+    /// so a crash leaves the old or the new segment, never a mix.
+    pub fn replace_segment(&mut self, base: i64, batches: &[u8]) -> Result<()> {
+        let bases = self.segment_base_offsets();
+        let Some(i) = bases.iter().position(|&b| b == base) else {
+            return Err(Error::InvalidArgument(format!(
+                "{}: no segment starts at {base}",
+                self.tp
+            )));
+        };
+        let Some(&next) = bases.get(i + 1) else {
+            return Err(Error::InvalidArgument(format!(
+                "{}: segment {base} is the active segment",
+                self.tp
+            )));
+        };
+        let mut prev_last = base - 1;
+        for item in BatchIter::verified(batches, 0) {
+            let (h, _) = item.map_err(|source| Error::InvalidAppend {
+                topic_partition: self.tp.to_string(),
+                source,
+            })?;
+            if h.base_offset <= prev_last || h.last_offset() >= next {
+                return Err(Error::OffsetOutOfOrder {
+                    topic_partition: self.tp.to_string(),
+                    base_offset: h.base_offset,
+                    log_end_offset: prev_last + 1,
+                });
+            }
+            prev_last = h.last_offset();
+        }
+        let path = segment::file_path(&self.dir, base, LOG_SUFFIX);
+        fsutil::write_atomic(&path, batches, true)?;
+        let built = build_indexes(&path, base, self.config.index_interval_bytes)?;
+        write_index_files(
+            &self.dir,
+            base,
+            &built.offset_index,
+            &built.time_index,
+            None,
+        )?;
+        remove_if_exists(&segment::file_path(&self.dir, base, TXN_INDEX_SUFFIX))?;
+        self.rolled.insert(base, batches.len() as u64);
+        Ok(())
+    }
+
     /// Flushes the log: fsyncs the active segment, writes its index files (so
     /// a Kafka broker could start on the dir) and updates the log dir's
     /// recovery point and log start checkpoints.
@@ -1400,6 +1498,49 @@ mod tests {
         log.append_replicated(&batches(&[(100, 4)]))
             .expect("append");
         assert_eq!(log.segment_base_offsets(), vec![100]);
+    }
+
+    #[test]
+    fn segments_follow_the_source_and_compacted_ones_are_replaced() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::open(root.path()).expect("open");
+        let no_size_roll = LogConfig {
+            segment_bytes: u64::MAX,
+            ..LogConfig::default()
+        };
+        let mut log = dir
+            .open_or_create_partition(&tp(), None, no_size_roll.clone())
+            .expect("create");
+        // The source's first segment starts at 10 (retention): the empty
+        // segment 0 is renamed, not left behind.
+        log.roll_to(10).expect("roll");
+        assert_eq!(log.segment_base_offsets(), vec![10]);
+        assert_eq!(log.log_start_offset(), 10);
+        log.append_replicated(&batches(&[(10, 0), (12, 0), (14, 0)]))
+            .expect("append");
+        log.roll_to(16).expect("roll");
+        log.append_replicated(&batches(&[(16, 0)])).expect("append");
+        assert!(log.roll_to(15).is_err(), "below the log end");
+        assert_eq!(log.segment_base_offsets(), vec![10, 16]);
+        // Compaction kept only the middle batch of segment 10.
+        let compacted = batches(&[(12, 0)]);
+        log.replace_segment(10, &compacted).expect("replace");
+        assert!(
+            log.replace_segment(16, &compacted).is_err(),
+            "active segment"
+        );
+        assert!(
+            log.replace_segment(10, &batches(&[(16, 0)])).is_err(),
+            "beyond the segment"
+        );
+        let bytes = log.read(10, usize::MAX).expect("read");
+        let offsets: Vec<i64> = BatchIter::verified(&bytes, 0)
+            .map(|r| r.expect("valid").0.base_offset)
+            .collect();
+        assert_eq!(offsets, vec![12, 16]);
+        log.close().expect("close");
+        let log = dir.open_partition(&tp(), no_size_roll).expect("reopen");
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (10, 18));
     }
 
     #[test]

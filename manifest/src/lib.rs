@@ -16,6 +16,8 @@
 //!   keys).
 //! - [`partition`]: the epoch manifest of a partition: schema, codec,
 //!   invariants, paging of old ranges.
+//! - [`mirror_state`]: the applier's durable per-partition record, which a
+//!   shipper on the same log dir reads to publish the mirror origin.
 //! - [`feed`]: the change feed (head objects) an applier polls cheaply.
 //! - [`store`]: reading and committing through one `ObjectStore` with
 //!   create-if-absent writes; the only module here that does IO, with
@@ -25,6 +27,7 @@ pub mod bucket;
 pub mod feed;
 pub mod layout;
 pub mod lineage;
+pub mod mirror_state;
 pub mod partition;
 pub mod state;
 pub mod store;
