@@ -1,1 +1,20 @@
-//! Applies shipped segments to a local log and drives the mirror state machine (issue 5; not built yet).
+//! The applier: applies what a shipper put in the bucket to a local
+//! Kafka-format log, with the same offsets and bytes, and drives each mirror
+//! partition through its states (see `spec/mirroring.md`).
+//!
+//! - [`mirror`]: one partition's work in each state (preparation,
+//!   fetching and appending, failover).
+//! - [`engine`]: the loop over all partitions: the change feed, discovery,
+//!   the state machine driver, retries, operator commands.
+//! - [`commands`]: how `applier start|pause|resume|stop` reach a running
+//!   daemon, or act alone when none runs.
+//! - [`status`]: what `applier status` reports.
+
+pub mod commands;
+pub mod engine;
+pub mod error;
+pub mod mirror;
+pub mod status;
+
+pub use engine::{Applier, ApplierOptions};
+pub use error::MirrorError;

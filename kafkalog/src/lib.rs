@@ -42,6 +42,6 @@ pub mod topic;
 pub mod verify;
 
 pub use error::{Error, Result};
-pub use log::{AppendInfo, FlushPolicy, LogConfig, PartitionLog, RecoveryReport};
+pub use log::{AppendInfo, FlushPolicy, LogConfig, OpenTransaction, PartitionLog, RecoveryReport};
 pub use logdir::LogDir;
 pub use topic::{TopicId, TopicPartition};

@@ -125,6 +125,18 @@ pub struct AppendInfo {
     pub bytes: u64,
 }
 
+/// A transaction a producer opened and has not ended with a marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct OpenTransaction {
+    /// The producer id.
+    pub producer_id: i64,
+    /// The producer epoch of its batches.
+    pub producer_epoch: i16,
+    /// Offset of the transaction's first batch (or of the active segment's
+    /// start when the transaction began before the segments scanned at open).
+    pub first_offset: i64,
+}
+
 /// The segment being written.
 #[derive(Debug)]
 struct ActiveSegment {
@@ -157,7 +169,7 @@ pub struct PartitionLog {
     epochs: EpochCache,
     log_start_offset: i64,
     /// Producer id -> first offset of its open transaction.
-    ongoing_txns: BTreeMap<i64, i64>,
+    ongoing_txns: BTreeMap<i64, OpenTransaction>,
     recovery: RecoveryReport,
 }
 
@@ -310,7 +322,7 @@ impl PartitionLog {
             &dir.join(LEADER_EPOCH_CHECKPOINT),
         )?);
         let epochs_before = epochs.clone();
-        let mut ongoing: BTreeMap<i64, i64> = BTreeMap::new();
+        let mut ongoing: BTreeMap<i64, OpenTransaction> = BTreeMap::new();
         let mut state = SegmentBuild::new(active_base, config.index_interval_bytes);
         let mut txn_index = TransactionIndex::default();
         let mut txn_error = None;
@@ -357,7 +369,9 @@ impl PartitionLog {
             .unwrap_or(first_base)
             .max(first_base)
             .min(next_offset);
-        epochs.truncate_from_end(next_offset);
+        // An epoch assigned at the log end (a leader election, a failover's
+        // epoch bump) is kept; entries beyond the log end are not.
+        epochs.truncate_from_end(next_offset + 1);
         epochs.truncate_from_start(log_start_offset);
         let log = PartitionLog {
             shared,
@@ -724,6 +738,28 @@ impl PartitionLog {
         )
     }
 
+    /// Transactions left open in the log (transactional batches with no
+    /// COMMIT or ABORT marker yet), oldest first. Tracked from the active
+    /// segment's scan at open and every append since.
+    pub fn open_transactions(&self) -> Vec<OpenTransaction> {
+        let mut v: Vec<_> = self.ongoing_txns.values().copied().collect();
+        v.sort_by_key(|t| t.first_offset);
+        v
+    }
+
+    /// Makes `epoch` the partition's leader epoch from the log end on, as a
+    /// leader election does (Kafka assigns the new epoch at the log end
+    /// offset), even before any batch carries it. Ignored unless newer than
+    /// the latest epoch. Returns true when the epoch cache changed.
+    pub fn bump_epoch(&mut self, epoch: i32) -> Result<bool> {
+        let leo = self.log_end_offset();
+        if !self.epochs.assign_if_newer(epoch, leo) {
+            return Ok(false);
+        }
+        self.write_epoch_checkpoint()?;
+        Ok(true)
+    }
+
     /// Starts a new active segment at `base`, as the source did, so that the
     /// destination's segment files match the source's one for one. `base`
     /// must be at or above the log end offset. An empty active segment is
@@ -1052,7 +1088,7 @@ impl PartitionLog {
 /// `ProducerStateManager` + `TransactionIndex`). A transaction whose start
 /// precedes what was scanned is taken to start at `segment_base`.
 fn track_transaction(
-    ongoing: &mut BTreeMap<i64, i64>,
+    ongoing: &mut BTreeMap<i64, OpenTransaction>,
     txn_index: &mut TransactionIndex,
     segment_base: i64,
     h: &BatchHeader,
@@ -1062,10 +1098,16 @@ fn track_transaction(
         return Ok(());
     }
     if !h.is_control() {
-        ongoing.entry(h.producer_id).or_insert(h.base_offset);
+        ongoing.entry(h.producer_id).or_insert(OpenTransaction {
+            producer_id: h.producer_id,
+            producer_epoch: h.producer_epoch,
+            first_offset: h.base_offset,
+        });
         return Ok(());
     }
-    let first = ongoing.remove(&h.producer_id).unwrap_or(segment_base);
+    let first = ongoing
+        .remove(&h.producer_id)
+        .map_or(segment_base, |t| t.first_offset);
     let recs = records::decode_records(h, bytes)?;
     let Some(record) = recs.first() else {
         return Ok(());
@@ -1075,7 +1117,11 @@ fn track_transaction(
         reason: reason.to_string(),
     })?;
     if marker.kind == ControlType::Abort {
-        let lso = ongoing.values().copied().min().unwrap_or(h.base_offset + 1);
+        let lso = ongoing
+            .values()
+            .map(|t| t.first_offset)
+            .min()
+            .unwrap_or(h.base_offset + 1);
         let _ = txn_index.append(AbortedTxn {
             version: 0,
             producer_id: h.producer_id,

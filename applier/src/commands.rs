@@ -1,0 +1,1 @@
+//! How operator commands reach partitions: see `applier` binary.

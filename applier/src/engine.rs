@@ -1,0 +1,750 @@
+//! The applier's loop over all mirror partitions.
+//!
+//! One cycle: read the change feed (one GET when nothing changed), start
+//! mirroring partitions that match the include pattern and have no mirror
+//! state yet, then step every partition according to its state until
+//! nothing more can be done now: PREPARING runs preparation, MIRRORING
+//! applies the latest manifest, STOPPING completes failover, a retryable
+//! FAILED retries when its backoff is due. STOPPED and FAILED partitions
+//! are never restarted without an operator's `start`.
+//!
+//! Every transition goes through `manifest::state::next`; this module only
+//! performs the actions it returns, in order. A failure is isolated to its
+//! partition.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
+use manifest::feed::{Head, MAX_PROBE, RESYNC_INTERVAL};
+use manifest::layout::{ClusterLayout, PartitionKey};
+use manifest::mirror_state::MirrorRecord;
+use manifest::partition::PartitionManifest;
+use manifest::state::{self, Action, Command, Event, PartitionState};
+use manifest::store::{ManifestStore, StoreError};
+use object_store::ObjectStore;
+use regex::Regex;
+
+use crate::error::MirrorError;
+use crate::mirror::{Mirror, MirrorContext, guard_reason, new_record, refuse_topic};
+use crate::status::{LivePartition, LiveStatus};
+
+/// Settings of an applier.
+#[derive(Debug, Clone)]
+pub struct ApplierOptions {
+    /// The destination log dir.
+    pub log_dir: PathBuf,
+    /// The source cluster to mirror.
+    pub source_cluster_id: String,
+    /// This cluster's own id (for the loop check and failback's LME lookup).
+    pub local_cluster_id: Option<String>,
+    /// Key prefix in the bucket.
+    pub bucket_prefix: String,
+    /// Topics to start automatically (None: none).
+    pub topics: Option<Regex>,
+    /// Topics never started automatically.
+    pub exclude: Option<Regex>,
+    /// Objects downloaded ahead of the one being appended.
+    pub prefetch: usize,
+    /// Destination topics with `remote.storage.enable=true`.
+    pub tiered_topics: Vec<String>,
+    /// First retry delay; doubles per retry up to [`ApplierOptions::max_backoff`].
+    pub base_backoff: Duration,
+    /// Longest retry delay.
+    pub max_backoff: Duration,
+}
+
+impl ApplierOptions {
+    /// Options with defaults for everything but the required settings.
+    pub fn new(log_dir: impl Into<PathBuf>, source_cluster_id: &str) -> ApplierOptions {
+        ApplierOptions {
+            log_dir: log_dir.into(),
+            source_cluster_id: source_cluster_id.to_string(),
+            local_cluster_id: None,
+            bucket_prefix: String::new(),
+            topics: None,
+            exclude: None,
+            prefetch: 4,
+            tiered_topics: Vec::new(),
+            base_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The outcome of one command on one partition.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CommandOutcome {
+    /// The partition.
+    pub partition: String,
+    /// Its state afterwards, when the command was accepted.
+    pub state: Option<String>,
+    /// Why it was refused.
+    pub error: Option<String>,
+}
+
+/// What one cycle did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CycleReport {
+    /// Batches appended.
+    pub batches: u64,
+    /// Bytes appended.
+    pub bytes: u64,
+    /// Partitions that changed state.
+    pub transitions: u64,
+}
+
+/// Mirror partitions that must stay on their source's segment boundaries:
+/// the destination never rolls by size or time on its own.
+pub fn mirror_log_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: u64::MAX,
+        segment_ms: None,
+        ..LogConfig::default()
+    }
+}
+
+/// The applier over one log dir.
+#[derive(Debug)]
+pub struct Applier {
+    opts: ApplierOptions,
+    logdir: LogDir,
+    store: Option<ManifestStore>,
+    head: Option<Head>,
+    last_list: Option<Instant>,
+    mirrors: BTreeMap<TopicPartition, Mirror>,
+    retry_at: BTreeMap<TopicPartition, Instant>,
+    refused: BTreeMap<TopicPartition, String>,
+    manifests: BTreeMap<TopicPartition, PartitionManifest>,
+}
+
+impl Applier {
+    /// Opens the log dir (taking its lock), loads every mirror partition's
+    /// record and restores what a crash may have interrupted: the write
+    /// guard matches each state again, and an interrupted STOPPING completes.
+    /// `store` is the bucket (None for commands that need none).
+    pub fn open(
+        opts: ApplierOptions,
+        store: Option<Arc<dyn ObjectStore>>,
+    ) -> anyhow::Result<Applier> {
+        let logdir = LogDir::open(&opts.log_dir)?;
+        let store = match store {
+            Some(s) => Some(ManifestStore::new(
+                s,
+                ClusterLayout::new(&opts.bucket_prefix, &opts.source_cluster_id)?,
+            )),
+            None => None,
+        };
+        let mut applier = Applier {
+            opts,
+            logdir,
+            store,
+            head: None,
+            last_list: None,
+            mirrors: BTreeMap::new(),
+            retry_at: BTreeMap::new(),
+            refused: BTreeMap::new(),
+            manifests: BTreeMap::new(),
+        };
+        for tp in applier.logdir.partitions()? {
+            let dir = applier.logdir.root().join(tp.dir_name());
+            let Some(record) = MirrorRecord::read(&dir)? else {
+                continue;
+            };
+            let log = applier.logdir.open_partition(&tp, mirror_log_config())?;
+            let report = log.recovery_report();
+            if !report.is_clean() {
+                tracing::warn!(partition = %tp, ?report, "recovered the local log");
+            }
+            let restart = state::on_restart(&record.state);
+            let mut mirror = Mirror {
+                tp: tp.clone(),
+                log,
+                record,
+            };
+            for action in restart {
+                match action {
+                    Action::SetWriteGuard => mirror
+                        .log
+                        .set_read_only(&guard_reason(&mirror.record.source_cluster_id))?,
+                    Action::ClearWriteGuard => mirror.log.clear_read_only()?,
+                    _ => {}
+                }
+            }
+            if mirror.record.state.state() == PartitionState::Stopped {
+                if let Some(e) = mirror.record.stop_epoch {
+                    mirror.log.bump_epoch(e)?;
+                }
+            }
+            applier.mirrors.insert(tp, mirror);
+        }
+        // An interrupted failover completes now, bucket or not.
+        let stopping: Vec<_> = applier
+            .mirrors
+            .iter()
+            .filter(|(_, m)| m.record.state.state() == PartitionState::Stopping)
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        for tp in stopping {
+            applier.step(&tp).await_free();
+        }
+        Ok(applier)
+    }
+
+    /// The options.
+    pub fn options(&self) -> &ApplierOptions {
+        &self.opts
+    }
+
+    /// The mirror partitions.
+    pub fn mirrors(&self) -> impl Iterator<Item = &Mirror> {
+        self.mirrors.values()
+    }
+
+    /// The state of one partition, if it is a mirror.
+    pub fn state_of(&self, tp: &TopicPartition) -> Option<PartitionState> {
+        self.mirrors.get(tp).map(|m| m.record.state.state())
+    }
+
+    fn context(&self, tp: &TopicPartition) -> MirrorContext {
+        MirrorContext {
+            local_cluster_id: self.opts.local_cluster_id.clone(),
+            tiered_storage: self.opts.tiered_topics.iter().any(|t| t == &tp.topic),
+            prefetch: self.opts.prefetch,
+        }
+    }
+
+    /// Applies `event` to a partition's state machine and performs the
+    /// actions. Returns the new state.
+    fn transition(
+        &mut self,
+        tp: &TopicPartition,
+        event: Event,
+    ) -> Result<PartitionState, state::TransitionError> {
+        let Some(m) = self.mirrors.get_mut(tp) else {
+            return Ok(PartitionState::Failed);
+        };
+        let (next, actions) = state::next(&m.record.state, event)?;
+        for action in actions {
+            let result = match action {
+                Action::SetWriteGuard => m
+                    .log
+                    .set_read_only(&guard_reason(&m.record.source_cluster_id))
+                    .map_err(|e| e.to_string()),
+                Action::ClearWriteGuard => m.log.clear_read_only().map_err(|e| e.to_string()),
+                Action::PersistState => {
+                    m.record.state = next.clone();
+                    m.save().map_err(|e| e.to_string())
+                }
+                Action::ScheduleRetry { retry_count } => {
+                    let delay = backoff(self.opts.base_backoff, self.opts.max_backoff, retry_count);
+                    self.retry_at.insert(tp.clone(), Instant::now() + delay);
+                    Ok(())
+                }
+                Action::CancelRetry => {
+                    self.retry_at.remove(tp);
+                    Ok(())
+                }
+                // The work of each state runs in `step`, driven by the state.
+                Action::RunPreparation
+                | Action::CancelPreparation
+                | Action::StartFetching
+                | Action::StopFetching
+                | Action::RunFailover => Ok(()),
+            };
+            if let Err(e) = result {
+                tracing::error!(partition = %tp, error = %e, ?action, "could not perform a state action");
+            }
+        }
+        Ok(next.state())
+    }
+
+    fn fail(&mut self, tp: &TopicPartition, e: MirrorError) {
+        let retryable = e.is_retryable();
+        if retryable {
+            tracing::warn!(partition = %tp, error = %e, "retryable failure");
+        } else {
+            tracing::error!(partition = %tp, error = %e, "partition FAILED; waiting for an operator's stop or start");
+        }
+        let _ = self.transition(
+            tp,
+            Event::Error {
+                message: e.to_string(),
+                retryable,
+            },
+        );
+    }
+
+    /// Reads the change feed: one GET when nothing changed, a LIST at start
+    /// and every [`RESYNC_INTERVAL`].
+    async fn poll_feed(&mut self) -> Result<bool, StoreError> {
+        let Some(store) = &self.store else {
+            return Ok(false);
+        };
+        let resync = self
+            .last_list
+            .is_none_or(|t| t.elapsed() >= RESYNC_INTERVAL);
+        let mut newest: Option<Head> = None;
+        if resync || self.head.is_none() {
+            self.last_list = Some(Instant::now());
+            if let Some(seq) = store.latest_head_seq().await? {
+                if self.head.as_ref().is_none_or(|h| h.seq != seq) {
+                    newest = Some(store.get_head(seq).await?);
+                }
+            }
+        } else if let Some(cur) = &self.head {
+            let mut seq = cur.seq;
+            for _ in 0..MAX_PROBE {
+                match store.get_head(seq + 1).await {
+                    Ok(h) => {
+                        seq = h.seq;
+                        newest = Some(h);
+                    }
+                    Err(StoreError::NotFound { .. }) => break,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        match newest {
+            Some(h) => {
+                self.head = Some(h);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Starts mirroring partitions of the feed that match the include
+    /// pattern and have no mirror state yet.
+    fn discover(&mut self) {
+        let Some(head) = &self.head else { return };
+        let Some(include) = &self.opts.topics else {
+            return;
+        };
+        let candidates: Vec<(TopicPartition, TopicId)> = head
+            .partitions
+            .values()
+            .filter(|e| {
+                !e.deleted
+                    && include.is_match(&e.topic)
+                    && !self
+                        .opts
+                        .exclude
+                        .as_ref()
+                        .is_some_and(|x| x.is_match(&e.topic))
+            })
+            .filter_map(|e| {
+                TopicPartition::new(&e.topic, e.partition)
+                    .ok()
+                    .map(|tp| (tp, e.topic_id))
+            })
+            .filter(|(tp, _)| !self.mirrors.contains_key(tp) && !self.refused.contains_key(tp))
+            .collect();
+        for (tp, topic_id) in candidates {
+            if let Err(reason) = self.adopt(&tp, topic_id) {
+                tracing::error!(partition = %tp, %reason, "not mirrored");
+                self.refused.insert(tp, reason);
+            }
+        }
+    }
+
+    /// Creates the mirror partition (state PREPARING).
+    fn adopt(&mut self, tp: &TopicPartition, topic_id: TopicId) -> Result<(), String> {
+        refuse_topic(tp).map_err(|e| e.to_string())?;
+        let log =
+            match self
+                .logdir
+                .open_or_create_partition(tp, Some(topic_id), mirror_log_config())
+            {
+                Ok(log) => log,
+                Err(kafkalog::Error::TopicIdMismatch {
+                    found, expected, ..
+                }) => {
+                    return Err(MirrorError::InconsistentTopicId {
+                        tp: tp.clone(),
+                        local: found,
+                        source_id: expected,
+                    }
+                    .to_string());
+                }
+                Err(e) => return Err(e.to_string()),
+            };
+        let (initial, actions) = state::initial();
+        let record = new_record(&self.opts.source_cluster_id, topic_id, initial);
+        let mut mirror = Mirror {
+            tp: tp.clone(),
+            log,
+            record,
+        };
+        for action in actions {
+            match action {
+                Action::SetWriteGuard => mirror
+                    .log
+                    .set_read_only(&guard_reason(&self.opts.source_cluster_id))
+                    .map_err(|e| e.to_string())?,
+                Action::PersistState => mirror.save().map_err(|e| e.to_string())?,
+                _ => {}
+            }
+        }
+        tracing::info!(partition = %tp, source = %self.opts.source_cluster_id, "started mirroring");
+        self.mirrors.insert(tp.clone(), mirror);
+        Ok(())
+    }
+
+    /// The latest manifest of a partition, from the feed's version.
+    async fn manifest_for(
+        &mut self,
+        tp: &TopicPartition,
+    ) -> Result<Option<PartitionManifest>, MirrorError> {
+        let Some(store) = &self.store else {
+            return Ok(None);
+        };
+        let Some(m) = self.mirrors.get(tp) else {
+            return Ok(None);
+        };
+        let entry = self
+            .head
+            .as_ref()
+            .and_then(|h| h.partitions.get(&tp.to_string()))
+            .filter(|e| e.topic_id == m.record.topic_id);
+        let Some(entry) = entry else {
+            return Err(MirrorError::NoManifest { tp: tp.clone() });
+        };
+        if let Some(cached) = self.manifests.get(tp) {
+            if cached.version == entry.manifest_version && cached.topic_id == entry.topic_id {
+                return Ok(Some(cached.clone()));
+            }
+        }
+        let key = PartitionKey {
+            tp: tp.clone(),
+            topic_id: m.record.topic_id,
+        };
+        let manifest = store
+            .get_manifest(&key, entry.manifest_version)
+            .await
+            .map_err(|source| MirrorError::Store {
+                tp: tp.clone(),
+                source,
+            })?;
+        self.manifests.insert(tp.clone(), manifest.clone());
+        Ok(Some(manifest))
+    }
+
+    /// One step of one partition, by its state. Returns true when something
+    /// changed (so another step may do more).
+    async fn step_async(&mut self, tp: &TopicPartition, report: &mut CycleReport) -> bool {
+        let Some(m) = self.mirrors.get(tp) else {
+            return false;
+        };
+        let st = m.record.state.state();
+        match st {
+            PartitionState::Preparing => {
+                let manifest = match self.manifest_for(tp).await {
+                    Ok(Some(x)) => x,
+                    Ok(None) => return false,
+                    Err(e) => {
+                        self.fail(tp, e);
+                        return true;
+                    }
+                };
+                let ctx = self.context(tp);
+                let Some(m) = self.mirrors.get_mut(tp) else {
+                    return false;
+                };
+                match m.prepare(&manifest, &ctx) {
+                    Ok(_) => {
+                        let _ = self.transition(tp, Event::Prepared);
+                    }
+                    Err(e) => self.fail(tp, e),
+                }
+                true
+            }
+            PartitionState::Mirroring => {
+                let manifest = match self.manifest_for(tp).await {
+                    Ok(Some(x)) => x,
+                    Ok(None) => return false,
+                    Err(e) => {
+                        self.fail(tp, e);
+                        return true;
+                    }
+                };
+                let ctx = self.context(tp);
+                let Some(store) = self.store.clone() else {
+                    return false;
+                };
+                let Some(m) = self.mirrors.get_mut(tp) else {
+                    return false;
+                };
+                let before = m.log.log_end_offset();
+                let caught_up = before >= manifest.shipped_end_offset
+                    && m.record.applied_manifest_version == manifest.version;
+                if caught_up {
+                    return false;
+                }
+                match m.apply(&store, &manifest, &ctx).await {
+                    Ok(r) => {
+                        report.batches += r.batches;
+                        report.bytes += r.bytes;
+                        if m.record.state.retries() > 0 {
+                            let _ = self.transition(tp, Event::Progressed);
+                        }
+                        r.batches > 0 || r.truncated != 0
+                    }
+                    Err(e) => {
+                        self.fail(tp, e);
+                        true
+                    }
+                }
+            }
+            PartitionState::Stopping => self.step(tp).await_free(),
+            PartitionState::Failed => {
+                let due = self.retry_at.get(tp).is_some_and(|t| Instant::now() >= *t);
+                let retryable = m.record.state.failure().is_some_and(|f| f.retryable);
+                if retryable && (due || !self.retry_at.contains_key(tp)) {
+                    if !self.retry_at.contains_key(tp) {
+                        // After a restart the backoff is not in memory: schedule it.
+                        let delay = backoff(
+                            self.opts.base_backoff,
+                            self.opts.max_backoff,
+                            m.record.state.retries(),
+                        );
+                        self.retry_at.insert(tp.clone(), Instant::now() + delay);
+                        return false;
+                    }
+                    self.retry_at.remove(tp);
+                    return self.transition(tp, Event::RetryDue).is_ok();
+                }
+                false
+            }
+            PartitionState::Paused | PartitionState::Stopped => false,
+        }
+    }
+
+    /// The synchronous step: STOPPING's failover needs no bucket.
+    fn step(&mut self, tp: &TopicPartition) -> SyncStep {
+        let Some(m) = self.mirrors.get_mut(tp) else {
+            return SyncStep(false);
+        };
+        if m.record.state.state() != PartitionState::Stopping {
+            return SyncStep(false);
+        }
+        match m.failover() {
+            Ok(()) => {
+                let _ = self.transition(tp, Event::Stopped);
+            }
+            Err(e) => self.fail(tp, e),
+        }
+        SyncStep(true)
+    }
+
+    /// One cycle: read the feed, start new partitions, then step every
+    /// partition until nothing more can be done now.
+    pub async fn run_once(&mut self) -> CycleReport {
+        let mut report = CycleReport::default();
+        match self.poll_feed().await {
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the change feed; retrying next cycle")
+            }
+        }
+        self.discover();
+        let tps: Vec<TopicPartition> = self.mirrors.keys().cloned().collect();
+        for tp in tps {
+            for _ in 0..8 {
+                let before = self.state_of(&tp);
+                let changed = self.step_async(&tp, &mut report).await;
+                if self.state_of(&tp) != before {
+                    report.transitions += 1;
+                }
+                if !changed {
+                    break;
+                }
+            }
+        }
+        self.write_live_status();
+        report
+    }
+
+    fn write_live_status(&self) {
+        let mut live = LiveStatus {
+            written_at_ms: crate::mirror::now_ms(),
+            ..LiveStatus::default()
+        };
+        if let Some(head) = &self.head {
+            for (key, e) in &head.partitions {
+                let tp = TopicPartition::new(&e.topic, e.partition).ok();
+                let lag_bytes = tp
+                    .as_ref()
+                    .and_then(|tp| self.manifests.get(tp).zip(self.mirrors.get(tp)))
+                    .map(|(m, mirror)| {
+                        let leo = mirror.log.log_end_offset();
+                        m.inline_ranges_from(leo)
+                            .iter()
+                            .map(|r| r.bytes)
+                            .sum::<u64>()
+                            + m.pages_from(leo).iter().map(|p| p.bytes).sum::<u64>()
+                    })
+                    .unwrap_or(0);
+                live.partitions.insert(
+                    key.clone(),
+                    LivePartition {
+                        shipped_end_offset: e.shipped_end_offset,
+                        source_high_watermark: e.source_high_watermark,
+                        lag_bytes,
+                        committed_at_ms: e.committed_at_ms,
+                        refused: tp.and_then(|tp| self.refused.get(&tp).cloned()),
+                    },
+                );
+            }
+        }
+        if let Err(e) = crate::status::write_live(&self.opts.log_dir, &live) {
+            tracing::warn!(error = %e, "could not write the live status");
+        }
+    }
+
+    /// Runs an operator command on `targets` (all mirror partitions when
+    /// empty and `all`). A command the state does not allow changes nothing
+    /// and is reported with its reason. `stop` completes the failover before
+    /// returning. `start` on a partition that is not a mirror yet adopts it
+    /// (its topic id comes from the feed).
+    pub async fn command(
+        &mut self,
+        command: Command,
+        targets: &[String],
+        all: bool,
+    ) -> Vec<CommandOutcome> {
+        if command == Command::Start {
+            let _ = self.poll_feed().await;
+        }
+        let mut tps: Vec<TopicPartition> = Vec::new();
+        if all {
+            tps.extend(self.mirrors.keys().cloned());
+        } else {
+            for t in targets {
+                let mut found: Vec<TopicPartition> = self
+                    .mirrors
+                    .keys()
+                    .filter(|tp| &tp.topic == t)
+                    .cloned()
+                    .collect();
+                if found.is_empty() && command == Command::Start {
+                    if let Some(h) = &self.head {
+                        found.extend(
+                            h.partitions
+                                .values()
+                                .filter(|e| &e.topic == t && !e.deleted)
+                                .filter_map(|e| TopicPartition::new(&e.topic, e.partition).ok()),
+                        );
+                    }
+                }
+                if found.is_empty() {
+                    return vec![CommandOutcome {
+                        partition: t.clone(),
+                        state: None,
+                        error: Some(format!(
+                            "topic {t:?} has no mirror partition here{}",
+                            if command == Command::Start {
+                                " and none in the source's bucket"
+                            } else {
+                                ""
+                            }
+                        )),
+                    }];
+                }
+                tps.extend(found);
+            }
+        }
+        let mut out = Vec::new();
+        for tp in tps {
+            out.push(self.command_one(command, &tp).await);
+        }
+        self.write_live_status();
+        out
+    }
+
+    async fn command_one(&mut self, command: Command, tp: &TopicPartition) -> CommandOutcome {
+        let name = tp.to_string();
+        if !self.mirrors.contains_key(tp) {
+            // Only start reaches here for a new partition.
+            let topic_id = self
+                .head
+                .as_ref()
+                .and_then(|h| h.partitions.get(&name))
+                .map(|e| e.topic_id);
+            let Some(topic_id) = topic_id else {
+                return CommandOutcome {
+                    partition: name,
+                    state: None,
+                    error: Some("not in the source's bucket".into()),
+                };
+            };
+            return match self.adopt(tp, topic_id) {
+                Ok(()) => {
+                    self.refused.remove(tp);
+                    CommandOutcome {
+                        partition: name,
+                        state: Some("PREPARING".into()),
+                        error: None,
+                    }
+                }
+                Err(reason) => CommandOutcome {
+                    partition: name,
+                    state: Some("FAILED".into()),
+                    error: Some(reason),
+                },
+            };
+        }
+        if command == Command::Start {
+            // A new start pins the configured source (failback mirrors the
+            // other direction).
+            if let Some(m) = self.mirrors.get_mut(tp) {
+                let st = m.record.state.state();
+                if matches!(st, PartitionState::Stopped | PartitionState::Failed) {
+                    m.record.source_cluster_id = self.opts.source_cluster_id.clone();
+                    if let Some(e) = self.head.as_ref().and_then(|h| h.partitions.get(&name)) {
+                        m.record.topic_id = e.topic_id;
+                    }
+                }
+            }
+        }
+        match self.transition(tp, Event::from(command)) {
+            Ok(_) => {
+                if command == Command::Stop {
+                    self.step(tp).await_free();
+                }
+                CommandOutcome {
+                    partition: name,
+                    state: self.state_of(tp).map(|s| s.as_str().to_string()),
+                    error: None,
+                }
+            }
+            Err(e) => CommandOutcome {
+                partition: name,
+                state: self.state_of(tp).map(|s| s.as_str().to_string()),
+                error: Some(e.to_string()),
+            },
+        }
+    }
+}
+
+/// Marker for synchronous steps (keeps call sites honest about not awaiting).
+struct SyncStep(bool);
+
+impl SyncStep {
+    fn await_free(self) -> bool {
+        self.0
+    }
+}
+
+/// Exponential backoff with ±25% jitter.
+fn backoff(base: Duration, max: Duration, retry: u32) -> Duration {
+    let exp = base.saturating_mul(1u32 << retry.min(16)).min(max);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let jitter = 0.75 + f64::from(nanos % 1000) / 2000.0;
+    exp.mul_f64(jitter)
+}

@@ -1,0 +1,138 @@
+//! Errors of a mirror partition, each classified as retryable or not.
+
+use kafkalog::TopicPartition;
+
+/// What stopped a mirror partition's step.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MirrorError {
+    /// The local log failed (IO, corrupt data, refused append).
+    #[error("{tp}: local log: {source}")]
+    Log {
+        /// The partition.
+        tp: TopicPartition,
+        /// The log's error.
+        #[source]
+        source: kafkalog::Error,
+    },
+    /// The bucket failed or an object is missing or malformed.
+    #[error("{tp}: bucket: {source}")]
+    Store {
+        /// The partition.
+        tp: TopicPartition,
+        /// The store's error.
+        #[source]
+        source: manifest::store::StoreError,
+    },
+    /// A shipped object does not match its manifest entry (size or CRC-32C).
+    #[error("{tp}: CRC mismatch in object {key}: {detail}")]
+    ObjectCorrupt {
+        /// The partition.
+        tp: TopicPartition,
+        /// The object key.
+        key: String,
+        /// Expected and found.
+        detail: String,
+    },
+    /// A batch inside a shipped object is corrupt or does not continue the log.
+    #[error("{tp}: object {key}: {source}")]
+    BadBatch {
+        /// The partition.
+        tp: TopicPartition,
+        /// The object key.
+        key: String,
+        /// What is wrong.
+        #[source]
+        source: kafkalog::Error,
+    },
+    /// The destination topic has another topic id than the source's.
+    #[error("{tp}: inconsistent topic id: destination has {local}, source has {source_id}")]
+    InconsistentTopicId {
+        /// The partition.
+        tp: TopicPartition,
+        /// Local topic id.
+        local: String,
+        /// Source topic id.
+        source_id: String,
+    },
+    /// The source cluster id changed from the one pinned at start.
+    #[error("{tp}: source cluster id changed: mirror pinned to {pinned}, bucket has {found}")]
+    SourceClusterChanged {
+        /// The partition.
+        tp: TopicPartition,
+        /// Pinned id.
+        pinned: String,
+        /// Id found.
+        found: String,
+    },
+    /// Internal and Kafka Streams internal topics cannot be mirrored.
+    #[error(
+        "{tp}: refusing to mirror {kind} topic {topic:?}: per-partition mirroring cannot keep its transactional coupling"
+    )]
+    RefusedTopic {
+        /// The partition.
+        tp: TopicPartition,
+        /// "internal" or "Kafka Streams internal".
+        kind: &'static str,
+        /// The topic.
+        topic: String,
+    },
+    /// Tiered storage on the destination topic.
+    #[error(
+        "{tp}: remote.storage.enable=true on the destination topic: data around the LME may be remote, so the log cannot be truncated safely"
+    )]
+    TieredStorage {
+        /// The partition.
+        tp: TopicPartition,
+    },
+    /// The source partition is itself a mirror of this cluster, not stopped.
+    #[error(
+        "{tp}: mirror loop: the source's copy is a mirror of this cluster ({local}) in state {state}; stop it there first"
+    )]
+    MirrorLoop {
+        /// The partition.
+        tp: TopicPartition,
+        /// This cluster's id.
+        local: String,
+        /// The source's mirror state.
+        state: String,
+    },
+    /// The source has not published this partition (yet).
+    #[error("{tp}: no manifest in the bucket yet")]
+    NoManifest {
+        /// The partition.
+        tp: TopicPartition,
+    },
+    /// The mirror record could not be read or written.
+    #[error("{tp}: mirror record: {source}")]
+    Record {
+        /// The partition.
+        tp: TopicPartition,
+        /// The error.
+        #[source]
+        source: manifest::mirror_state::MirrorRecordError,
+    },
+}
+
+impl MirrorError {
+    /// Retryable errors return to the state they came from after a backoff;
+    /// the others wait for an operator's stop or start.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            MirrorError::Store { source, .. } => source.is_retryable(),
+            MirrorError::NoManifest { .. } => true,
+            MirrorError::Log { source, .. } => matches!(
+                source,
+                kafkalog::Error::Io { .. } | kafkalog::Error::Locked { .. }
+            ),
+            MirrorError::Record { .. } => true,
+            MirrorError::ObjectCorrupt { .. }
+            | MirrorError::BadBatch { .. }
+            | MirrorError::InconsistentTopicId { .. }
+            | MirrorError::SourceClusterChanged { .. }
+            | MirrorError::RefusedTopic { .. }
+            | MirrorError::TieredStorage { .. }
+            | MirrorError::MirrorLoop { .. } => false,
+        }
+    }
+}

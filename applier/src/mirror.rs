@@ -1,0 +1,515 @@
+//! One mirror partition: its local log, its durable record, and the work of
+//! each state (preparation, fetching and appending, failover).
+//!
+//! The decisions are made by pure code in `manifest` (`lineage` for where
+//! to truncate, `state` for which state follows which); this module performs
+//! them on the local log and the bucket.
+//!
+//! Invariants:
+//! - The local log is the checkpoint: after a crash, fetching resumes at the
+//!   local log end offset, and batches are appended only when they continue
+//!   it (`append_replicated` refuses anything else).
+//! - Every object's size and CRC-32C are checked against the manifest, and
+//!   every batch's CRC before it is appended.
+//! - The destination's segments start where the source's do (`roll_to`), so
+//!   the `.log` files are byte-identical for the same base offset.
+//! - Failover records the LME durably before changing the log, and reuses a
+//!   recorded LME on retry.
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use kafkalog::builder::build_control_batch;
+use kafkalog::records::ControlType;
+use kafkalog::{PartitionLog, TopicId, TopicPartition};
+use manifest::layout::PartitionKey;
+use manifest::lineage::{EpochLineage, divergence_point, truncation_point_for_lme};
+use manifest::mirror_state::MirrorRecord;
+use manifest::partition::{PartitionManifest, ShippedRange};
+use manifest::store::ManifestStore;
+
+use crate::error::MirrorError;
+
+/// What a mirror partition needs to know about its surroundings.
+#[derive(Debug, Clone)]
+pub struct MirrorContext {
+    /// This (destination) cluster's own id, for the loop check and LME lookup.
+    pub local_cluster_id: Option<String>,
+    /// Whether the destination topic has `remote.storage.enable=true`.
+    pub tiered_storage: bool,
+    /// Objects downloaded ahead of the one being appended.
+    pub prefetch: usize,
+}
+
+/// What a step changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StepReport {
+    /// Batches appended.
+    pub batches: u64,
+    /// Bytes appended.
+    pub bytes: u64,
+    /// Offsets cut by truncation.
+    pub truncated: i64,
+}
+
+/// A mirror partition open on the local log.
+#[derive(Debug)]
+pub struct Mirror {
+    /// The partition.
+    pub tp: TopicPartition,
+    /// Its local log.
+    pub log: PartitionLog,
+    /// Its durable record.
+    pub record: MirrorRecord,
+}
+
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The reason stored in the write guard of a mirror partition.
+pub fn guard_reason(source_cluster_id: &str) -> String {
+    format!("mirror of source cluster {source_cluster_id}: read-only until `applier stop`")
+}
+
+impl Mirror {
+    fn log_err(&self) -> impl FnOnce(kafkalog::Error) -> MirrorError + '_ {
+        move |source| MirrorError::Log {
+            tp: self.tp.clone(),
+            source,
+        }
+    }
+
+    /// The partition's key in the bucket.
+    pub fn key(&self) -> PartitionKey {
+        PartitionKey {
+            tp: self.tp.clone(),
+            topic_id: self.record.topic_id,
+        }
+    }
+
+    /// Writes the record durably.
+    pub fn save(&mut self) -> Result<(), MirrorError> {
+        self.record.updated_at_ms = now_ms();
+        self.record
+            .write(self.log.dir())
+            .map_err(|source| MirrorError::Record {
+                tp: self.tp.clone(),
+                source,
+            })
+    }
+
+    fn local_lineage(&self) -> EpochLineage {
+        EpochLineage::from_entries(self.log.epochs().entries().iter().copied()).unwrap_or_default()
+    }
+
+    /// Identity checks that need no bucket: internal topics, tiered storage,
+    /// local topic id.
+    pub fn check_local_identity(&self, ctx: &MirrorContext) -> Result<(), MirrorError> {
+        refuse_topic(&self.tp)?;
+        if ctx.tiered_storage {
+            return Err(MirrorError::TieredStorage {
+                tp: self.tp.clone(),
+            });
+        }
+        if let Some(local) = self.log.topic_id() {
+            if local != self.record.topic_id {
+                return Err(MirrorError::InconsistentTopicId {
+                    tp: self.tp.clone(),
+                    local: local.to_string(),
+                    source_id: self.record.topic_id.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn check_manifest_identity(&self, m: &PartitionManifest) -> Result<(), MirrorError> {
+        if m.topic_id != self.record.topic_id {
+            return Err(MirrorError::InconsistentTopicId {
+                tp: self.tp.clone(),
+                local: self.record.topic_id.to_string(),
+                source_id: m.topic_id.to_string(),
+            });
+        }
+        if m.source_cluster_id != self.record.source_cluster_id {
+            return Err(MirrorError::SourceClusterChanged {
+                tp: self.tp.clone(),
+                pinned: self.record.source_cluster_id.clone(),
+                found: m.source_cluster_id.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// PREPARING's work: identity and loop checks, LME lookup and truncation
+    /// (failback), follower-style reconcile against the manifest's lineage,
+    /// and the source's log start. Returns the offsets cut.
+    pub fn prepare(
+        &mut self,
+        m: &PartitionManifest,
+        ctx: &MirrorContext,
+    ) -> Result<StepReport, MirrorError> {
+        self.check_local_identity(ctx)?;
+        self.check_manifest_identity(m)?;
+        if let (Some(origin), Some(local)) = (&m.mirror_origin, &ctx.local_cluster_id) {
+            if &origin.source_cluster_id == local && origin.state != "STOPPED" {
+                return Err(MirrorError::MirrorLoop {
+                    tp: self.tp.clone(),
+                    local: local.clone(),
+                    state: origin.state.clone(),
+                });
+            }
+        }
+        let leo_before = self.log.log_end_offset();
+        let log_is_empty = leo_before == self.log.log_start_offset();
+        // Failback: this log has history of its own (it was stopped, or it
+        // was a writable topic never mirrored before): cut it at the LME the
+        // source recorded when it stopped mirroring us.
+        let failback = !log_is_empty
+            && (self.record.lme.is_some() || self.record.applied_manifest_version == 0);
+        if failback {
+            let source_lme = match (&m.mirror_origin, &ctx.local_cluster_id) {
+                (Some(o), Some(local)) if &o.source_cluster_id == local => o.lme,
+                _ => None,
+            };
+            let t = truncation_point_for_lme(source_lme, &self.local_lineage(), leo_before);
+            tracing::info!(partition = %self.tp, lme = ?source_lme, truncate_to = t, "failback: LME truncation");
+            self.truncate(t, m.log_start_offset)?;
+        }
+        self.reconcile(m)?;
+        self.record.lme = None;
+        self.record.stopped_at_offset = None;
+        self.record.stop_epoch = None;
+        self.save()?;
+        Ok(StepReport {
+            truncated: leo_before - self.log.log_end_offset(),
+            ..StepReport::default()
+        })
+    }
+
+    fn truncate(&mut self, to: i64, source_log_start: i64) -> Result<(), MirrorError> {
+        if to <= self.log.log_start_offset() {
+            let start = source_log_start.max(0);
+            self.log
+                .truncate_fully_and_start_at(start)
+                .map_err(self.log_err())?;
+        } else {
+            self.log.truncate_to(to).map_err(self.log_err())?;
+        }
+        Ok(())
+    }
+
+    /// Follower reconcile: cut to where the local lineage and the manifest's
+    /// diverge, and follow the source's log start.
+    fn reconcile(&mut self, m: &PartitionManifest) -> Result<(), MirrorError> {
+        let leo = self.log.log_end_offset();
+        let remote = EpochLineage::from_entries(m.lineage.iter().copied()).unwrap_or_default();
+        let local = self.local_lineage();
+        if !local.is_empty() && leo > self.log.log_start_offset() {
+            let point = divergence_point(&local, leo, &remote, m.shipped_end_offset);
+            if point < leo {
+                tracing::warn!(partition = %self.tp, from = leo, to = point, "lineage diverges from the source: truncating");
+                self.truncate(point, m.log_start_offset)?;
+            }
+        }
+        let leo = self.log.log_end_offset();
+        if leo < m.log_start_offset {
+            tracing::info!(partition = %self.tp, leo, source_log_start = m.log_start_offset, "local log is below the source's log start: restarting there");
+            self.log
+                .truncate_fully_and_start_at(m.log_start_offset)
+                .map_err(self.log_err())?;
+        } else {
+            self.log
+                .raise_log_start(m.log_start_offset)
+                .map_err(self.log_err())?;
+        }
+        Ok(())
+    }
+
+    /// MIRRORING's work for one manifest version: reconcile (source
+    /// divergence, retention), replace compacted segments, then fetch and
+    /// append every range from the local log end on.
+    pub async fn apply(
+        &mut self,
+        store: &ManifestStore,
+        m: &PartitionManifest,
+        ctx: &MirrorContext,
+    ) -> Result<StepReport, MirrorError> {
+        self.check_manifest_identity(m)?;
+        let leo_before = self.log.log_end_offset();
+        self.reconcile(m)?;
+        let mut report = StepReport {
+            truncated: leo_before - self.log.log_end_offset(),
+            ..StepReport::default()
+        };
+        self.replace_compacted(store, m, &mut report).await?;
+
+        let leo = self.log.log_end_offset();
+        let mut ranges: Vec<ShippedRange> = Vec::new();
+        for page in m.pages_from(leo) {
+            let page = store
+                .get_page(&page.key)
+                .await
+                .map_err(|source| MirrorError::Store {
+                    tp: self.tp.clone(),
+                    source,
+                })?;
+            ranges.extend(page.ranges.into_iter().filter(|r| r.last_offset >= leo));
+        }
+        ranges.extend(m.inline_ranges_from(leo).iter().cloned());
+        let tp = self.tp.clone();
+        let mut downloads = futures::stream::iter(ranges.into_iter().map(|r| {
+            let tp = tp.clone();
+            async move {
+                let bytes = store
+                    .get(&r.key)
+                    .await
+                    .map_err(|source| MirrorError::Store {
+                        tp: tp.clone(),
+                        source,
+                    })?;
+                verify_object(&tp, &r, &bytes)?;
+                Ok::<_, MirrorError>((r, bytes))
+            }
+        }))
+        .buffered(ctx.prefetch.max(1));
+        let mut appended_any = false;
+        while let Some(item) = downloads.next().await {
+            let (range, bytes) = match item {
+                Ok(x) => x,
+                Err(e) => {
+                    // Keep what was appended: the log is the checkpoint.
+                    if appended_any {
+                        let _ = self.log.flush();
+                    }
+                    return Err(e);
+                }
+            };
+            let (b, n) = self.append_range(&range, &bytes)?;
+            report.batches += b;
+            report.bytes += n;
+            appended_any |= b > 0;
+        }
+        if appended_any || report.truncated != 0 {
+            self.log.flush().map_err(self.log_err())?;
+        }
+        if self.record.applied_manifest_version != m.version {
+            self.record.applied_manifest_version = m.version;
+            self.save()?;
+        }
+        Ok(report)
+    }
+
+    /// Appends the batches of one verified range that continue the log.
+    fn append_range(
+        &mut self,
+        range: &ShippedRange,
+        bytes: &Bytes,
+    ) -> Result<(u64, u64), MirrorError> {
+        let leo = self.log.log_end_offset();
+        let mut start = None;
+        for item in kafkalog::batch::BatchIter::verified(bytes, 0) {
+            let (h, _) = item.map_err(|source| MirrorError::BadBatch {
+                tp: self.tp.clone(),
+                key: range.key.clone(),
+                source: kafkalog::Error::InvalidAppend {
+                    topic_partition: self.tp.to_string(),
+                    source,
+                },
+            })?;
+            if h.last_offset() >= leo {
+                start = Some(h.position as usize);
+                break;
+            }
+        }
+        let Some(start) = start else {
+            return Ok((0, 0));
+        };
+        let active_base = self.log.segment_base_offsets().last().copied().unwrap_or(0);
+        if range.segment_base_offset > active_base && range.segment_base_offset >= leo {
+            self.log
+                .roll_to(range.segment_base_offset)
+                .map_err(self.log_err())?;
+        }
+        let info = self
+            .log
+            .append_replicated(&bytes[start..])
+            .map_err(|source| MirrorError::BadBatch {
+                tp: self.tp.clone(),
+                key: range.key.clone(),
+                source,
+            })?;
+        Ok((info.batches as u64, info.bytes))
+    }
+
+    /// Replaces local segments that the source compacted, once they lie
+    /// wholly below the local log end.
+    async fn replace_compacted(
+        &mut self,
+        store: &ManifestStore,
+        m: &PartitionManifest,
+        report: &mut StepReport,
+    ) -> Result<(), MirrorError> {
+        let leo = self.log.log_end_offset();
+        let mut by_segment: BTreeMap<i64, Vec<&ShippedRange>> = BTreeMap::new();
+        for r in &m.ranges {
+            if r.segment_generation > 0 {
+                by_segment.entry(r.segment_base_offset).or_default().push(r);
+            }
+        }
+        let local_segments = self.log.segment_base_offsets();
+        for (base, ranges) in by_segment {
+            let generation = ranges
+                .iter()
+                .map(|r| r.segment_generation)
+                .max()
+                .unwrap_or(0);
+            let applied = self
+                .record
+                .segment_generations
+                .get(&base)
+                .copied()
+                .unwrap_or(0);
+            let below = ranges.iter().all(|r| r.last_offset < leo);
+            let rolled = local_segments.contains(&base) && local_segments.last() != Some(&base);
+            if generation <= applied || !below || !rolled {
+                continue;
+            }
+            let mut content = Vec::new();
+            for r in ranges.iter().filter(|r| r.segment_generation == generation) {
+                let bytes = store
+                    .get(&r.key)
+                    .await
+                    .map_err(|source| MirrorError::Store {
+                        tp: self.tp.clone(),
+                        source,
+                    })?;
+                verify_object(&self.tp, r, &bytes)?;
+                content.extend_from_slice(&bytes);
+            }
+            self.log
+                .replace_segment(base, &content)
+                .map_err(|source| MirrorError::BadBatch {
+                    tp: self.tp.clone(),
+                    key: format!("segment {base} (generation {generation})"),
+                    source,
+                })?;
+            tracing::info!(partition = %self.tp, segment = base, generation, "replaced a segment the source compacted");
+            self.record.segment_generations.insert(base, generation);
+            self.save()?;
+            report.bytes += content.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// STOPPING's work (failover): record the LME durably (keeping one
+    /// already recorded for this stop), raise the leader epoch to LME + 1,
+    /// and abort the transactions source producers left open, with ABORT
+    /// markers at the new epoch. Does not truncate; needs no bucket.
+    pub fn failover(&mut self) -> Result<(), MirrorError> {
+        if self.record.stopped_at_offset.is_none() {
+            self.record.lme = self.log.epochs().latest_epoch();
+            self.record.stopped_at_offset = Some(self.log.log_end_offset());
+            self.save()?;
+        }
+        let stop_epoch = match self.record.stop_epoch {
+            Some(e) => e,
+            None => {
+                let e = self.record.lme.map_or(0, |lme| lme + 1);
+                self.record.stop_epoch = Some(e);
+                self.save()?;
+                e
+            }
+        };
+        self.log.bump_epoch(stop_epoch).map_err(self.log_err())?;
+        for txn in self.log.open_transactions() {
+            let mut marker = build_control_batch(
+                ControlType::Abort,
+                0,
+                stop_epoch,
+                txn.producer_id,
+                txn.producer_epoch,
+                now_ms(),
+                0,
+            );
+            self.log
+                .append_as_coordinator(&mut marker, stop_epoch)
+                .map_err(self.log_err())?;
+            tracing::info!(partition = %self.tp, producer_id = txn.producer_id, first_offset = txn.first_offset, "aborted a transaction the source left open");
+        }
+        self.log.flush().map_err(self.log_err())?;
+        Ok(())
+    }
+}
+
+/// Refuses internal (`__*`) and Kafka Streams internal topics.
+pub fn refuse_topic(tp: &TopicPartition) -> Result<(), MirrorError> {
+    if kafkalog::topic::is_internal_topic(&tp.topic) {
+        return Err(MirrorError::RefusedTopic {
+            tp: tp.clone(),
+            kind: "internal",
+            topic: tp.topic.clone(),
+        });
+    }
+    if kafkalog::topic::is_streams_internal_topic(&tp.topic) {
+        return Err(MirrorError::RefusedTopic {
+            tp: tp.clone(),
+            kind: "Kafka Streams internal",
+            topic: tp.topic.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Checks an object's size and CRC-32C against its manifest entry.
+pub fn verify_object(
+    tp: &TopicPartition,
+    r: &ShippedRange,
+    bytes: &[u8],
+) -> Result<(), MirrorError> {
+    if bytes.len() as u64 != r.bytes {
+        return Err(MirrorError::ObjectCorrupt {
+            tp: tp.clone(),
+            key: r.key.clone(),
+            detail: format!("size {} where the manifest says {}", bytes.len(), r.bytes),
+        });
+    }
+    let crc = crc32c::crc32c(bytes);
+    if crc != r.crc32c {
+        return Err(MirrorError::ObjectCorrupt {
+            tp: tp.clone(),
+            key: r.key.clone(),
+            detail: format!(
+                "CRC-32C {crc:#010x} where the manifest says {:#010x}",
+                r.crc32c
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// A new record for a partition starting to mirror `source_cluster_id`.
+pub fn new_record(
+    source_cluster_id: &str,
+    topic_id: TopicId,
+    state: manifest::state::MirrorState,
+) -> MirrorRecord {
+    MirrorRecord {
+        schema: manifest::partition::SchemaVersion::CURRENT,
+        source_cluster_id: source_cluster_id.to_string(),
+        topic_id,
+        state,
+        lme: None,
+        stopped_at_offset: None,
+        stop_epoch: None,
+        applied_manifest_version: 0,
+        segment_generations: BTreeMap::new(),
+        updated_at_ms: now_ms(),
+    }
+}

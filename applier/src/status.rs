@@ -1,0 +1,216 @@
+//! What `applier status` reports, per partition.
+//!
+//! The durable part comes from each partition's mirror record; the live
+//! part (what the source has shipped, lag) from `status.json`, which a
+//! running applier rewrites after every cycle in `<log-dir>/.segmirror/`.
+//!
+//! The JSON form (`applier status --json`) is an object
+//! `{"partitions": [PartitionStatus, ...]}`, sorted by topic and partition;
+//! fields are only ever added.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// One partition's status line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartitionStatus {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// Mirror state (`PREPARING`, `MIRRORING`, `PAUSED`, `STOPPING`,
+    /// `STOPPED`, `FAILED`).
+    pub state: String,
+    /// The state before it.
+    pub previous_state: Option<String>,
+    /// The last error, for FAILED.
+    pub last_error: Option<String>,
+    /// Whether that error is retried automatically.
+    pub retryable: Option<bool>,
+    /// Retries so far.
+    pub retry_count: u32,
+    /// The source cluster mirrored.
+    pub source_cluster_id: String,
+    /// Local log start offset.
+    pub local_log_start_offset: i64,
+    /// Local log end offset.
+    pub local_log_end_offset: i64,
+    /// The source's shipped end offset, when known.
+    pub source_shipped_end_offset: Option<i64>,
+    /// The source's high watermark, when known.
+    pub source_high_watermark: Option<i64>,
+    /// Offsets shipped but not yet applied.
+    pub lag_offsets: Option<i64>,
+    /// Bytes shipped but not yet applied (estimate from the manifest's ranges).
+    pub lag_bytes: Option<u64>,
+    /// Seconds since the newest shipped data that is not yet applied was
+    /// committed at the source (0 when caught up).
+    pub lag_seconds: Option<f64>,
+    /// The last mirrored epoch, after a stop.
+    pub lme: Option<i32>,
+    /// Whether producers may write.
+    pub writable: bool,
+}
+
+/// The live part written by a running applier.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveStatus {
+    /// When it was written (ms since the epoch).
+    pub written_at_ms: i64,
+    /// Per partition, keyed `topic-partition`.
+    pub partitions: std::collections::BTreeMap<String, LivePartition>,
+}
+
+/// The live part of one partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LivePartition {
+    /// Shipped end offset at the source.
+    pub shipped_end_offset: i64,
+    /// Source HW.
+    pub source_high_watermark: i64,
+    /// Bytes shipped not yet applied.
+    pub lag_bytes: u64,
+    /// When the source committed the newest manifest (ms).
+    pub committed_at_ms: i64,
+    /// Refused before adoption (identity), with the reason.
+    #[serde(default)]
+    pub refused: Option<String>,
+}
+
+/// Directory of the applier's own files in a log dir.
+pub const STATE_DIR: &str = ".segmirror";
+/// The live status file name.
+pub const LIVE_STATUS_FILE: &str = "status.json";
+
+/// Writes the live status (atomically; no fsync: it is rebuilt each cycle).
+pub fn write_live(log_dir: &Path, live: &LiveStatus) -> kafkalog::Result<()> {
+    let dir = log_dir.join(STATE_DIR);
+    std::fs::create_dir_all(&dir).map_err(kafkalog::Error::io("create dir", &dir))?;
+    let bytes =
+        serde_json::to_vec(live).map_err(|e| kafkalog::Error::InvalidArgument(e.to_string()))?;
+    kafkalog::fsutil::write_atomic(&dir.join(LIVE_STATUS_FILE), &bytes, false)
+}
+
+/// Reads the live status (empty when absent or unreadable).
+pub fn read_live(log_dir: &Path) -> LiveStatus {
+    let path = log_dir.join(STATE_DIR).join(LIVE_STATUS_FILE);
+    std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// Collects the status of every mirror partition in `log_dir`, reading only
+/// (no lock: safe while the daemon runs).
+pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
+    let live = read_live(log_dir);
+    let now = crate::mirror::now_ms();
+    let mut out = Vec::new();
+    for tp in kafkalog::reader::list_partitions(log_dir)? {
+        let reader = kafkalog::reader::PartitionReader::open(log_dir, &tp)?;
+        let key = tp.to_string();
+        let l = live.partitions.get(&key);
+        let Some(record) = manifest::mirror_state::MirrorRecord::read(reader.dir())? else {
+            if let Some(reason) = l.and_then(|l| l.refused.clone()) {
+                out.push(PartitionStatus {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                    state: "FAILED".into(),
+                    previous_state: None,
+                    last_error: Some(reason),
+                    retryable: Some(false),
+                    retry_count: 0,
+                    source_cluster_id: String::new(),
+                    local_log_start_offset: 0,
+                    local_log_end_offset: 0,
+                    source_shipped_end_offset: l.map(|l| l.shipped_end_offset),
+                    source_high_watermark: l.map(|l| l.source_high_watermark),
+                    lag_offsets: None,
+                    lag_bytes: None,
+                    lag_seconds: None,
+                    lme: None,
+                    writable: true,
+                });
+            }
+            continue;
+        };
+        let (start, end) = log_bounds(&reader)?;
+        let state = record.state.state();
+        let lag_offsets = l.map(|l| (l.shipped_end_offset - end).max(0));
+        out.push(PartitionStatus {
+            topic: tp.topic.clone(),
+            partition: tp.partition,
+            state: state.as_str().to_string(),
+            previous_state: record.state.previous().map(|s| s.as_str().to_string()),
+            last_error: record.state.failure().map(|f| f.message.clone()),
+            retryable: record.state.failure().map(|f| f.retryable),
+            retry_count: record.state.retries(),
+            source_cluster_id: record.source_cluster_id.clone(),
+            local_log_start_offset: start,
+            local_log_end_offset: end,
+            source_shipped_end_offset: l.map(|l| l.shipped_end_offset),
+            source_high_watermark: l.map(|l| l.source_high_watermark),
+            lag_offsets,
+            lag_bytes: l.map(|l| {
+                if lag_offsets == Some(0) {
+                    0
+                } else {
+                    l.lag_bytes
+                }
+            }),
+            lag_seconds: l.map(|l| {
+                if lag_offsets == Some(0) {
+                    0.0
+                } else {
+                    ((now - l.committed_at_ms).max(0) as f64) / 1000.0
+                }
+            }),
+            lme: record.lme,
+            writable: manifest::state::is_writable(state),
+        });
+    }
+    Ok(out)
+}
+
+/// Log start and end of a partition, from its files.
+fn log_bounds(reader: &kafkalog::reader::PartitionReader) -> anyhow::Result<(i64, i64)> {
+    let segments = reader.segments()?;
+    let start = segments.first().map_or(0, |s| s.base_offset);
+    let last_base = segments.last().map_or(0, |s| s.base_offset);
+    let end =
+        reader.for_each_batch(last_base, false, |_, _| std::ops::ControlFlow::Continue(()))?;
+    Ok((start, end.max(last_base)))
+}
+
+/// Renders the table `applier status` prints.
+pub fn table(rows: &[PartitionStatus]) -> String {
+    let mut out = format!(
+        "{:<32} {:<10} {:>12} {:>12} {:>10} {:>12} {:>8} {:>5} {}\n",
+        "PARTITION",
+        "STATE",
+        "LOCAL_LEO",
+        "SHIPPED_END",
+        "LAG",
+        "LAG_BYTES",
+        "LAG_S",
+        "LME",
+        "LAST_ERROR"
+    );
+    for r in rows {
+        let opt = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
+        out.push_str(&format!(
+            "{:<32} {:<10} {:>12} {:>12} {:>10} {:>12} {:>8} {:>5} {}\n",
+            format!("{}-{}", r.topic, r.partition),
+            r.state,
+            r.local_log_end_offset,
+            opt(r.source_shipped_end_offset),
+            opt(r.lag_offsets),
+            r.lag_bytes.map_or("-".to_string(), |v| v.to_string()),
+            r.lag_seconds.map_or("-".to_string(), |v| format!("{v:.1}")),
+            r.lme.map_or("-".to_string(), |v| v.to_string()),
+            r.last_error.as_deref().unwrap_or("")
+        ));
+    }
+    out
+}
