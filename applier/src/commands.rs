@@ -1,1 +1,170 @@
-//! How operator commands reach partitions: see `applier` binary.
+//! How `applier start|pause|resume|stop` reach the partitions, whether or
+//! not a daemon runs.
+//!
+//! The log dir's lock tells: when the command can take it, no daemon runs
+//! and the command performs the transition itself (so failover never
+//! depends on a healthy daemon). When another process holds it, the command
+//! hands the request to the daemon through a file and waits:
+//!
+//! ```text
+//! <log-dir>/.segmirror/commands/<id>.request.json    written by the command (atomically)
+//! <log-dir>/.segmirror/commands/<id>.response.json   written by the daemon when done
+//! ```
+//!
+//! The daemon looks for requests between partition steps (at least every
+//! poll interval, and at once while it waits), performs them, writes the
+//! response, and removes the request. A command returns 0 only when its
+//! transition is done: `stop` returns with the partitions STOPPED and
+//! writable.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use manifest::state::Command;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{Applier, CommandOutcome};
+use crate::status::STATE_DIR;
+
+/// A request handed to a running daemon.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandRequest {
+    /// Unique id (also in the file names).
+    pub id: String,
+    /// The command.
+    pub command: Command,
+    /// Topics named with `--topic`.
+    pub topics: Vec<String>,
+    /// `--all`.
+    pub all: bool,
+}
+
+/// The daemon's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandResponse {
+    /// The request's id.
+    pub id: String,
+    /// One outcome per partition.
+    pub outcomes: Vec<CommandOutcome>,
+}
+
+/// The directory of pending requests.
+pub fn commands_dir(log_dir: &Path) -> PathBuf {
+    log_dir.join(STATE_DIR).join("commands")
+}
+
+fn request_path(dir: &Path, id: &str) -> PathBuf {
+    dir.join(format!("{id}.request.json"))
+}
+
+fn response_path(dir: &Path, id: &str) -> PathBuf {
+    dir.join(format!("{id}.response.json"))
+}
+
+/// Hands a request to the daemon holding `log_dir` and waits for its
+/// response up to `timeout`.
+pub fn hand_to_daemon(
+    log_dir: &Path,
+    command: Command,
+    topics: &[String],
+    all: bool,
+    timeout: Duration,
+) -> anyhow::Result<Vec<CommandOutcome>> {
+    let dir = commands_dir(log_dir);
+    std::fs::create_dir_all(&dir)?;
+    let id = manifest::layout::new_upload_id();
+    let request = CommandRequest {
+        id: id.clone(),
+        command,
+        topics: topics.to_vec(),
+        all,
+    };
+    kafkalog::fsutil::write_atomic(
+        &request_path(&dir, &id),
+        &serde_json::to_vec(&request)?,
+        true,
+    )?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(bytes) = std::fs::read(response_path(&dir, &id)) {
+            let response: CommandResponse = serde_json::from_slice(&bytes)?;
+            let _ = std::fs::remove_file(response_path(&dir, &id));
+            return Ok(response.outcomes);
+        }
+        if Instant::now() >= deadline {
+            // Withdraw the request so a late daemon does not act on it.
+            let withdrawn = std::fs::remove_file(request_path(&dir, &id)).is_ok();
+            anyhow::bail!(
+                "the applier daemon holding {} did not answer within {:?}{}; if it is hung, stop it (kill) and run the command again: it then performs the transition itself",
+                log_dir.display(),
+                timeout,
+                if withdrawn {
+                    " (request withdrawn, nothing changed)"
+                } else {
+                    " (it picked the request up; check `applier status`)"
+                }
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl Applier {
+    /// Performs every pending command request and writes its response.
+    /// Returns how many were handled.
+    pub async fn process_command_requests(&mut self) -> usize {
+        let dir = commands_dir(&self.options().log_dir);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return 0;
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.ends_with(".request.json"))
+            })
+            .collect();
+        paths.sort();
+        let mut handled = 0;
+        for path in paths {
+            let request: CommandRequest = match std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+            {
+                Some(r) => r,
+                None => {
+                    tracing::warn!(path = %path.display(), "ignoring an unreadable command request");
+                    let _ = std::fs::remove_file(&path);
+                    continue;
+                }
+            };
+            // Claim it first: a withdrawn request is not performed.
+            if std::fs::remove_file(&path).is_err() {
+                continue;
+            }
+            tracing::info!(command = %request.command, topics = ?request.topics, all = request.all, "operator command");
+            let outcomes = self
+                .command(request.command, &request.topics, request.all)
+                .await;
+            let response = CommandResponse {
+                id: request.id.clone(),
+                outcomes,
+            };
+            match serde_json::to_vec(&response) {
+                Ok(bytes) => {
+                    if let Err(e) = kafkalog::fsutil::write_atomic(
+                        &response_path(&dir, &request.id),
+                        &bytes,
+                        true,
+                    ) {
+                        tracing::error!(error = %e, "could not write a command response");
+                    }
+                }
+                Err(e) => tracing::error!(error = %e, "could not encode a command response"),
+            }
+            handled += 1;
+        }
+        handled
+    }
+}

@@ -748,3 +748,25 @@ fn backoff(base: Duration, max: Duration, retry: u32) -> Duration {
     let jitter = 0.75 + f64::from(nanos % 1000) / 2000.0;
     exp.mul_f64(jitter)
 }
+
+impl Applier {
+    /// Runs until `stop` is set: commands are picked up at least every 100
+    /// ms; a cycle runs every `poll_interval`.
+    pub async fn run(&mut self, poll_interval: Duration, stop: Arc<std::sync::atomic::AtomicBool>) {
+        use std::sync::atomic::Ordering;
+        while !stop.load(Ordering::Relaxed) {
+            self.process_command_requests().await;
+            let report = self.run_once().await;
+            if report.batches > 0 {
+                tracing::debug!(batches = report.batches, bytes = report.bytes, "applied");
+            }
+            let until = Instant::now() + poll_interval;
+            while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+                if self.process_command_requests().await > 0 {
+                    continue;
+                }
+                tokio::time::sleep(Duration::from_millis(100).min(poll_interval)).await;
+            }
+        }
+    }
+}

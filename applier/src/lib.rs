@@ -11,6 +11,7 @@
 //! - [`status`]: what `applier status` reports.
 
 pub mod commands;
+pub mod config;
 pub mod engine;
 pub mod error;
 pub mod mirror;

@@ -1,0 +1,163 @@
+//! `applier`: apply a source's shipped segments to a local Kafka-format log
+//! and drive each mirror partition's state (see `spec/mirroring.md`).
+//! A thin shell over the `applier` library.
+
+mod commands;
+mod run;
+mod status;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use applier::config::ApplierConfig;
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "applier",
+    version,
+    about = "Apply segments shipped to a bucket to a local Kafka-format log, read-only until failover",
+    after_help = "Examples:
+  applier once   --log-dir /data/mirror --bucket file:///data/bucket --source-cluster-id src --topics '.*'
+  applier run    --config /etc/segmirror/applier.toml
+  applier status --log-dir /data/mirror --json
+  applier pause  --log-dir /data/mirror --topic orders
+  applier stop   --log-dir /data/mirror --all          # failover: partitions become writable
+  applier start  --log-dir /data/mirror --topic orders --bucket file:///data/bucket --source-cluster-id src
+  applier config check --config /etc/segmirror/applier.toml"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+/// Settings shared by every subcommand: file, then environment, then flags.
+#[derive(Args, Clone, Default)]
+pub(crate) struct Common {
+    /// TOML configuration file.
+    #[arg(long, value_name = "FILE", env = "SEGMIRROR_APPLIER_CONFIG")]
+    config: Option<PathBuf>,
+    /// The destination log dir.
+    #[arg(long, value_name = "DIR", env = "SEGMIRROR_LOG_DIR")]
+    log_dir: Option<PathBuf>,
+    /// Bucket URL: file:///abs/path, memory:// or s3://bucket/prefix.
+    #[arg(long, value_name = "URL", env = "SEGMIRROR_BUCKET")]
+    bucket: Option<String>,
+    /// The source cluster to mirror.
+    #[arg(long, value_name = "ID", env = "SEGMIRROR_SOURCE_CLUSTER_ID")]
+    source_cluster_id: Option<String>,
+    /// This cluster's own id (mirror-loop check and failback LME lookup).
+    #[arg(long, value_name = "ID", env = "SEGMIRROR_CLUSTER_ID")]
+    cluster_id: Option<String>,
+    /// Topics started automatically (regex on the whole name).
+    #[arg(long, value_name = "REGEX", env = "SEGMIRROR_TOPICS")]
+    topics: Option<String>,
+    /// Topics never started automatically (regex).
+    #[arg(long, value_name = "REGEX", env = "SEGMIRROR_EXCLUDE")]
+    exclude: Option<String>,
+    /// Poll interval in milliseconds.
+    #[arg(long, value_name = "MS", env = "SEGMIRROR_POLL_INTERVAL_MS")]
+    poll_interval_ms: Option<u64>,
+    /// Objects downloaded ahead of the one being appended.
+    #[arg(long, value_name = "N", env = "SEGMIRROR_DOWNLOAD_CONCURRENCY")]
+    download_concurrency: Option<usize>,
+    /// Destination topic with remote.storage.enable=true (repeatable).
+    #[arg(long = "tiered-topic", value_name = "TOPIC")]
+    tiered_topics: Vec<String>,
+}
+
+impl Common {
+    pub(crate) fn load(&self) -> anyhow::Result<ApplierConfig> {
+        let file = match &self.config {
+            Some(p) => ApplierConfig::from_file(p)?,
+            None => ApplierConfig::default(),
+        };
+        Ok(file.merge(ApplierConfig {
+            log_dir: self.log_dir.clone(),
+            bucket: self.bucket.clone(),
+            source_cluster_id: self.source_cluster_id.clone(),
+            cluster_id: self.cluster_id.clone(),
+            topics: self.topics.clone(),
+            exclude: self.exclude.clone(),
+            poll_interval_ms: self.poll_interval_ms,
+            download_concurrency: self.download_concurrency,
+            tiered_topics: self.tiered_topics.clone(),
+            metrics_addr: None,
+        }))
+    }
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run as a daemon: poll the bucket and apply, pick up operator commands.
+    Run(run::RunArgs),
+    /// Apply everything available now, then exit.
+    Once(run::RunArgs),
+    /// Start (or restart after stop or failure) mirroring topics.
+    Start(commands::CommandArgs),
+    /// Pause mirroring (stays read-only).
+    Pause(commands::CommandArgs),
+    /// Resume a paused mirror (no truncation).
+    Resume(commands::CommandArgs),
+    /// Stop mirroring (failover): partitions become writable.
+    Stop(commands::CommandArgs),
+    /// Per-partition state, lag and LME.
+    Status(status::StatusArgs),
+    /// Configuration helpers.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCmd {
+    /// Validate a configuration (file, env and flags merged); exit 0 when valid.
+    Check(run::RunArgs),
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn main() -> ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("applier: error: starting the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Cmd::Run(a) => run::run(a, false).await,
+            Cmd::Once(a) => run::run(a, true).await,
+            Cmd::Start(a) => commands::run(manifest::state::Command::Start, a).await,
+            Cmd::Pause(a) => commands::run(manifest::state::Command::Pause, a).await,
+            Cmd::Resume(a) => commands::run(manifest::state::Command::Resume, a).await,
+            Cmd::Stop(a) => commands::run(manifest::state::Command::Stop, a).await,
+            Cmd::Status(a) => status::run(a),
+            Cmd::Config {
+                command: ConfigCmd::Check(a),
+            } => run::check(a),
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("applier: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

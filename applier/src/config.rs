@@ -1,0 +1,245 @@
+//! The applier's configuration: a TOML file, overridden by environment
+//! variables and flags (the binary merges them), validated with errors that
+//! name the field.
+//!
+//! ```toml
+//! log_dir = "/var/lib/segmirror/mirror"      # required
+//! bucket = "s3://dr-bucket/segmirror"        # required for run/once
+//! source_cluster_id = "Pm3mXq7cT2KQm4Zc1w9cAA" # required for run/once
+//! cluster_id = "dest-cluster"                # this cluster (loop check, failback)
+//! topics = "^(orders|payments)$"             # started automatically
+//! exclude = "^tmp-"
+//! poll_interval_ms = 1000
+//! download_concurrency = 4
+//! tiered_topics = ["archive"]                # remote.storage.enable=true here
+//! ```
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::ApplierOptions;
+
+/// The configuration file's contents (every field optional in the file;
+/// [`ApplierConfig::validate`] says what is missing).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApplierConfig {
+    /// The destination log dir.
+    pub log_dir: Option<PathBuf>,
+    /// Bucket URL.
+    pub bucket: Option<String>,
+    /// The source cluster to mirror.
+    pub source_cluster_id: Option<String>,
+    /// This cluster's own id.
+    pub cluster_id: Option<String>,
+    /// Topics to start automatically (regex, whole name).
+    pub topics: Option<String>,
+    /// Topics never started automatically (regex).
+    pub exclude: Option<String>,
+    /// Poll interval in milliseconds.
+    pub poll_interval_ms: Option<u64>,
+    /// Objects downloaded ahead.
+    pub download_concurrency: Option<usize>,
+    /// Destination topics with `remote.storage.enable=true`.
+    #[serde(default)]
+    pub tiered_topics: Vec<String>,
+    /// Address for Prometheus metrics (`host:port`).
+    pub metrics_addr: Option<String>,
+}
+
+/// A configuration error naming the field.
+#[derive(Debug, thiserror::Error)]
+#[error("config field `{field}`: {reason}")]
+pub struct ConfigError {
+    /// The field.
+    pub field: &'static str,
+    /// What is wrong.
+    pub reason: String,
+}
+
+fn field(field: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Validated {
+    /// Options for [`crate::Applier`].
+    pub options: ApplierOptions,
+    /// The bucket, when configured.
+    pub bucket: Option<manifest::bucket::BucketUrl>,
+    /// Poll interval.
+    pub poll_interval: Duration,
+    /// Metrics address.
+    pub metrics_addr: Option<std::net::SocketAddr>,
+}
+
+impl ApplierConfig {
+    /// Parses a TOML file's text; unknown fields are errors naming them.
+    pub fn from_toml(text: &str) -> Result<ApplierConfig, ConfigError> {
+        toml::from_str(text).map_err(|e| field("(file)", e.to_string()))
+    }
+
+    /// Reads and parses a TOML file.
+    pub fn from_file(path: &std::path::Path) -> Result<ApplierConfig, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| field("(file)", format!("{}: {e}", path.display())))?;
+        Self::from_toml(&text)
+            .map_err(|e| field(e.field, format!("{}: {}", path.display(), e.reason)))
+    }
+
+    /// Fields set in `over` replace those here.
+    pub fn merge(mut self, over: ApplierConfig) -> ApplierConfig {
+        macro_rules! take {
+            ($($f:ident),*) => { $( if over.$f.is_some() { self.$f = over.$f; } )* };
+        }
+        take!(
+            log_dir,
+            bucket,
+            source_cluster_id,
+            cluster_id,
+            topics,
+            exclude,
+            poll_interval_ms,
+            download_concurrency,
+            metrics_addr
+        );
+        if !over.tiered_topics.is_empty() {
+            self.tiered_topics = over.tiered_topics;
+        }
+        self
+    }
+
+    /// Validates. `need_bucket` for commands that read the bucket.
+    pub fn validate(&self, need_bucket: bool) -> Result<Validated, ConfigError> {
+        let log_dir = self
+            .log_dir
+            .clone()
+            .ok_or_else(|| field("log_dir", "required (--log-dir)"))?;
+        let bucket = match &self.bucket {
+            Some(b) => Some(
+                manifest::bucket::BucketUrl::parse(b)
+                    .map_err(|e| field("bucket", e.to_string()))?,
+            ),
+            None if need_bucket => {
+                return Err(field(
+                    "bucket",
+                    "required (--bucket file:///abs/path | s3://bucket/prefix)",
+                ));
+            }
+            None => None,
+        };
+        let source = match &self.source_cluster_id {
+            Some(s) => {
+                manifest::layout::validate_cluster_id(s)
+                    .map_err(|e| field("source_cluster_id", e.to_string()))?;
+                s.clone()
+            }
+            None if need_bucket => {
+                return Err(field("source_cluster_id", "required (--source-cluster-id)"));
+            }
+            None => String::new(),
+        };
+        if let Some(c) = &self.cluster_id {
+            manifest::layout::validate_cluster_id(c)
+                .map_err(|e| field("cluster_id", e.to_string()))?;
+        }
+        let anchored = |name: &'static str,
+                        re: &Option<String>|
+         -> Result<Option<Regex>, ConfigError> {
+            re.as_ref()
+                .map(|r| Regex::new(&format!("^(?:{r})$")).map_err(|e| field(name, e.to_string())))
+                .transpose()
+        };
+        let poll_ms = self.poll_interval_ms.unwrap_or(1000);
+        if poll_ms == 0 || poll_ms > 3_600_000 {
+            return Err(field("poll_interval_ms", "must be 1 to 3600000"));
+        }
+        let concurrency = self.download_concurrency.unwrap_or(4);
+        if concurrency == 0 || concurrency > 64 {
+            return Err(field("download_concurrency", "must be 1 to 64"));
+        }
+        for t in &self.tiered_topics {
+            kafkalog::topic::validate_topic_name(t)
+                .map_err(|e| field("tiered_topics", e.to_string()))?;
+        }
+        let metrics_addr = self
+            .metrics_addr
+            .as_ref()
+            .map(|a| {
+                a.parse()
+                    .map_err(|e| field("metrics_addr", format!("{a:?}: {e}")))
+            })
+            .transpose()?;
+        let mut options = ApplierOptions::new(log_dir, &source);
+        options.local_cluster_id = self.cluster_id.clone();
+        options.bucket_prefix = bucket
+            .as_ref()
+            .map(|b| b.prefix().to_string())
+            .unwrap_or_default();
+        options.topics = anchored("topics", &self.topics)?;
+        options.exclude = anchored("exclude", &self.exclude)?;
+        options.prefetch = concurrency;
+        options.tiered_topics = self.tiered_topics.clone();
+        Ok(Validated {
+            options,
+            bucket,
+            poll_interval: Duration::from_millis(poll_ms),
+            metrics_addr,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_field() {
+        let e =
+            ApplierConfig::from_toml("log_dir = \"/x\"\npoll_interval = 5\n").expect_err("unknown");
+        assert!(e.to_string().contains("poll_interval"), "{e}");
+        let c = ApplierConfig::from_toml(
+            "log_dir = \"/x\"\nbucket = \"gs://x\"\nsource_cluster_id = \"a\"",
+        )
+        .expect("parse");
+        assert_eq!(c.validate(true).expect_err("bucket").field, "bucket");
+        let c = ApplierConfig::from_toml("log_dir = \"/x\"\ntopics = \"(\"").expect("parse");
+        assert_eq!(c.validate(false).expect_err("regex").field, "topics");
+        let c = ApplierConfig::from_toml("bucket = \"memory://\"").expect("parse");
+        assert_eq!(c.validate(true).expect_err("log_dir").field, "log_dir");
+        let c = ApplierConfig::from_toml(
+            "log_dir = \"/x\"\nbucket = \"memory://\"\nsource_cluster_id = \"../x\"",
+        )
+        .expect("parse");
+        assert_eq!(c.validate(true).expect_err("id").field, "source_cluster_id");
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let file = ApplierConfig::from_toml(
+            "log_dir = \"/a\"\npoll_interval_ms = 500\ntopics = \"orders\"",
+        )
+        .expect("parse");
+        let flags = ApplierConfig {
+            log_dir: Some("/b".into()),
+            ..ApplierConfig::default()
+        };
+        let c = file.merge(flags);
+        assert_eq!(c.log_dir.as_deref(), Some(std::path::Path::new("/b")));
+        assert_eq!(c.poll_interval_ms, Some(500));
+        let v = c.validate(false).expect("valid");
+        assert!(
+            v.options
+                .topics
+                .as_ref()
+                .is_some_and(|r| r.is_match("orders") && !r.is_match("orders2"))
+        );
+    }
+}
