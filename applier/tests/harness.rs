@@ -60,7 +60,10 @@ async fn publish(
         topic_id: topic_id(),
     };
     let segments = reader.segments().expect("segments");
-    let mut m = PartitionManifest::new(SOURCE, t, topic_id());
+    let mut m = PartitionManifest::new(store.layout().cluster_id(), t, topic_id());
+    m.mirror_origin = manifest::mirror_state::MirrorRecord::read(reader.dir())
+        .expect("record")
+        .map(|r| r.origin());
     m.log_start_offset = segments.first().map_or(0, |s| s.base_offset);
     m.shipped_end_offset = m.log_start_offset;
     for (i, seg) in segments.iter().enumerate() {
@@ -479,3 +482,226 @@ async fn a_corrupt_object_fails_its_partition_only_and_recovers_after_repair() {
 }
 
 use object_store::ObjectStoreExt;
+
+fn lineage_of(root: &Path, t: &TopicPartition) -> Vec<(i32, i64)> {
+    PartitionReader::open(root, t)
+        .expect("reader")
+        .epoch_entries()
+        .expect("epochs")
+        .iter()
+        .map(|e| (e.epoch, e.start_offset))
+        .collect()
+}
+
+fn leo_of(root: &Path, t: &TopicPartition) -> i64 {
+    PartitionReader::open(root, t)
+        .expect("reader")
+        .for_each_batch(0, false, |_, _| ControlFlow::Continue(()))
+        .expect("walk")
+}
+
+/// The spec's worked example: A has {3@0, 5@40, 7@100} and LEO 130; B
+/// stopped at 100 with LME 5 and wrote at epoch 6 since. Failback cuts A to
+/// 100 and copies B's records; then A and B are byte-identical.
+#[tokio::test]
+async fn failback_worked_example() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    let bucket: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let store_a = ManifestStore::new(
+        bucket.clone(),
+        ClusterLayout::new("", "cluster-a").expect("layout"),
+    );
+    let store_b = ManifestStore::new(
+        bucket.clone(),
+        ClusterLayout::new("", "cluster-b").expect("layout"),
+    );
+    let t = tp("orders");
+    {
+        let a = LogDir::open(&a_dir).expect("a");
+        let mut log = a
+            .open_or_create_partition(&t, Some(topic_id()), LogConfig::default())
+            .expect("create");
+        produce(&mut log, 40, 3);
+        produce(&mut log, 60, 5);
+    }
+    publish(&store_a, &a_dir, &t, "a1").await;
+    // B mirrors A up to 100.
+    let mut b_opts = ApplierOptions::new(&b_dir, "cluster-a");
+    b_opts.local_cluster_id = Some("cluster-b".into());
+    b_opts.topics = Some(regex::Regex::new("^orders$").expect("regex"));
+    let mut b = Applier::open(b_opts, Some(bucket.clone())).expect("b");
+    apply_all(&mut b).await;
+    assert_eq!(leo_of(&b_dir, &t), 100);
+    // Disaster: failover to B (LME 5), B's producers write at epoch 6.
+    let out = b.command(Command::Stop, &["orders".into()], false).await;
+    assert_eq!(out[0].state.as_deref(), Some("STOPPED"));
+    drop(b);
+    {
+        let bd = LogDir::open(&b_dir).expect("b");
+        let mut log = bd.open_partition(&t, LogConfig::default()).expect("open");
+        assert_eq!(log.epochs().latest_epoch(), Some(6));
+        produce(&mut log, 20, 6);
+    }
+    // Meanwhile A, cut off, kept writing at epoch 7.
+    {
+        let a = LogDir::open(&a_dir).expect("a");
+        let mut log = a.open_partition(&t, LogConfig::default()).expect("open");
+        produce(&mut log, 30, 7);
+        assert_eq!(log.log_end_offset(), 130);
+    }
+    assert_eq!(lineage_of(&a_dir, &t), vec![(3, 0), (5, 40), (7, 100)]);
+    // B ships its log (its record says: mirror of A, STOPPED, LME 5).
+    let mb = publish(&store_b, &b_dir, &t, "b1").await;
+    assert_eq!(
+        mb.mirror_origin
+            .as_ref()
+            .map(|o| (o.source_cluster_id.as_str(), o.state.as_str(), o.lme)),
+        Some(("cluster-a", "STOPPED", Some(5)))
+    );
+    // Failback: A starts mirroring from B.
+    let mut a_opts = ApplierOptions::new(&a_dir, "cluster-b");
+    a_opts.local_cluster_id = Some("cluster-a".into());
+    let mut a = Applier::open(a_opts, Some(bucket.clone())).expect("a");
+    let out = a.command(Command::Start, &["orders".into()], false).await;
+    assert_eq!(out[0].state.as_deref(), Some("PREPARING"), "{out:?}");
+    apply_all(&mut a).await;
+    assert_eq!(a.state_of(&t), Some(PartitionState::Mirroring));
+    drop(a);
+    assert_eq!(leo_of(&a_dir, &t), 120);
+    assert_eq!(lineage_of(&a_dir, &t), vec![(3, 0), (5, 40), (6, 100)]);
+    let strip = |v: Vec<(i64, Vec<u8>)>| v;
+    assert_eq!(
+        strip(segment_bytes(&a_dir, &t)),
+        strip(segment_bytes(&b_dir, &t)),
+        "A and B are byte-identical"
+    );
+}
+
+/// A mirror loop: B mirrors t from A; A starting to mirror t from B fails.
+#[tokio::test]
+async fn a_mirror_loop_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    let bucket: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let store_a = ManifestStore::new(
+        bucket.clone(),
+        ClusterLayout::new("", "cluster-a").expect("layout"),
+    );
+    let store_b = ManifestStore::new(
+        bucket.clone(),
+        ClusterLayout::new("", "cluster-b").expect("layout"),
+    );
+    let t = tp("orders");
+    {
+        let a = LogDir::open(&a_dir).expect("a");
+        let mut log = a
+            .open_or_create_partition(&t, Some(topic_id()), LogConfig::default())
+            .expect("create");
+        produce(&mut log, 20, 1);
+    }
+    publish(&store_a, &a_dir, &t, "a1").await;
+    let mut b_opts = ApplierOptions::new(&b_dir, "cluster-a");
+    b_opts.local_cluster_id = Some("cluster-b".into());
+    b_opts.topics = Some(regex::Regex::new("^orders$").expect("regex"));
+    let mut b = Applier::open(b_opts, Some(bucket.clone())).expect("b");
+    apply_all(&mut b).await;
+    drop(b);
+    // B (a shipper on B's log dir) publishes its mirror partition.
+    publish(&store_b, &b_dir, &t, "b1").await;
+    let mut a_opts = ApplierOptions::new(&a_dir, "cluster-b");
+    a_opts.local_cluster_id = Some("cluster-a".into());
+    let mut a = Applier::open(a_opts, Some(bucket.clone())).expect("a");
+    a.command(Command::Start, &["orders".into()], false).await;
+    apply_all(&mut a).await;
+    assert_eq!(a.state_of(&t), Some(PartitionState::Failed));
+    let row = applier::status::collect(&a_dir)
+        .expect("status")
+        .into_iter()
+        .next()
+        .expect("row");
+    assert!(
+        row.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("mirror loop")),
+        "{row:?}"
+    );
+    assert_eq!(leo_of(&a_dir, &t), 20, "nothing truncated");
+}
+
+/// The source's log start passes the destination's end: full truncation,
+/// restart at the source's log start (behaviour 7).
+#[tokio::test]
+async fn source_log_start_beyond_the_destination_end_restarts_there() {
+    let w = world();
+    let t = tp("events");
+    let cfg = LogConfig {
+        segment_bytes: 2048,
+        ..LogConfig::default()
+    };
+    {
+        let dir = LogDir::open(&w.source).expect("source");
+        let mut log = dir
+            .open_or_create_partition(&t, Some(topic_id()), cfg.clone())
+            .expect("create");
+        produce(&mut log, 20, 0);
+    }
+    publish(&w.store, &w.source, &t, "u1").await;
+    let mut a = Applier::open(options(&w), Some(w.object_store.clone())).expect("open");
+    apply_all(&mut a).await;
+    assert_eq!(leo_of(&w.dest, &t), 20);
+    a.command(Command::Pause, &["events".into()], false).await;
+    // The source moves on far and retention deletes everything below 60.
+    {
+        let dir = LogDir::open(&w.source).expect("source");
+        let mut log = dir.open_partition(&t, cfg.clone()).expect("open");
+        produce(&mut log, 80, 1);
+        log.raise_log_start(60).expect("retention");
+        assert!(log.segment_base_offsets()[0] > 20);
+    }
+    let m = publish(&w.store, &w.source, &t, "u2").await;
+    a.command(Command::Resume, &["events".into()], false).await;
+    apply_all(&mut a).await;
+    drop(a);
+    let reader = PartitionReader::open(&w.dest, &t).expect("reader");
+    let first = reader.segments().expect("segs")[0].base_offset;
+    assert_eq!(
+        first,
+        m.log_start_offset.min(m.ranges[0].segment_base_offset)
+    );
+    assert_eq!(leo_of(&w.dest, &t), 100);
+    let src = segment_bytes(&w.source, &t);
+    let dst = segment_bytes(&w.dest, &t);
+    assert_eq!(dst, src, "same segments after the restart");
+}
+
+/// Unclean truncation at the source at offset 90 with a new epoch: the
+/// destination cuts to 90 and copies again (behaviour 8).
+#[tokio::test]
+async fn source_unclean_truncation_is_followed() {
+    let w = world();
+    let t = tp("ledger");
+    {
+        let dir = LogDir::open(&w.source).expect("source");
+        let mut log = dir
+            .open_or_create_partition(&t, Some(topic_id()), LogConfig::default())
+            .expect("create");
+        produce(&mut log, 100, 2);
+    }
+    publish(&w.store, &w.source, &t, "u1").await;
+    let mut a = Applier::open(options(&w), Some(w.object_store.clone())).expect("open");
+    apply_all(&mut a).await;
+    assert_eq!(leo_of(&w.dest, &t), 100);
+    {
+        let dir = LogDir::open(&w.source).expect("source");
+        let mut log = dir.open_partition(&t, LogConfig::default()).expect("open");
+        log.truncate_to(90).expect("unclean election");
+        produce(&mut log, 30, 3);
+    }
+    publish(&w.store, &w.source, &t, "u2").await;
+    apply_all(&mut a).await;
+    assert_eq!(a.state_of(&t), Some(PartitionState::Mirroring));
+    drop(a);
+    assert_eq!(lineage_of(&w.dest, &t), vec![(2, 0), (3, 90)]);
+    assert_eq!(segment_bytes(&w.dest, &t), segment_bytes(&w.source, &t));
+}
