@@ -705,3 +705,171 @@ async fn source_unclean_truncation_is_followed() {
     assert_eq!(lineage_of(&w.dest, &t), vec![(2, 0), (3, 90)]);
     assert_eq!(segment_bytes(&w.dest, &t), segment_bytes(&w.source, &t));
 }
+
+/// Failback where A kept writing at the LME's epoch: the LME step cuts
+/// nothing, the follower step cuts to B's end offset for that epoch
+/// (behaviour 5, second half); and an unknown LME cuts to 0 (behaviour 6).
+#[tokio::test]
+async fn failback_at_the_lme_epoch_and_with_unknown_lme() {
+    for lme_known in [true, false] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+        let bucket: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let store_a = ManifestStore::new(
+            bucket.clone(),
+            ClusterLayout::new("", "cluster-a").expect("layout"),
+        );
+        let store_b = ManifestStore::new(
+            bucket.clone(),
+            ClusterLayout::new("", "cluster-b").expect("layout"),
+        );
+        let t = tp("orders");
+        {
+            let a = LogDir::open(&a_dir).expect("a");
+            let mut log = a
+                .open_or_create_partition(&t, Some(topic_id()), LogConfig::default())
+                .expect("create");
+            produce(&mut log, 50, 5);
+        }
+        publish(&store_a, &a_dir, &t, "a1").await;
+        let mut b_opts = ApplierOptions::new(&b_dir, "cluster-a");
+        b_opts.local_cluster_id = Some("cluster-b".into());
+        b_opts.topics = Some(regex::Regex::new("^orders$").expect("regex"));
+        let mut b = Applier::open(b_opts, Some(bucket.clone())).expect("b");
+        apply_all(&mut b).await;
+        b.command(Command::Stop, &["orders".into()], false).await;
+        drop(b);
+        if !lme_known {
+            // B lost its mirror record: its manifest names no origin.
+            std::fs::remove_file(
+                b_dir
+                    .join("orders-0")
+                    .join(manifest::mirror_state::MIRROR_FILE),
+            )
+            .expect("remove");
+        }
+        {
+            let bd = LogDir::open(&b_dir).expect("b");
+            let mut log = bd.open_partition(&t, LogConfig::default()).expect("open");
+            produce(&mut log, 20, 6);
+        }
+        {
+            // A kept writing at epoch 5 after the split.
+            let a = LogDir::open(&a_dir).expect("a");
+            let mut log = a.open_partition(&t, LogConfig::default()).expect("open");
+            produce(&mut log, 30, 5);
+        }
+        publish(&store_b, &b_dir, &t, "b1").await;
+        let mut a_opts = ApplierOptions::new(&a_dir, "cluster-b");
+        a_opts.local_cluster_id = Some("cluster-a".into());
+        let mut a = Applier::open(a_opts, Some(bucket.clone())).expect("a");
+        a.command(Command::Start, &["orders".into()], false).await;
+        apply_all(&mut a).await;
+        assert_eq!(
+            a.state_of(&t),
+            Some(PartitionState::Mirroring),
+            "lme known: {lme_known}"
+        );
+        drop(a);
+        assert_eq!(lineage_of(&a_dir, &t), vec![(5, 0), (6, 50)]);
+        assert_eq!(leo_of(&a_dir, &t), 70);
+        assert_eq!(
+            segment_bytes(&a_dir, &t),
+            segment_bytes(&b_dir, &t),
+            "identical to B (lme known: {lme_known})"
+        );
+    }
+}
+
+/// Pause, one new source batch: nothing arrives and writes are still
+/// refused; resume: the batch arrives, nothing is truncated (behaviour 3).
+#[tokio::test]
+async fn pause_holds_and_resume_continues_without_truncation() {
+    let w = world();
+    let t = tp("clicks");
+    {
+        let dir = LogDir::open(&w.source).expect("source");
+        let mut log = dir
+            .open_or_create_partition(&t, Some(topic_id()), LogConfig::default())
+            .expect("create");
+        produce(&mut log, 30, 1);
+    }
+    publish(&w.store, &w.source, &t, "u1").await;
+    let mut a = Applier::open(options(&w), Some(w.object_store.clone())).expect("open");
+    apply_all(&mut a).await;
+    a.command(Command::Pause, &["clicks".into()], false).await;
+    {
+        let dir = LogDir::open(&w.source).expect("source");
+        let mut log = dir.open_partition(&t, LogConfig::default()).expect("open");
+        produce(&mut log, 10, 1);
+    }
+    publish(&w.store, &w.source, &t, "u2").await;
+    apply_all(&mut a).await;
+    assert_eq!(leo_of(&w.dest, &t), 30, "paused: nothing arrives");
+    assert!(
+        PartitionReader::open(&w.dest, &t)
+            .expect("reader")
+            .read_only_reason()
+            .expect("guard")
+            .is_some()
+    );
+    let out = a.command(Command::Resume, &["clicks".into()], false).await;
+    assert_eq!(out[0].state.as_deref(), Some("MIRRORING"));
+    apply_all(&mut a).await;
+    drop(a);
+    assert_eq!(leo_of(&w.dest, &t), 40);
+    assert_eq!(segment_bytes(&w.dest, &t), segment_bytes(&w.source, &t));
+}
+
+/// Every partition resumes in its recorded state after a restart, and an
+/// interrupted STOPPING completes on open, with no bucket.
+#[tokio::test]
+async fn restart_resumes_recorded_states_and_completes_an_interrupted_stop() {
+    let w = world();
+    {
+        let dir = LogDir::open(&w.source).expect("source");
+        for t in ["p1", "p2", "p3"] {
+            let mut log = dir
+                .open_or_create_partition(&tp(t), Some(topic_id()), LogConfig::default())
+                .expect("create");
+            produce(&mut log, 10, 2);
+        }
+    }
+    for t in ["p1", "p2", "p3"] {
+        publish(&w.store, &w.source, &tp(t), "u1").await;
+    }
+    let mut a = Applier::open(options(&w), Some(w.object_store.clone())).expect("open");
+    apply_all(&mut a).await;
+    a.command(Command::Pause, &["p2".into()], false).await;
+    drop(a);
+    // Simulate a crash in the middle of p3's failover: STOPPING persisted,
+    // nothing else done.
+    {
+        let dir = w.dest.join("p3-0");
+        let mut rec = manifest::mirror_state::MirrorRecord::read(&dir)
+            .expect("read")
+            .expect("record");
+        let (stopping, _) =
+            manifest::state::next(&rec.state, manifest::state::Event::Stop).expect("stop");
+        rec.state = stopping;
+        rec.write(&dir).expect("write");
+    }
+    let a = Applier::open(options(&w), None).expect("open without a bucket");
+    assert_eq!(a.state_of(&tp("p1")), Some(PartitionState::Mirroring));
+    assert_eq!(a.state_of(&tp("p2")), Some(PartitionState::Paused));
+    assert_eq!(a.state_of(&tp("p3")), Some(PartitionState::Stopped));
+    drop(a);
+    let rows = applier::status::collect(&w.dest).expect("status");
+    let p3 = rows.iter().find(|r| r.topic == "p3").expect("p3");
+    assert_eq!(
+        (p3.state.as_str(), p3.lme, p3.writable),
+        ("STOPPED", Some(2), true)
+    );
+    assert!(
+        PartitionReader::open(&w.dest, &tp("p3"))
+            .expect("reader")
+            .read_only_reason()
+            .expect("guard")
+            .is_none()
+    );
+}
