@@ -20,21 +20,59 @@ fn pk() -> PartitionKey {
     }
 }
 
+/// The backends every test runs on: memory, a directory, and an
+/// S3-compatible server when `SEGMIRROR_TEST_S3_BUCKET` names a bucket on
+/// it (CI starts one; endpoint and credentials from the AWS variables).
+/// Each test gets a fresh prefix, so runs do not see each other.
 fn backends() -> Vec<(
     &'static str,
     Arc<dyn ObjectStore>,
+    String,
     Option<tempfile::TempDir>,
 )> {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("file://{}", dir.path().display());
-    vec![
-        ("memory", BucketUrl::Memory.build().expect("memory"), None),
+    let mut out = vec![
+        (
+            "memory",
+            BucketUrl::Memory.build().expect("memory"),
+            String::new(),
+            None,
+        ),
         (
             "file",
             BucketUrl::parse(&url).expect("url").build().expect("file"),
+            String::new(),
             Some(dir),
         ),
-    ]
+    ];
+    if let Ok(bucket) = std::env::var("SEGMIRROR_TEST_S3_BUCKET") {
+        let url = BucketUrl::parse(&format!(
+            "s3://{bucket}/manifest-tests/{}",
+            manifest::layout::new_upload_id()
+        ))
+        .expect("s3 url");
+        out.push((
+            "s3",
+            url.build().expect("s3"),
+            url.prefix().to_string(),
+            None,
+        ));
+    } else if std::env::var("CI").is_ok() {
+        panic!("CI must run the S3 backend: set SEGMIRROR_TEST_S3_BUCKET (see .ci/run)");
+    }
+    out
+}
+
+fn layout(prefix: &str, sub: &str) -> ClusterLayout {
+    let p = if prefix.is_empty() {
+        sub.to_string()
+    } else if sub.is_empty() {
+        prefix.to_string()
+    } else {
+        format!("{prefix}/{sub}")
+    };
+    ClusterLayout::new(&p, "src-1").expect("layout")
 }
 
 fn manifest_at(version: u64, end: i64, writer: &str) -> PartitionManifest {
@@ -53,8 +91,8 @@ fn manifest_at(version: u64, end: i64, writer: &str) -> PartitionManifest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixteen_racing_writers_exactly_one_wins() {
-    for (name, store, _dir) in backends() {
-        let ms = ManifestStore::new(store, ClusterLayout::new("race", "src-1").expect("layout"));
+    for (name, store, prefix, _dir) in backends() {
+        let ms = ManifestStore::new(store, layout(&prefix, "race"));
         let mut tasks = Vec::new();
         for w in 0..16 {
             let ms = ms.clone();
@@ -92,8 +130,8 @@ async fn sixteen_racing_writers_exactly_one_wins() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn losers_reread_and_decide_again() {
-    for (name, store, _dir) in backends() {
-        let ms = ManifestStore::new(store, ClusterLayout::new("", "src-1").expect("layout"));
+    for (name, store, prefix, _dir) in backends() {
+        let ms = ManifestStore::new(store, layout(&prefix, ""));
         // 8 writers each add 10 offsets; every one ends up committed once.
         let mut tasks = Vec::new();
         for w in 0..8 {
@@ -125,11 +163,8 @@ async fn losers_reread_and_decide_again() {
 
 #[tokio::test]
 async fn manifests_are_checked_against_their_key() {
-    for (name, store, _dir) in backends() {
-        let ms = ManifestStore::new(
-            store.clone(),
-            ClusterLayout::new("", "src-1").expect("layout"),
-        );
+    for (name, store, prefix, _dir) in backends() {
+        let ms = ManifestStore::new(store.clone(), layout(&prefix, ""));
         ms.commit_manifest(&manifest_at(1, 5, "a"))
             .await
             .expect("commit");
@@ -165,8 +200,8 @@ async fn manifests_are_checked_against_their_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_change_feed_merges_concurrent_shippers() {
-    for (name, store, _dir) in backends() {
-        let ms = ManifestStore::new(store, ClusterLayout::new("feed", "src-1").expect("layout"));
+    for (name, store, prefix, _dir) in backends() {
+        let ms = ManifestStore::new(store, layout(&prefix, "feed"));
         assert!(ms.latest_head(None).await.expect("empty").is_none());
         let mut tasks = Vec::new();
         for p in 0..6 {
