@@ -372,7 +372,10 @@ impl Applier {
                 Err(e) => return Err(e.to_string()),
             };
         let (initial, actions) = state::initial();
-        let record = new_record(&self.opts.source_cluster_id, topic_id, initial);
+        let mut record = new_record(&self.opts.source_cluster_id, topic_id, initial);
+        // A partition that already holds records (the old primary coming
+        // back) is reconciled as a failback at its first preparation.
+        record.failback_pending = log.log_end_offset() > log.log_start_offset();
         let mut mirror = Mirror {
             tp: tp.clone(),
             log,

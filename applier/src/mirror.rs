@@ -171,8 +171,7 @@ impl Mirror {
         // Failback: this log has history of its own (it was stopped, or it
         // was a writable topic never mirrored before): cut it at the LME the
         // source recorded when it stopped mirroring us.
-        let failback = !log_is_empty
-            && (self.record.lme.is_some() || self.record.applied_manifest_version == 0);
+        let failback = !log_is_empty && (self.record.lme.is_some() || self.record.failback_pending);
         if failback {
             let source_lme = match (&m.mirror_origin, &ctx.local_cluster_id) {
                 (Some(o), Some(local)) if &o.source_cluster_id == local => o.lme,
@@ -186,6 +185,7 @@ impl Mirror {
         self.record.lme = None;
         self.record.stopped_at_offset = None;
         self.record.stop_epoch = None;
+        self.record.failback_pending = false;
         self.save()?;
         Ok(StepReport {
             truncated: leo_before - self.log.log_end_offset(),
@@ -508,6 +508,7 @@ pub fn new_record(
         lme: None,
         stopped_at_offset: None,
         stop_epoch: None,
+        failback_pending: false,
         applied_manifest_version: 0,
         segment_generations: BTreeMap::new(),
         updated_at_ms: now_ms(),

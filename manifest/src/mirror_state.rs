@@ -42,6 +42,12 @@ pub struct MirrorRecord {
     /// The leader epoch raised at the stop (at least LME + 1).
     #[serde(default)]
     pub stop_epoch: Option<i32>,
+    /// True when the next preparation must treat the local log as history
+    /// of its own (failback): set when a partition with records is adopted
+    /// as a mirror, cleared when a preparation completes. (After a stop,
+    /// `lme` being set means the same.)
+    #[serde(default)]
+    pub failback_pending: bool,
     /// Manifest version last applied.
     #[serde(default)]
     pub applied_manifest_version: u64,
