@@ -118,6 +118,8 @@ pub struct Applier {
     retry_at: BTreeMap<TopicPartition, Instant>,
     refused: BTreeMap<TopicPartition, String>,
     manifests: BTreeMap<TopicPartition, PartitionManifest>,
+    counters: crate::metrics::Counters,
+    metrics: Option<crate::metrics::Exposition>,
 }
 
 impl Applier {
@@ -147,6 +149,8 @@ impl Applier {
             retry_at: BTreeMap::new(),
             refused: BTreeMap::new(),
             manifests: BTreeMap::new(),
+            counters: crate::metrics::Counters::default(),
+            metrics: None,
         };
         for tp in applier.logdir.partitions()? {
             let dir = applier.logdir.root().join(tp.dir_name());
@@ -567,7 +571,25 @@ impl Applier {
             }
         }
         self.write_live_status();
+        self.counters.batches += report.batches;
+        self.counters.bytes += report.bytes;
+        self.counters.cycles += 1;
+        if let Some(exposition) = &self.metrics {
+            match crate::status::collect(&self.opts.log_dir) {
+                Ok(rows) => {
+                    if let Ok(mut text) = exposition.lock() {
+                        *text = crate::metrics::render(&rows, &self.counters);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "could not collect metrics"),
+            }
+        }
         report
+    }
+
+    /// Publishes metrics to `exposition` after every cycle.
+    pub fn set_metrics(&mut self, exposition: crate::metrics::Exposition) {
+        self.metrics = Some(exposition);
     }
 
     fn write_live_status(&self) {
@@ -597,6 +619,14 @@ impl Applier {
                         source_high_watermark: e.source_high_watermark,
                         lag_bytes,
                         committed_at_ms: e.committed_at_ms,
+                        local_log_start_offset: tp
+                            .as_ref()
+                            .and_then(|tp| self.mirrors.get(tp))
+                            .map(|m| m.log.log_start_offset()),
+                        local_log_end_offset: tp
+                            .as_ref()
+                            .and_then(|tp| self.mirrors.get(tp))
+                            .map(|m| m.log.log_end_offset()),
                         refused: tp.and_then(|tp| self.refused.get(&tp).cloned()),
                     },
                 );

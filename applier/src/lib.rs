@@ -14,6 +14,7 @@ pub mod commands;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod metrics;
 pub mod mirror;
 pub mod status;
 

@@ -73,6 +73,12 @@ pub struct LivePartition {
     pub lag_bytes: u64,
     /// When the source committed the newest manifest (ms).
     pub committed_at_ms: i64,
+    /// Local log start offset when written.
+    #[serde(default)]
+    pub local_log_start_offset: Option<i64>,
+    /// Local log end offset when written.
+    #[serde(default)]
+    pub local_log_end_offset: Option<i64>,
     /// Refused before adoption (identity), with the reason.
     #[serde(default)]
     pub refused: Option<String>,
@@ -135,7 +141,14 @@ pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
             }
             continue;
         };
-        let (start, end) = log_bounds(&reader)?;
+        // A running daemon's numbers are fresh (and cheap); otherwise read
+        // the log's files.
+        let fresh = now - live.written_at_ms < 60_000;
+        let (start, end) =
+            match l.and_then(|l| l.local_log_start_offset.zip(l.local_log_end_offset)) {
+                Some(bounds) if fresh => bounds,
+                _ => log_bounds(&reader)?,
+            };
         let state = record.state.state();
         let lag_offsets = l.map(|l| (l.shipped_end_offset - end).max(0));
         out.push(PartitionStatus {

@@ -61,6 +61,9 @@ pub(crate) struct Common {
     /// Objects downloaded ahead of the one being appended.
     #[arg(long, value_name = "N", env = "SEGMIRROR_DOWNLOAD_CONCURRENCY")]
     download_concurrency: Option<usize>,
+    /// Serve Prometheus metrics on this address (host:port).
+    #[arg(long, value_name = "ADDR", env = "SEGMIRROR_METRICS_ADDR")]
+    metrics_addr: Option<String>,
     /// Destination topic with remote.storage.enable=true (repeatable).
     #[arg(long = "tiered-topic", value_name = "TOPIC")]
     tiered_topics: Vec<String>,
@@ -82,7 +85,7 @@ impl Common {
             poll_interval_ms: self.poll_interval_ms,
             download_concurrency: self.download_concurrency,
             tiered_topics: self.tiered_topics.clone(),
-            metrics_addr: None,
+            metrics_addr: self.metrics_addr.clone(),
         }))
     }
 }

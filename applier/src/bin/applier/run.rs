@@ -18,6 +18,12 @@ pub(crate) async fn run(args: RunArgs, once: bool) -> anyhow::Result<u8> {
     let v = args.common.load()?.validate(true)?;
     let store = v.bucket.as_ref().map(|b| b.build()).transpose()?;
     let mut applier = Applier::open(v.options.clone(), store)?;
+    if let Some(addr) = v.metrics_addr {
+        let exposition = applier::metrics::serve(addr)
+            .map_err(|e| anyhow::anyhow!("metrics address {addr}: {e}"))?;
+        tracing::info!(%addr, "serving Prometheus metrics on /metrics");
+        applier.set_metrics(exposition);
+    }
     if once {
         applier.process_command_requests().await;
         let mut total = applier::engine::CycleReport::default();
