@@ -18,12 +18,13 @@ pub(crate) struct CommandArgs {
     common: Common,
     /// A topic (repeatable).
     #[arg(
+        id = "topic",
         long = "topic",
         value_name = "TOPIC",
         required_unless_present = "all",
         conflicts_with = "all"
     )]
-    topics: Vec<String>,
+    topic_names: Vec<String>,
     /// Every mirror partition in the log dir.
     #[arg(long)]
     all: bool,
@@ -36,7 +37,7 @@ pub(crate) async fn run(command: Command, args: CommandArgs) -> anyhow::Result<u
     let v = args.common.load()?.validate(false)?;
     let store = v.bucket.as_ref().map(|b| b.build()).transpose()?;
     let outcomes = match Applier::open(v.options.clone(), store) {
-        Ok(mut applier) => applier.command(command, &args.topics, args.all).await,
+        Ok(mut applier) => applier.command(command, &args.topic_names, args.all).await,
         Err(e)
             if e.downcast_ref::<kafkalog::Error>()
                 .is_some_and(|k| matches!(k, kafkalog::Error::Locked { .. })) =>
@@ -44,7 +45,7 @@ pub(crate) async fn run(command: Command, args: CommandArgs) -> anyhow::Result<u
             applier::commands::hand_to_daemon(
                 &v.options.log_dir,
                 command,
-                &args.topics,
+                &args.topic_names,
                 args.all,
                 Duration::from_secs(args.timeout),
             )?
