@@ -1,24 +1,47 @@
 #!/usr/bin/env bash
-# End-to-end demo on the embedded default (local directories, no setup).
-# Today: produce records into a Kafka-format log, dump them, verify the log,
-# copy it and compare the copy. The shipper/applier issues turn this into a
-# mirror through a bucket.
+# End-to-end mirror on the embedded default (a local directory is the
+# bucket; zero setup). Builds the tools, writes a source log (several topics
+# and partitions, leader epoch changes), ships it, applies it, shows status,
+# compares the logs, then demonstrates a refused write, a failover (stop)
+# and an accepted write. Exits 0 when everything behaved.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build -q --release -p kafkalog
-bin=target/release/kafkalog
+echo "== build =="
+cargo build -q -p kafkalog -p shipper -p applier
+bin=target/debug
 work=$(mktemp -d "${TMPDIR:-/tmp}/segmirror-demo.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+src="$work/source" dst="$work/mirror" bucket="file://$work/bucket"
 
-echo "== produce 1000 records (zstd, 100 per batch) into $work/source =="
-seq 1 1000 | sed 's/^/key-/; s/$/\tvalue/' | "$bin" produce --log-dir "$work/source" --topic orders --partition 0 --compression zstd --batch-size 100 | tail -n 2
-echo "== dump the first batch's records =="
-"$bin" dump --log-dir "$work/source" --topic orders --partition 0 --records | head -n 4
-echo "== verify =="
-"$bin" verify --log-dir "$work/source"
-echo "== copy and compare =="
-cp -r "$work/source" "$work/copy"
-"$bin" compare "$work/source" "$work/copy"
-echo "== truncate the copy to offset 500 and compare again (expect a difference) =="
-"$bin" truncate --log-dir "$work/copy" --topic orders --partition 0 --to 500 --yes
-"$bin" compare "$work/source" "$work/copy" || echo "(compare exited $?: the logs differ, as expected)"
+echo "== source log in $src: orders-0, orders-1 (epochs 0 then 2), events-0 (zstd) =="
+for p in 0 1; do
+  seq 1 300 | sed "s/^/order-$p-/; s/$/\tpaid/" | "$bin/kafkalog" produce --log-dir "$src" --topic orders --partition "$p" --epoch 0 --batch-size 50 --segment-bytes 8192 >/dev/null
+  seq 301 500 | sed "s/^/order-$p-/; s/$/\tshipped/" | "$bin/kafkalog" produce --log-dir "$src" --topic orders --partition "$p" --epoch 2 --batch-size 50 --segment-bytes 8192 >/dev/null
+done
+seq 1 1000 | "$bin/kafkalog" produce --log-dir "$src" --topic events --partition 0 --compression zstd --batch-size 100 >/dev/null
+"$bin/kafkalog" verify --log-dir "$src"
+
+echo "== ship to $bucket =="
+"$bin/shipper" once --log-dir "$src" --bucket "$bucket" --cluster-id source-cluster
+
+echo "== apply into $dst =="
+"$bin/applier" once --log-dir "$dst" --bucket "$bucket" --source-cluster-id source-cluster --cluster-id mirror-cluster --topics '.*'
+"$bin/applier" status --log-dir "$dst"
+
+echo "== compare source and mirror =="
+"$bin/kafkalog" compare "$src" "$dst"
+
+echo "== a producer write to the mirror is refused =="
+if echo "k	v" | "$bin/kafkalog" produce --log-dir "$dst" --topic orders --partition 0 2>"$work/err"; then
+  echo "ERROR: the write was accepted on a read-only mirror" >&2; exit 1
+fi
+cat "$work/err"
+
+echo "== failover: applier stop =="
+"$bin/applier" stop --log-dir "$dst" --all
+"$bin/applier" status --log-dir "$dst"
+
+echo "== the write is accepted now, at an epoch above the LME =="
+echo "after-failover	hello" | "$bin/kafkalog" produce --log-dir "$dst" --topic orders --partition 0
+"$bin/kafkalog" dump --log-dir "$dst" --topic orders --partition 0 --from 500 --records | tail -n 2
+echo "== demo OK =="

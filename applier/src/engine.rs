@@ -120,6 +120,7 @@ pub struct Applier {
     manifests: BTreeMap<TopicPartition, PartitionManifest>,
     counters: crate::metrics::Counters,
     metrics: Option<crate::metrics::Exposition>,
+    waiting: BTreeMap<TopicPartition, String>,
 }
 
 impl Applier {
@@ -151,6 +152,7 @@ impl Applier {
             manifests: BTreeMap::new(),
             counters: crate::metrics::Counters::default(),
             metrics: None,
+            waiting: BTreeMap::new(),
         };
         for tp in applier.logdir.partitions()? {
             let dir = applier.logdir.root().join(tp.dir_name());
@@ -265,7 +267,14 @@ impl Applier {
         Ok(next.state())
     }
 
-    fn fail(&mut self, tp: &TopicPartition, e: MirrorError) {
+    fn fail(&mut self, tp: &TopicPartition, e: MirrorError) -> bool {
+        if e.is_waiting() {
+            // Replication has not delivered it yet: wait, keep the state.
+            tracing::info!(partition = %tp, reason = %e, "waiting for the bucket");
+            self.waiting.insert(tp.clone(), e.to_string());
+            return false;
+        }
+        self.waiting.remove(tp);
         let retryable = e.is_retryable();
         if retryable {
             tracing::warn!(partition = %tp, error = %e, "retryable failure");
@@ -279,6 +288,7 @@ impl Applier {
                 retryable,
             },
         );
+        true
     }
 
     /// Reads the change feed: one GET when nothing changed, a LIST at start
@@ -451,10 +461,7 @@ impl Applier {
                 let manifest = match self.manifest_for(tp).await {
                     Ok(Some(x)) => x,
                     Ok(None) => return false,
-                    Err(e) => {
-                        self.fail(tp, e);
-                        return true;
-                    }
+                    Err(e) => return self.fail(tp, e),
                 };
                 let ctx = self.context(tp);
                 let Some(m) = self.mirrors.get_mut(tp) else {
@@ -464,7 +471,7 @@ impl Applier {
                     Ok(_) => {
                         let _ = self.transition(tp, Event::Prepared);
                     }
-                    Err(e) => self.fail(tp, e),
+                    Err(e) => return self.fail(tp, e),
                 }
                 true
             }
@@ -472,10 +479,7 @@ impl Applier {
                 let manifest = match self.manifest_for(tp).await {
                     Ok(Some(x)) => x,
                     Ok(None) => return false,
-                    Err(e) => {
-                        self.fail(tp, e);
-                        return true;
-                    }
+                    Err(e) => return self.fail(tp, e),
                 };
                 let ctx = self.context(tp);
                 let Some(store) = self.store.clone() else {
@@ -492,6 +496,7 @@ impl Applier {
                 }
                 match m.apply(&store, &manifest, &ctx).await {
                     Ok(r) => {
+                        self.waiting.remove(tp);
                         report.batches += r.batches;
                         report.bytes += r.bytes;
                         if m.record.state.retries() > 0 {
@@ -499,10 +504,7 @@ impl Applier {
                         }
                         r.batches > 0 || r.truncated != 0
                     }
-                    Err(e) => {
-                        self.fail(tp, e);
-                        true
-                    }
+                    Err(e) => self.fail(tp, e),
                 }
             }
             PartitionState::Stopping => self.step(tp).await_free(),
@@ -541,7 +543,9 @@ impl Applier {
             Ok(()) => {
                 let _ = self.transition(tp, Event::Stopped);
             }
-            Err(e) => self.fail(tp, e),
+            Err(e) => {
+                self.fail(tp, e);
+            }
         }
         SyncStep(true)
     }
@@ -627,6 +631,7 @@ impl Applier {
                             .as_ref()
                             .and_then(|tp| self.mirrors.get(tp))
                             .map(|m| m.log.log_end_offset()),
+                        waiting: tp.as_ref().and_then(|tp| self.waiting.get(tp).cloned()),
                         refused: tp.and_then(|tp| self.refused.get(&tp).cloned()),
                     },
                 );

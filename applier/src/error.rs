@@ -115,6 +115,19 @@ pub enum MirrorError {
 }
 
 impl MirrorError {
+    /// Errors that mean "not there yet" (an object or manifest that
+    /// replication has not delivered): the partition keeps its state and
+    /// tries again next poll, reporting lag instead of failing.
+    pub fn is_waiting(&self) -> bool {
+        matches!(
+            self,
+            MirrorError::Store {
+                source: manifest::store::StoreError::NotFound { .. },
+                ..
+            } | MirrorError::NoManifest { .. }
+        )
+    }
+
     /// Retryable errors return to the state they came from after a backoff;
     /// the others wait for an operator's stop or start.
     pub fn is_retryable(&self) -> bool {

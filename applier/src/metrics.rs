@@ -165,6 +165,7 @@ mod tests {
             lag_seconds: Some(1.5),
             lme: None,
             writable: false,
+            waiting_for: None,
         };
         let text = render(
             &[row],

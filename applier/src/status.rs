@@ -51,6 +51,9 @@ pub struct PartitionStatus {
     pub lme: Option<i32>,
     /// Whether producers may write.
     pub writable: bool,
+    /// What it waits for in the bucket (replication lag), if anything.
+    #[serde(default)]
+    pub waiting_for: Option<String>,
 }
 
 /// The live part written by a running applier.
@@ -79,6 +82,9 @@ pub struct LivePartition {
     /// Local log end offset when written.
     #[serde(default)]
     pub local_log_end_offset: Option<i64>,
+    /// What the partition waits for (an object or manifest not delivered yet).
+    #[serde(default)]
+    pub waiting: Option<String>,
     /// Refused before adoption (identity), with the reason.
     #[serde(default)]
     pub refused: Option<String>,
@@ -137,6 +143,7 @@ pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
                     lag_seconds: None,
                     lme: None,
                     writable: true,
+                    waiting_for: None,
                 });
             }
             continue;
@@ -181,6 +188,7 @@ pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
             }),
             lme: record.lme,
             writable: manifest::state::is_writable(state),
+            waiting_for: l.and_then(|l| l.waiting.clone()),
         });
     }
     Ok(out)

@@ -174,12 +174,23 @@ fn every_subcommand_has_help_with_examples() {
     let (code, out, _) = applier(&["--help"]);
     assert_eq!(code, 0);
     assert!(out.contains("Examples:"), "{out}");
-    for sub in ["run", "once", "start", "pause", "resume", "stop", "status", "config"] {
+    for sub in [
+        "run", "once", "start", "pause", "resume", "stop", "status", "config",
+    ] {
         let (code, out, err) = applier(&[sub, "--help"]);
         assert_eq!(code, 0, "{sub}: {err}");
         assert!(out.contains("Usage:"), "{sub}: {out}");
     }
-    let (code, _, err) = applier(&["config", "check", "--log-dir", "/tmp/x", "--bucket", "gs://nope", "--source-cluster-id", "a"]);
+    let (code, _, err) = applier(&[
+        "config",
+        "check",
+        "--log-dir",
+        "/tmp/x",
+        "--bucket",
+        "gs://nope",
+        "--source-cluster-id",
+        "a",
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("config field `bucket`"), "{err}");
 }

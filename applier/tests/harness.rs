@@ -746,3 +746,94 @@ async fn restart_resumes_recorded_states_and_completes_an_interrupted_stop() {
             .is_none()
     );
 }
+
+/// Cross-region shape: the shipper writes bucket A, replication fills
+/// bucket B late and out of order (manifests and heads before the objects
+/// they name). The applier waits and reports lag; it does not fail.
+#[tokio::test]
+async fn objects_replicated_after_their_manifest_are_waited_for() {
+    use futures::TryStreamExt;
+    let w = world();
+    let t = tp("geo");
+    {
+        let dir = LogDir::open(&w.source).expect("source");
+        let mut log = dir
+            .open_or_create_partition(
+                &t,
+                Some(topic_id()),
+                LogConfig {
+                    segment_bytes: 4096,
+                    ..LogConfig::default()
+                },
+            )
+            .expect("create");
+        produce(&mut log, 60, 1);
+    }
+    publish(&w.store, &w.source, &t, "u1").await;
+    let bucket_b: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let all: Vec<_> = w.object_store.list(None).try_collect().await.expect("list");
+    let (data, meta): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .partition(|m| m.location.as_ref().contains("/data/"));
+    assert!(!data.is_empty() && !meta.is_empty());
+    for m in &meta {
+        let bytes = w
+            .object_store
+            .get(&m.location)
+            .await
+            .expect("get")
+            .bytes()
+            .await
+            .expect("bytes");
+        bucket_b
+            .put(&m.location, bytes.into())
+            .await
+            .expect("replicate");
+    }
+    let mut a = Applier::open(options(&w), Some(bucket_b.clone())).expect("open");
+    apply_all(&mut a).await;
+    assert_eq!(
+        a.state_of(&t),
+        Some(PartitionState::Mirroring),
+        "waiting is not failing"
+    );
+    let row = applier::status::collect(&w.dest)
+        .expect("status")
+        .into_iter()
+        .next()
+        .expect("row");
+    assert_eq!(row.lag_offsets, Some(60));
+    assert!(
+        row.waiting_for
+            .as_deref()
+            .is_some_and(|x| x.contains("not found")),
+        "{row:?}"
+    );
+    // The objects arrive, in reverse order.
+    for m in data.iter().rev() {
+        let bytes = w
+            .object_store
+            .get(&m.location)
+            .await
+            .expect("get")
+            .bytes()
+            .await
+            .expect("bytes");
+        bucket_b
+            .put(&m.location, bytes.into())
+            .await
+            .expect("replicate");
+    }
+    apply_all(&mut a).await;
+    drop(a);
+    let row = applier::status::collect(&w.dest)
+        .expect("status")
+        .into_iter()
+        .next()
+        .expect("row");
+    assert_eq!(
+        (row.state.as_str(), row.lag_offsets, row.waiting_for.clone()),
+        ("MIRRORING", Some(0), None)
+    );
+    assert_eq!(segment_bytes(&w.dest, &t), segment_bytes(&w.source, &t));
+}
