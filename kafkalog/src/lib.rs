@@ -13,6 +13,7 @@
 //!   log-dir-root offset checkpoints, in Kafka's text formats.
 //! - [`index`]: `.index`, `.timeindex` and `.txnindex` files.
 //! - [`fsutil`]: atomic, durable file replacement.
+//! - [`snapshot`]: producer state snapshots (`.snapshot`), read if present.
 //! - [`segment`]: segment file names and streaming scans.
 //! - [`epoch`]: the leader epoch cache (Kafka's `LeaderEpochFileCache`).
 //! - [`log`]: a partition log open for writing: recovery, leader and
@@ -38,6 +39,7 @@ pub mod logdir;
 pub mod reader;
 pub mod records;
 pub mod segment;
+pub mod snapshot;
 pub mod topic;
 pub mod verify;
 

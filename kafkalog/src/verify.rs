@@ -133,6 +133,20 @@ pub fn verify_partition(
     };
     let segments = reader.segments()?;
     stats.partitions += 1;
+    // Producer state snapshots, where present, must parse and match their CRC.
+    for entry in std::fs::read_dir(&dir).map_err(crate::Error::io("list", &dir))? {
+        let path = entry.map_err(crate::Error::io("list", &dir))?.path();
+        let is_snapshot = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| segment::parse_file_name(n, segment::SNAPSHOT_SUFFIX))
+            .is_some();
+        if is_snapshot {
+            if let Err(e) = crate::snapshot::read_snapshot(&path) {
+                return Ok(Err(from_error(&path, e)));
+            }
+        }
+    }
 
     struct Seen {
         position: u64,
