@@ -183,6 +183,7 @@ impl ApplierConfig {
             .as_ref()
             .map(|b| b.prefix().to_string())
             .unwrap_or_default();
+        options.bucket_location = bucket.as_ref().map(|b| b.location()).unwrap_or_default();
         options.topics = anchored("topics", &self.topics)?;
         options.exclude = anchored("exclude", &self.exclude)?;
         options.prefetch = concurrency;

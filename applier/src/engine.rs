@@ -42,6 +42,8 @@ pub struct ApplierOptions {
     pub local_cluster_id: Option<String>,
     /// Key prefix in the bucket.
     pub bucket_prefix: String,
+    /// The bucket and credential source, for error messages.
+    pub bucket_location: String,
     /// Topics to start automatically (None: none).
     pub topics: Option<Regex>,
     /// Topics never started automatically.
@@ -64,6 +66,7 @@ impl ApplierOptions {
             source_cluster_id: source_cluster_id.to_string(),
             local_cluster_id: None,
             bucket_prefix: String::new(),
+            bucket_location: String::new(),
             topics: None,
             exclude: None,
             prefetch: 4,
@@ -134,10 +137,17 @@ impl Applier {
     ) -> anyhow::Result<Applier> {
         let logdir = LogDir::open(&opts.log_dir)?;
         let store = match store {
-            Some(s) => Some(ManifestStore::new(
-                s,
-                ClusterLayout::new(&opts.bucket_prefix, &opts.source_cluster_id)?,
-            )),
+            Some(s) => {
+                let ms = ManifestStore::new(
+                    s,
+                    ClusterLayout::new(&opts.bucket_prefix, &opts.source_cluster_id)?,
+                );
+                Some(if opts.bucket_location.is_empty() {
+                    ms
+                } else {
+                    ms.with_location(opts.bucket_location.clone())
+                })
+            }
             None => None,
         };
         let mut applier = Applier {

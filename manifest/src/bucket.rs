@@ -120,6 +120,14 @@ impl BucketUrl {
         ))
     }
 
+    /// Where this bucket is and which credentials reach it, for messages.
+    pub fn location(&self) -> String {
+        match self {
+            BucketUrl::S3 { .. } => format!("{self} (credentials: {})", credential_source()),
+            _ => self.to_string(),
+        }
+    }
+
     /// The key prefix inside the store (empty for file and memory: the
     /// directory itself is the root).
     pub fn prefix(&self) -> &str {
@@ -149,6 +157,22 @@ impl BucketUrl {
             }
             BucketUrl::S3 { bucket, .. } => {
                 let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+                if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() {
+                    if let Some(p) = shared_profile() {
+                        builder = builder
+                            .with_access_key_id(p.access_key_id)
+                            .with_secret_access_key(p.secret_access_key);
+                        if let Some(token) = p.session_token {
+                            builder = builder.with_token(token);
+                        }
+                        if let Some(region) = p
+                            .region
+                            .filter(|_| std::env::var_os("AWS_REGION").is_none())
+                        {
+                            builder = builder.with_region(region);
+                        }
+                    }
+                }
                 let endpoint = std::env::var("AWS_ENDPOINT_URL_S3")
                     .or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
                     .ok();
@@ -173,6 +197,87 @@ impl BucketUrl {
     }
 }
 
+/// Which credential source an S3 bucket uses, for messages (never the
+/// secret itself).
+pub fn credential_source() -> String {
+    if std::env::var_os("AWS_ACCESS_KEY_ID").is_some() {
+        return "environment (AWS_ACCESS_KEY_ID)".into();
+    }
+    if shared_profile().is_some() {
+        let name = std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".into());
+        return format!("shared credentials file, profile {name:?}");
+    }
+    if std::env::var_os("AWS_WEB_IDENTITY_TOKEN_FILE").is_some() {
+        return "web identity token (AWS_WEB_IDENTITY_TOKEN_FILE)".into();
+    }
+    if std::env::var_os("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI").is_some() {
+        return "container credentials endpoint".into();
+    }
+    "instance metadata (IMDS)".into()
+}
+
+/// Credentials of a profile in the shared AWS files.
+struct SharedProfile {
+    access_key_id: String,
+    secret_access_key: String,
+    session_token: Option<String>,
+    region: Option<String>,
+}
+
+/// Reads `AWS_PROFILE` (or `default`) from `AWS_SHARED_CREDENTIALS_FILE`
+/// (`~/.aws/credentials`) and its region from `AWS_CONFIG_FILE`
+/// (`~/.aws/config`), as the AWS CLI does for static keys.
+fn shared_profile() -> Option<SharedProfile> {
+    let profile = std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".into());
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let creds_path = std::env::var_os("AWS_SHARED_CREDENTIALS_FILE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".aws/credentials")))?;
+    let creds = ini_section(&std::fs::read_to_string(creds_path).ok()?, &profile)?;
+    let config_path = std::env::var_os("AWS_CONFIG_FILE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| home.map(|h| h.join(".aws/config")));
+    let config_name = if profile == "default" {
+        "default".to_string()
+    } else {
+        format!("profile {profile}")
+    };
+    let region = config_path
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|t| ini_section(&t, &config_name))
+        .and_then(|c| c.get("region").cloned());
+    Some(SharedProfile {
+        access_key_id: creds.get("aws_access_key_id")?.clone(),
+        secret_access_key: creds.get("aws_secret_access_key")?.clone(),
+        session_token: creds.get("aws_session_token").cloned(),
+        region,
+    })
+}
+
+/// The `key = value` pairs of section `[name]` of an INI text.
+fn ini_section(text: &str, name: &str) -> Option<std::collections::HashMap<String, String>> {
+    let mut current: Option<&str> = None;
+    let mut out = std::collections::HashMap::new();
+    let mut found = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(section) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = Some(section.trim());
+            found |= section.trim() == name;
+            continue;
+        }
+        if current == Some(name) {
+            if let Some((k, v)) = line.split_once('=') {
+                out.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+            }
+        }
+    }
+    found.then_some(out)
+}
+
 impl fmt::Display for BucketUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -187,6 +292,24 @@ impl fmt::Display for BucketUrl {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_ini_sections() {
+        let text = "[default]\naws_access_key_id = A\n[profile dr]\nregion = eu-west-1\n; comment\n[other]\nx=1\n";
+        assert_eq!(
+            ini_section(text, "default")
+                .and_then(|s| s.get("aws_access_key_id").cloned())
+                .as_deref(),
+            Some("A")
+        );
+        assert_eq!(
+            ini_section(text, "profile dr")
+                .and_then(|s| s.get("region").cloned())
+                .as_deref(),
+            Some("eu-west-1")
+        );
+        assert!(ini_section(text, "missing").is_none());
+    }
 
     #[test]
     fn parses_the_three_schemes() {

@@ -22,8 +22,11 @@
 //! - [`store`]: reading and committing through one `ObjectStore` with
 //!   create-if-absent writes; the only module here that does IO, with
 //!   [`bucket`], which builds the store from a URL.
+//! - [`counting`]: an `ObjectStore` decorator counting requests by kind, for
+//!   request-budget tests and metrics.
 
 pub mod bucket;
+pub mod counting;
 pub mod feed;
 pub mod layout;
 pub mod lineage;

@@ -70,6 +70,20 @@ pub enum StoreError {
         /// What differs.
         reason: String,
     },
+    /// The store refused access (bad credentials, no permission, no such
+    /// bucket): permanent, named with where and with which credentials.
+    #[error("{op} {key}: access refused by {location}: {source}")]
+    Denied {
+        /// The operation.
+        op: &'static str,
+        /// The key.
+        key: String,
+        /// The bucket and credential source (never a secret).
+        location: String,
+        /// The store's error.
+        #[source]
+        source: object_store::Error,
+    },
     /// A key or name is invalid.
     #[error(transparent)]
     Layout(#[from] LayoutError),
@@ -101,9 +115,10 @@ impl StoreError {
                     | object_store::Error::InvalidPath { .. }
                     | object_store::Error::UnknownConfigurationKey { .. }
             ),
-            StoreError::Format { .. } | StoreError::Identity { .. } | StoreError::Layout(_) => {
-                false
-            }
+            StoreError::Format { .. }
+            | StoreError::Identity { .. }
+            | StoreError::Layout(_)
+            | StoreError::Denied { .. } => false,
         }
     }
 
@@ -125,6 +140,21 @@ impl StoreError {
     }
 }
 
+/// Permission, credential and missing-bucket errors.
+fn is_denied(e: &object_store::Error) -> bool {
+    match e {
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => true,
+        other => {
+            let text = other.to_string();
+            text.contains("NoSuchBucket")
+                || text.contains("InvalidAccessKeyId")
+                || text.contains("SignatureDoesNotMatch")
+                || text.contains("AccessDenied")
+        }
+    }
+}
+
 /// Most attempts [`ManifestStore::update_manifest`] makes.
 pub const MAX_COMMIT_ATTEMPTS: u32 = 16;
 
@@ -133,6 +163,7 @@ pub const MAX_COMMIT_ATTEMPTS: u32 = 16;
 pub struct ManifestStore {
     store: Arc<dyn ObjectStore>,
     layout: ClusterLayout,
+    location: String,
 }
 
 fn now_ms() -> i64 {
@@ -145,7 +176,31 @@ fn now_ms() -> i64 {
 impl ManifestStore {
     /// Objects of `layout`'s cluster in `store`.
     pub fn new(store: Arc<dyn ObjectStore>, layout: ClusterLayout) -> ManifestStore {
-        ManifestStore { store, layout }
+        let location = store.to_string();
+        ManifestStore {
+            store,
+            layout,
+            location,
+        }
+    }
+
+    /// Names the bucket and credential source in permanent errors, e.g.
+    /// `s3://dr-bucket/prefix (credentials: environment (AWS_ACCESS_KEY_ID))`.
+    pub fn with_location(mut self, location: impl Into<String>) -> ManifestStore {
+        self.location = location.into();
+        self
+    }
+
+    fn store_err(&self, op: &'static str, key: &str, e: object_store::Error) -> StoreError {
+        if is_denied(&e) {
+            return StoreError::Denied {
+                op,
+                key: key.to_string(),
+                location: self.location.clone(),
+                source: e,
+            };
+        }
+        StoreError::from_store(op, key, e)
     }
 
     /// The key layout.
@@ -168,7 +223,7 @@ impl ManifestStore {
             .put_opts(&Path::from(key), PutPayload::from_bytes(bytes), opts)
             .await
             .map(|_| ())
-            .map_err(|e| StoreError::from_store("put", key, e))
+            .map_err(|e| self.store_err("put", key, e))
     }
 
     /// Reads a whole object.
@@ -177,18 +232,18 @@ impl ManifestStore {
             .store
             .get(&Path::from(key))
             .await
-            .map_err(|e| StoreError::from_store("get", key, e))?;
+            .map_err(|e| self.store_err("get", key, e))?;
         result
             .bytes()
             .await
-            .map_err(|e| StoreError::from_store("get", key, e))
+            .map_err(|e| self.store_err("get", key, e))
     }
 
     /// Deletes an object (absent is fine).
     pub async fn delete(&self, key: &str) -> Result<(), StoreError> {
         match self.store.delete(&Path::from(key)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(StoreError::from_store("delete", key, e)),
+            Err(e) => Err(self.store_err("delete", key, e)),
         }
     }
 
@@ -200,7 +255,7 @@ impl ManifestStore {
             .list(Some(&prefix))
             .try_collect()
             .await
-            .map_err(|e| StoreError::from_store("list", dir, e))?;
+            .map_err(|e| self.store_err("list", dir, e))?;
         let mut keys: Vec<String> = metas.into_iter().map(|m| m.location.to_string()).collect();
         keys.sort();
         Ok(keys)

@@ -288,3 +288,31 @@ async fn pages_are_written_before_the_manifest_that_names_them() {
     assert_eq!(page.ranges.len(), 256);
     assert_eq!(page.ranges[0].base_offset, 0);
 }
+
+#[tokio::test]
+async fn a_missing_bucket_is_a_permanent_error_naming_bucket_and_credentials() {
+    let Ok(bucket) = std::env::var("SEGMIRROR_TEST_S3_BUCKET") else {
+        return;
+    };
+    let url = BucketUrl::parse(&format!("s3://{bucket}-does-not-exist/x")).expect("url");
+    let ms = ManifestStore::new(
+        url.build().expect("s3"),
+        ClusterLayout::new("x", "src-1").expect("layout"),
+    )
+    .with_location(url.location());
+    let e = ms
+        .commit_manifest(&manifest_at(1, 1, "a"))
+        .await
+        .expect_err("no such bucket");
+    assert!(!e.is_retryable(), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("does-not-exist")
+            && text.contains("credentials: environment (AWS_ACCESS_KEY_ID)"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("segmirror-test-secret"),
+        "no secret in errors: {text}"
+    );
+}
