@@ -11,10 +11,37 @@ use crate::topic::TopicPartition;
 /// The first difference between two partitions, described for a person.
 pub type Difference = String;
 
-/// Compares partition `tp` of the log dirs `a` and `b`. Returns `None` when
-/// they hold the same batches (bytes and offsets) and the same epoch lineage
-/// up to the shorter log end.
-pub fn compare_partition(a: &Path, b: &Path, tp: &TopicPartition) -> Result<Option<Difference>> {
+/// What [`compare_partition`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Comparison {
+    /// Same batches, same log end, same lineage.
+    Identical,
+    /// One log is a prefix of the other (same batches and lineage up to the
+    /// shorter log end), and the shorter one is a mirror, which may lag.
+    IdenticalUpTo {
+        /// The shorter log end.
+        offset: i64,
+        /// Description of the longer side.
+        longer: String,
+    },
+    /// They differ; the first difference.
+    Different(Difference),
+}
+
+/// True when the partition dir holds the applier's mirror record (a mirror
+/// lags its source by design).
+fn is_mirror(reader: &PartitionReader) -> bool {
+    reader
+        .dir()
+        .join(crate::reader::MIRROR_RECORD_FILE)
+        .exists()
+}
+
+/// Compares partition `tp` of the log dirs `a` and `b`: the same batches
+/// (offsets and bytes) and the same epoch lineage up to the shorter log end.
+/// Different log ends are a difference unless the shorter side is a mirror
+/// partition, which lags its source by design.
+pub fn compare_partition(a: &Path, b: &Path, tp: &TopicPartition) -> Result<Comparison> {
     let ra = PartitionReader::open(a, tp)?;
     let rb = PartitionReader::open(b, tp)?;
     let mut batches_a = Vec::new();
@@ -51,7 +78,7 @@ pub fn compare_partition(a: &Path, b: &Path, tp: &TopicPartition) -> Result<Opti
     let mut end = start;
     for (x, y) in ia.zip(ib) {
         if x.0 != y.0 || x.1 != y.1 {
-            return Ok(Some(format!(
+            return Ok(Comparison::Different(format!(
                 "{tp}: batch offsets differ: {} has [{}, {}] (byte {}), {} has [{}, {}] (byte {})",
                 a.display(),
                 x.0,
@@ -64,7 +91,7 @@ pub fn compare_partition(a: &Path, b: &Path, tp: &TopicPartition) -> Result<Opti
             )));
         }
         if x.3 != y.3 || x.4 != y.4 || x.2 != y.2 {
-            return Ok(Some(format!(
+            return Ok(Comparison::Different(format!(
                 "{tp}: batch at offset {} differs: {} has {} bytes, epoch {} (byte {}), {} has {} bytes, epoch {} (byte {})",
                 x.0,
                 a.display(),
@@ -81,8 +108,9 @@ pub fn compare_partition(a: &Path, b: &Path, tp: &TopicPartition) -> Result<Opti
     }
     let leo_a = batches_a.last().map(|x| x.1 + 1).unwrap_or(0);
     let leo_b = batches_b.last().map(|x| x.1 + 1).unwrap_or(0);
-    if leo_a != leo_b {
-        return Ok(Some(format!(
+    let lagging_mirror = (leo_a < leo_b && is_mirror(&ra)) || (leo_b < leo_a && is_mirror(&rb));
+    if leo_a != leo_b && !lagging_mirror {
+        return Ok(Comparison::Different(format!(
             "{tp}: log end offsets differ: {} ends at {leo_a}, {} ends at {leo_b} (identical up to {end})",
             a.display(),
             b.display()
@@ -97,7 +125,7 @@ pub fn compare_partition(a: &Path, b: &Path, tp: &TopicPartition) -> Result<Opti
             .collect()
     };
     if clip(&ea) != clip(&eb) {
-        return Ok(Some(format!(
+        return Ok(Comparison::Different(format!(
             "{tp}: epoch lineages differ: {} has {:?}, {} has {:?}",
             a.display(),
             clip(&ea),
@@ -105,5 +133,16 @@ pub fn compare_partition(a: &Path, b: &Path, tp: &TopicPartition) -> Result<Opti
             clip(&eb)
         )));
     }
-    Ok(None)
+    if leo_a != leo_b {
+        let (longer, longer_end) = if leo_a > leo_b {
+            (a, leo_a)
+        } else {
+            (b, leo_b)
+        };
+        return Ok(Comparison::IdenticalUpTo {
+            offset: leo_a.min(leo_b),
+            longer: format!("{} continues to {longer_end}", longer.display()),
+        });
+    }
+    Ok(Comparison::Identical)
 }

@@ -12,6 +12,11 @@ use crate::segment::{self, INDEX_SUFFIX, LOG_SUFFIX, ScanStop};
 use crate::topic::TopicPartition;
 use crate::{fsutil, guard};
 
+/// The applier's per-partition mirror record, in a mirror partition's dir
+/// (its format belongs to the `manifest` crate; kafkalog only knows that a
+/// partition holding it is a mirror).
+pub const MIRROR_RECORD_FILE: &str = "segmirror-mirror.json";
+
 /// The partitions in a log dir, sorted. Entries that are not partition
 /// dirs (files, Kafka's `-delete`/`-future`/`-stray` dirs, names that do not
 /// parse) are skipped.

@@ -20,7 +20,7 @@ use crate::partition::{MirrorOrigin, SchemaVersion, decode_versioned};
 use crate::state::MirrorState;
 
 /// Name of the file in the partition dir.
-pub const MIRROR_FILE: &str = "segmirror-mirror.json";
+pub const MIRROR_FILE: &str = kafkalog::reader::MIRROR_RECORD_FILE;
 
 /// The applier's durable record of one mirror partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

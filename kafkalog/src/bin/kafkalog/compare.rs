@@ -3,14 +3,16 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use kafkalog::compare::compare_partition;
+use kafkalog::compare::{Comparison, compare_partition};
 use kafkalog::reader;
 
 use crate::EXIT_FINDING;
 
 /// Compare two log dirs: same partitions, offsets, batch bytes and epoch
 /// lineage up to the shorter log end. Prints `identical` (exit 0) or the
-/// first difference (exit 1).
+/// first difference (exit 1). Different log ends are a difference, except
+/// when the shorter partition is a mirror (it lags its source by design):
+/// then it prints `identical up to ...` naming where each ends (exit 0).
 #[derive(clap::Args)]
 #[command(after_help = "Examples:
   kafkalog compare /data/source /data/mirror
@@ -55,12 +57,26 @@ pub(crate) fn run(args: Args) -> anyhow::Result<u8> {
             args.b.display()
         );
     }
+    let mut partial = Vec::new();
     for tp in &pa {
-        if let Some(diff) = compare_partition(&args.a, &args.b, tp)? {
-            println!("{diff}");
-            return Ok(EXIT_FINDING);
+        match compare_partition(&args.a, &args.b, tp)? {
+            Comparison::Identical => {}
+            Comparison::IdenticalUpTo { offset, longer } => partial.push(format!(
+                "{tp}: identical up to offset {offset} (the mirror's end; {longer})"
+            )),
+            Comparison::Different(diff) => {
+                println!("{diff}");
+                return Ok(EXIT_FINDING);
+            }
         }
     }
-    println!("identical");
+    if partial.is_empty() {
+        println!("identical");
+    } else {
+        println!("identical up to the mirrors' log ends");
+        for line in partial {
+            println!("  {line}");
+        }
+    }
     Ok(0)
 }
