@@ -296,6 +296,8 @@ impl Mirror {
             report.bytes += n;
             appended_any |= b > 0;
         }
+        // Epoch starts that fall in compaction gaps come from the manifest.
+        self.log.adopt_lineage(&m.lineage).map_err(self.log_err())?;
         if appended_any || report.truncated != 0 {
             self.log.flush().map_err(self.log_err())?;
         }
@@ -324,13 +326,25 @@ impl Mirror {
                 },
             })?;
             if h.last_offset() >= leo {
-                start = Some(h.position as usize);
+                start = Some((h.position as usize, h.base_offset));
                 break;
             }
         }
-        let Some(start) = start else {
+        let Some((start, first_base)) = start else {
             return Ok((0, 0));
         };
+        // The log starts inside this batch (the source's log start was
+        // moved into it, e.g. by DeleteRecords): as a Kafka follower does,
+        // restart the empty log at the batch's base offset, append the whole
+        // batch, and keep the log start where it was.
+        let log_start = self.log.log_start_offset();
+        let restart_inside_batch = first_base < leo && leo == log_start;
+        if restart_inside_batch {
+            self.log
+                .truncate_fully_and_start_at(first_base)
+                .map_err(self.log_err())?;
+        }
+        let leo = self.log.log_end_offset();
         let active_base = self.log.segment_base_offsets().last().copied().unwrap_or(0);
         if range.segment_base_offset > active_base && range.segment_base_offset >= leo {
             self.log
@@ -345,6 +359,11 @@ impl Mirror {
                 key: range.key.clone(),
                 source,
             })?;
+        if restart_inside_batch {
+            self.log
+                .raise_log_start(log_start)
+                .map_err(self.log_err())?;
+        }
         Ok((info.batches as u64, info.bytes))
     }
 

@@ -747,6 +747,50 @@ impl PartitionLog {
         v
     }
 
+    /// Replaces the epoch cache's start offsets with those of `lineage` (the
+    /// source's, from a manifest) when both name the same epochs below the
+    /// log end and differ only in where they start: in a compacted log an
+    /// epoch's first offset may lie in a gap, so batches alone cannot tell
+    /// it. Entries at or beyond the log end are ignored. Returns true when
+    /// the cache changed; false (and no change) when the epochs differ.
+    pub fn adopt_lineage(&mut self, lineage: &[crate::checkpoint::EpochEntry]) -> Result<bool> {
+        let leo = self.log_end_offset();
+        let wanted: Vec<_> = lineage
+            .iter()
+            .copied()
+            .filter(|e| e.start_offset < leo)
+            .collect();
+        let local = self.epochs.entries();
+        let local_below: Vec<_> = local
+            .iter()
+            .copied()
+            .filter(|e| e.start_offset < leo)
+            .collect();
+        let same_epochs = wanted.len() == local_below.len()
+            && wanted
+                .iter()
+                .zip(&local_below)
+                .all(|(a, b)| a.epoch == b.epoch);
+        if !same_epochs || wanted == local_below {
+            return Ok(false);
+        }
+        let tail: Vec<_> = local
+            .iter()
+            .copied()
+            .filter(|e| e.start_offset >= leo)
+            .collect();
+        let mut cache = EpochCache::from_entries(wanted);
+        for e in tail {
+            cache.assign_if_newer(e.epoch, e.start_offset);
+        }
+        if cache == self.epochs {
+            return Ok(false);
+        }
+        self.epochs = cache;
+        self.write_epoch_checkpoint()?;
+        Ok(true)
+    }
+
     /// Makes `epoch` the partition's leader epoch from the log end on, as a
     /// leader election does (Kafka assigns the new epoch at the log end
     /// offset), even before any batch carries it. Ignored unless newer than

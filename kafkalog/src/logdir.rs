@@ -5,7 +5,8 @@
 //! ```text
 //! <root>/.lock                               held while a writer is open
 //! <root>/recovery-point-offset-checkpoint    offsets below which segments are flushed
-//! <root>/replication-offset-checkpoint       high watermark per partition
+//! <root>/replication-offset-checkpoint       high watermark per partition (only
+//!                                            kept where a broker wrote one)
 //! <root>/log-start-offset-checkpoint         log start offset per partition
 //! <root>/<topic>-<partition>/...             one dir per partition
 //! ```
@@ -41,6 +42,7 @@ struct RootCheckpoints {
     recovery_point: BTreeMap<TopicPartition, i64>,
     log_start: BTreeMap<TopicPartition, i64>,
     high_watermark: BTreeMap<TopicPartition, i64>,
+    has_high_watermark_file: bool,
 }
 
 /// State shared by a log dir and the partition logs opened from it.
@@ -80,21 +82,7 @@ impl Shared {
         c.recovery_point.insert(tp.clone(), recovery_point);
         c.log_start.insert(tp.clone(), log_start);
         c.high_watermark.insert(tp.clone(), high_watermark);
-        checkpoint::write_offset_checkpoint(
-            &self.root.join(RECOVERY_POINT_OFFSET_CHECKPOINT),
-            &c.recovery_point,
-            true,
-        )?;
-        checkpoint::write_offset_checkpoint(
-            &self.root.join(LOG_START_OFFSET_CHECKPOINT),
-            &c.log_start,
-            true,
-        )?;
-        checkpoint::write_offset_checkpoint(
-            &self.root.join(REPLICATION_OFFSET_CHECKPOINT),
-            &c.high_watermark,
-            true,
-        )
+        self.write_all(&c)
     }
 
     /// Records a partition's log start offset durably.
@@ -113,6 +101,14 @@ impl Shared {
         c.recovery_point.remove(tp);
         c.log_start.remove(tp);
         c.high_watermark.remove(tp);
+        self.write_all(&c)
+    }
+
+    /// Rewrites the root checkpoints. The high watermark file is kept only
+    /// when the dir had one (a broker's dir): a log of our own has one
+    /// replica and commits every append, and a missing file is what tells a
+    /// shipper to ship up to the log end.
+    fn write_all(&self, c: &RootCheckpoints) -> Result<()> {
         checkpoint::write_offset_checkpoint(
             &self.root.join(RECOVERY_POINT_OFFSET_CHECKPOINT),
             &c.recovery_point,
@@ -123,11 +119,14 @@ impl Shared {
             &c.log_start,
             true,
         )?;
-        checkpoint::write_offset_checkpoint(
-            &self.root.join(REPLICATION_OFFSET_CHECKPOINT),
-            &c.high_watermark,
-            true,
-        )
+        if c.has_high_watermark_file {
+            checkpoint::write_offset_checkpoint(
+                &self.root.join(REPLICATION_OFFSET_CHECKPOINT),
+                &c.high_watermark,
+                true,
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -167,6 +166,7 @@ impl LogDir {
             high_watermark: checkpoint::read_offset_checkpoint(
                 &root.join(REPLICATION_OFFSET_CHECKPOINT),
             )?,
+            has_high_watermark_file: root.join(REPLICATION_OFFSET_CHECKPOINT).exists(),
         };
         Ok(LogDir {
             shared: Arc::new(Shared {
