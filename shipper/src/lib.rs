@@ -1,1 +1,168 @@
-//! Tails Kafka log dirs and ships segments with the epoch manifest (issue 4; not built yet).
+//! The shipper: tails a source broker's Kafka log dirs and ships their
+//! committed batches, byte for byte, to a bucket, with one epoch manifest
+//! per partition (see `spec/mirroring.md`, "Data path", and the `manifest`
+//! crate for the formats). It is the only writer of a source cluster's
+//! objects.
+//!
+//! # The cycle
+//!
+//! Every tail interval (at once while a backlog remains), [`Shipper::run_cycle`]:
+//! 1. lists the log dirs (`--log-dir`, Kafka's `log.dirs`) and reads, for
+//!    every selected partition, its segment list, `partition.metadata`,
+//!    `leader-epoch-checkpoint`, the applier's mirror record, and the root
+//!    `replication-offset-checkpoint` and `log-start-offset-checkpoint`:
+//!    local files only;
+//! 2. for each partition with something new, plans ranges (below), uploads
+//!    them (`upload_concurrency` at once, streamed, bounded memory),
+//!    writes the pages that `push_range` seals, then commits **one** new
+//!    manifest version (create-if-absent);
+//! 3. publishes **one** head of the change feed with the entry of every
+//!    partition committed in the cycle.
+//!
+//! An idle cycle (nothing new anywhere) makes **no request** to the bucket,
+//! whatever the number of partitions; a cycle with changes makes, per
+//! changed partition, one PUT per object (or a multipart upload for objects
+//! larger than the part size) and one PUT for the manifest, plus one PUT
+//! (and one DELETE of the head that falls out of the kept window) for the
+//! head. The only reads are at start (the newest head, and per partition
+//! two GETs, or a LIST without a head entry) and in sweeps.
+//!
+//! # What is shipped
+//!
+//! - A **range** is consecutive whole batches of one source segment, every
+//!   batch's CRC checked, its object the batches' bytes unchanged. Its
+//!   [`manifest::partition::ShippedRange`] records base and last offset,
+//!   size, batch count, CRC-32C of the object, max timestamp, the epochs in
+//!   it (each with the base offset of its first batch in the range), the
+//!   segment's base offset, `completes_segment` (the range ends exactly at
+//!   the end of a segment that has rolled) and `segment_generation`.
+//! - Only committed batches are shipped: those whose last offset is below
+//!   the partition's entry in the log dir's `replication-offset-checkpoint`
+//!   (no entry: 0, nothing is shipped). Without that file (a log written by
+//!   `kafkalog`), or with `ship_beyond_hw = true`, the limit is the log end.
+//!   A batch cut short at the end of the active segment is a write in
+//!   progress and waits; a bad batch there is looked at again next cycle
+//!   before it counts as corruption.
+//! - Rolled segments and the tail of the active segment are both shipped:
+//!   each cycle ships what is new since the previous one, one range per
+//!   segment touched, split on batch boundaries at `max_object_size`; at
+//!   most `max_cycle_bytes` per partition per cycle. In steady state no byte
+//!   is uploaded twice: the position after the last shipped batch (segment,
+//!   byte position, offset) is kept in memory with the latest manifest, and
+//!   after a restart found again from the latest manifest's shipped end
+//!   (an `.index` lookup and a scan).
+//!
+//! The manifest's lineage is the source's leader epoch checkpoint up to the
+//! shipped end, completed (assign-if-newer) by the epochs seen in the
+//! shipped batches, so that it matches the source even when the source's
+//! checkpoint file lags behind its batches. `log_start_offset` is the
+//! source's (its `log-start-offset-checkpoint` entry, or its first
+//! segment's base offset when higher), `source_high_watermark` the HW the
+//! version was cut at. A new partition's first version (1) is committed
+//! even when nothing can be shipped yet, so appliers learn it exists.
+//!
+//! # Following the source
+//!
+//! - **Retention.** When the source's log start passes ranges, the next
+//!   version drops the ranges (and sealed pages) wholly below it and records
+//!   the new log start. If it passed the shipped end (the shipper was down
+//!   too long), the shipped end jumps to it: the offsets in between are lost
+//!   to the mirror, which the applier handles by restarting at the log
+//!   start.
+//! - **Compaction.** A rolled segment that the cursor has passed is
+//!   remembered by its fingerprint (device, inode, size, mtime: Kafka's
+//!   cleaner writes a new file and renames it over the old one). When the
+//!   fingerprint changes, the segment is compared with its ranges in the
+//!   manifest: a different size, a different first batch, or (same size)
+//!   a range whose bytes no longer have its CRC-32C means the segment was
+//!   replaced: it is shipped again whole (one or more ranges, generation +
+//!   1) and its ranges are replaced in place in the next version, keeping
+//!   the order. After a restart, every rolled segment is compared once by
+//!   size and first batch only. Only inline ranges are replaced: a segment
+//!   whose ranges are sealed in a page (older than the newest ~512 ranges)
+//!   keeps its uncompacted version on the destination, a superset of the
+//!   compacted records (a warning says so). Segments merged by the cleaner
+//!   replace the ranges of every segment they absorbed.
+//! - **Source truncation** (unclean leader election). The shipper notices
+//!   when the source's leader epoch lineage diverges from the manifest's
+//!   ([`manifest::lineage::divergence_point`]), when the log no longer
+//!   reaches the shipped end, when the last shipped batch changed in place,
+//!   or when the batch after the shipped end starts below it. It then checks
+//!   the ranges newest first against the source (the log goes on past the
+//!   range, no batch spans its edges, every batch has the epoch the range
+//!   recorded) and commits a version cut back to the start of the first
+//!   range that is no longer held (lineage truncated there); the next cycle
+//!   ships the source's new history from there. A lineage that differs only
+//!   because the source's checkpoint lags is recognised and not cut.
+//! - **Mirror origin.** A partition whose dir holds the applier's mirror
+//!   record publishes its origin (source cluster, state, LME) in the
+//!   manifest, and a new version whenever it changes.
+//! - **Identity.** The topic id comes from `partition.metadata`. A partition
+//!   without one is **not shipped** (object keys need the id): a warning is
+//!   logged once, and it is shipped as soon as the file appears. A new topic
+//!   id for the same name (the topic was recreated) starts a new manifest
+//!   chain under the new id; the head's entry for the name is replaced.
+//! - **Deleted partitions.** A partition dir gone for
+//!   `partition_delete_grace` (while its log dir is readable: a log dir that
+//!   disappears leaves its partitions alone) gets a version with
+//!   `deleted = true`; if it comes back, shipping resumes. Its objects are
+//!   kept.
+//!
+//! # Safety
+//!
+//! - **Objects first, manifest last.** Objects have unique keys (an upload
+//!   id); a version names only objects whose upload completed; the
+//!   in-memory position moves only when the version is committed.
+//! - **Fencing.** Versions are created with create-if-absent, so two
+//!   shippers never both publish one. A shipper that loses a commit reads
+//!   the winner: if another writer (`shipper_id`) won, it logs a warning
+//!   naming that writer and the partition, and leaves the partition alone
+//!   for `fence_backoff`; then it starts again from the latest version.
+//! - **Crash safety.** Objects that no version references (an upload that
+//!   a crash or a lost commit left behind, ranges dropped by retention,
+//!   cuts or compaction) are deleted by a **sweep** once unreferenced for
+//!   `delete_grace` (default 1 h; `never` leaves them to bucket lifecycle
+//!   rules). The grace counts from the drop when this process made it,
+//!   otherwise from the upload time in the key's upload id. A partition is
+//!   swept when first loaded and then every `sweep_interval` while it has
+//!   changes; only the writer of its latest version sweeps (checked with
+//!   one GET). Interrupted multipart uploads are aborted on error; those a
+//!   crash leaves need the bucket's `AbortIncompleteMultipartUpload`
+//!   lifecycle rule.
+//! - **Corrupt source data** (CRC mismatch, bad header, torn batch inside a
+//!   rolled segment) stops that partition with an error naming the file,
+//!   byte position and offset; the others go on. It is tried again after
+//!   `error_backoff`.
+//!
+//! # Non-goals
+//!
+//! Cross-partition batching of small uploads, pruning old manifest versions
+//! (a pruned version number could be created again by a writer that was
+//! paused through the pruning; a bucket lifecycle rule on `manifest/` older
+//! than a few days is safe in practice), choosing which broker's replica to
+//! ship (run one shipper per partition leader, or accept that fencing
+//! leaves one of several shippers active per partition).
+//!
+//! # Modules
+//!
+//! - [`config`]: the configuration file, environment and validation.
+//! - [`Shipper`]: the cycle; [`status`]: what `shipper status` shows;
+//!   [`metrics`]: Prometheus metrics; [`clock`]: injectable time.
+
+pub mod clock;
+pub mod config;
+mod edit;
+pub mod error;
+pub mod metrics;
+mod partition;
+mod plan;
+mod shipper;
+mod source;
+pub mod status;
+mod upload;
+
+pub use config::{ShipperConfig, ShipperOptions};
+pub use error::ShipperError;
+pub use metrics::Metrics;
+pub use partition::Health;
+pub use shipper::{CycleReport, PartitionStatus, Shipper};

@@ -1,0 +1,186 @@
+//! `shipper`: tail a source broker's Kafka log dirs and ship their committed
+//! batches with the epoch manifest to a bucket. A thin shell over the
+//! `shipper` library: one file per subcommand.
+
+mod config_check;
+mod once;
+mod run;
+mod status;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use shipper::ShipperConfig;
+use shipper::config::ByteSize;
+
+const EXAMPLES: &str = "Examples:
+  shipper run    --log-dir /var/lib/kafka/data --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk
+  shipper run    --config /etc/segmirror/shipper.toml --metrics-addr 0.0.0.0:9464
+  shipper once   --log-dir /data/a --log-dir /data/b --bucket file:///data/bucket --cluster-id src --topics 'orders|payments'
+  shipper status --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk --json
+  shipper config check --config /etc/segmirror/shipper.toml
+
+Settings come from the TOML file (--config), then SEGMIRROR_* environment
+variables (SEGMIRROR_LOG_DIRS=/a:/b, SEGMIRROR_BUCKET, SEGMIRROR_CLUSTER_ID,
+SEGMIRROR_TAIL_INTERVAL, ...; see `shipper config check --help`), then flags.
+S3 credentials and endpoint come from the standard AWS variables.";
+
+#[derive(Parser)]
+#[command(
+    name = "shipper",
+    version,
+    about = "Ship a Kafka broker's committed log segments, byte for byte, with an epoch manifest to a bucket",
+    after_help = EXAMPLES
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+/// Settings of run, once and config check: file, then environment, then
+/// these flags.
+#[derive(Args, Clone, Default)]
+pub(crate) struct Common {
+    /// TOML configuration file [env: SEGMIRROR_SHIPPER_CONFIG].
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// A source log dir, as in Kafka's log.dirs (repeat for several).
+    #[arg(long = "log-dir", value_name = "DIR")]
+    log_dirs: Vec<PathBuf>,
+    /// Bucket URL: file:///abs/path, memory:// or s3://bucket/prefix.
+    #[arg(long, value_name = "URL")]
+    bucket: Option<String>,
+    /// This (source) cluster's id: the namespace of its objects.
+    #[arg(long, value_name = "ID")]
+    cluster_id: Option<String>,
+    /// Topics to ship: a regex matched against the whole topic name (default: all).
+    #[arg(long, value_name = "REGEX")]
+    topics: Option<String>,
+    /// Topics never shipped: a regex matched against the whole topic name.
+    #[arg(long, value_name = "REGEX")]
+    exclude: Option<String>,
+    /// This shipper's id, written into every manifest (default: <hostname>-<pid>).
+    #[arg(long, value_name = "ID")]
+    shipper_id: Option<String>,
+    /// How often the active segments are tailed, e.g. 5s (bounds the RPO).
+    #[arg(long, value_name = "DURATION")]
+    tail_interval: Option<String>,
+    /// Objects uploaded at once.
+    #[arg(long, value_name = "N")]
+    upload_concurrency: Option<usize>,
+    /// Multipart part size, e.g. 8MiB (at least 5MiB on S3).
+    #[arg(long, value_name = "SIZE")]
+    part_size: Option<ByteSize>,
+    /// Largest object, e.g. 64MiB: longer spans are split on batch boundaries.
+    #[arg(long, value_name = "SIZE")]
+    max_object_size: Option<ByteSize>,
+    /// Upload rate limit in bytes per second, e.g. 100MiB (0: unlimited).
+    #[arg(long, value_name = "BYTES_PER_S")]
+    rate_limit: Option<ByteSize>,
+    /// Serve Prometheus metrics on this address (GET /metrics).
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<String>,
+    /// Ship up to the log end even when replication-offset-checkpoint exists (unsafe on a broker).
+    #[arg(long)]
+    ship_beyond_hw: bool,
+    /// Delete unreferenced objects after this long, or "never" (leave them to lifecycle rules).
+    #[arg(long, value_name = "DURATION|never")]
+    delete_grace: Option<String>,
+}
+
+impl Common {
+    /// File, then environment, then flags.
+    pub(crate) fn load(&self) -> anyhow::Result<ShipperConfig> {
+        let path = self
+            .config
+            .clone()
+            .or_else(|| std::env::var_os("SEGMIRROR_SHIPPER_CONFIG").map(PathBuf::from));
+        let file = match &path {
+            Some(p) => ShipperConfig::from_file(p)?,
+            None => ShipperConfig::default(),
+        };
+        let env = ShipperConfig::from_env(|k| std::env::var(k).ok())?;
+        let flags = ShipperConfig {
+            log_dirs: self.log_dirs.clone(),
+            bucket: self.bucket.clone(),
+            cluster_id: self.cluster_id.clone(),
+            shipper_id: self.shipper_id.clone(),
+            topics: self.topics.clone(),
+            exclude: self.exclude.clone(),
+            tail_interval: self.tail_interval.clone(),
+            upload_concurrency: self.upload_concurrency,
+            part_size: self.part_size,
+            max_object_size: self.max_object_size,
+            rate_limit: self.rate_limit,
+            ship_beyond_hw: self.ship_beyond_hw.then_some(true),
+            metrics_addr: self.metrics_addr.clone(),
+            delete_grace: self.delete_grace.clone(),
+            ..ShipperConfig::default()
+        };
+        Ok(file.merge(env).merge(flags))
+    }
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run as a daemon: ship every tail interval until SIGINT or SIGTERM.
+    Run(run::RunArgs),
+    /// Ship everything shippable now, then exit (0: done; 1: a partition failed).
+    Once(run::RunArgs),
+    /// Per-partition shipped end, source high watermark and lag, from the bucket.
+    Status(status::StatusArgs),
+    /// Configuration helpers.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCmd {
+    /// Validate a configuration (file, environment and flags merged); exit 0 when valid.
+    Check(config_check::CheckArgs),
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn main() -> ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("shipper: error: starting the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Cmd::Run(a) => run::run(a).await,
+            Cmd::Once(a) => once::once(a).await,
+            Cmd::Status(a) => status::status(a).await,
+            Cmd::Config {
+                command: ConfigCmd::Check(a),
+            } => config_check::check(a),
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("shipper: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

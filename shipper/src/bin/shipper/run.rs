@@ -1,0 +1,55 @@
+//! `shipper run`: the daemon.
+
+use std::sync::Arc;
+
+use manifest::counting::CountingStore;
+use shipper::{Metrics, Shipper};
+
+use crate::Common;
+
+/// Settings of `run` and `once`.
+#[derive(clap::Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) common: Common,
+}
+
+/// Builds the shipper from the merged configuration, with metrics served
+/// when an address is configured.
+pub(crate) fn build(args: &RunArgs) -> anyhow::Result<Shipper> {
+    let v = args.common.load()?.validate()?;
+    let counting = CountingStore::new(v.bucket.build()?);
+    let metrics = Arc::new(Metrics::new(Some(counting.clone())));
+    if let Some(addr) = v.metrics_addr {
+        let bound = metrics.serve(addr)?;
+        tracing::info!(%bound, "serving metrics on GET /metrics");
+    }
+    tracing::info!(
+        bucket = %v.bucket,
+        cluster = %v.options.cluster_id,
+        shipper_id = %v.options.shipper_id,
+        log_dirs = ?v.options.log_dirs,
+        "shipper starting"
+    );
+    Ok(Shipper::new(v.options, counting.as_dyn())?.with_metrics(metrics))
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async {
+            match term.as_mut() {
+                Some(t) => { t.recv().await; }
+                None => std::future::pending::<()>().await,
+            }
+        } => {}
+    }
+    tracing::info!("signal received: finishing the cycle in progress, then stopping");
+}
+
+pub(crate) async fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let mut shipper = build(&args)?;
+    shipper.run(shutdown_signal()).await;
+    Ok(0)
+}

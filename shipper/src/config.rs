@@ -1,0 +1,817 @@
+//! The shipper's configuration: a TOML file, overridden by `SEGMIRROR_*`
+//! environment variables, overridden by flags (the binary merges the three
+//! with [`ShipperConfig::merge`]), then validated by
+//! [`ShipperConfig::validate`], whose errors name the field.
+//!
+//! ```toml
+//! log_dirs = ["/var/lib/kafka/data"]          # required; Kafka's log.dirs
+//! bucket = "s3://dr-bucket/segmirror"         # required: file:///abs/path, memory://, s3://bucket/prefix
+//! cluster_id = "MkU3OEVBNTcwNTJENDM2Qk"       # required: this (source) cluster's id
+//! shipper_id = "broker-1"                     # default: <hostname>-<pid>
+//! topics = "orders|payments"                  # regex on the whole topic name; default: every topic
+//! exclude = "tmp-.*"                          # regex; default: none
+//! tail_interval = "5s"                        # how often the active segments are tailed (bounds the RPO)
+//! upload_concurrency = 4                      # objects uploaded at once
+//! part_size = "8MiB"                          # multipart part size (>= 5 MiB on S3); smaller objects are one PUT
+//! max_object_size = "64MiB"                   # larger spans of a segment are split into several objects
+//! max_cycle_bytes = "1GiB"                    # per partition per cycle (a backlog takes several cycles)
+//! rate_limit = "100MiB"                       # bytes per second for all uploads; 0 or absent: unlimited
+//! ship_beyond_hw = false                      # true: ship up to the log end even when replication-offset-checkpoint exists
+//! metrics_addr = "127.0.0.1:9464"             # Prometheus endpoint (GET /metrics); absent: none
+//! delete_grace = "1h"                         # unreferenced objects are deleted after this; "never": leave them to lifecycle rules
+//! sweep_interval = "10m"                      # how often partitions with changes are swept for unreferenced objects
+//! partition_delete_grace = "5m"               # a partition dir gone this long is published as deleted
+//! fence_backoff = "5m"                        # back-off after losing a manifest commit to another shipper
+//! error_backoff = "5m"                        # back-off after a non-retryable error (corrupt source data)
+//! ```
+//!
+//! Sizes are integers (bytes) or strings with a unit (`B`, `KB`, `MB`,
+//! `GB` powers of 1000; `KiB`, `MiB`, `GiB` powers of 1024). Durations are
+//! humantime strings (`500ms`, `5s`, `10m`, `1h`).
+//!
+//! Environment variables (each overrides the file; flags override them):
+//! `SEGMIRROR_LOG_DIRS` (paths separated by `:`), `SEGMIRROR_BUCKET`,
+//! `SEGMIRROR_CLUSTER_ID`, `SEGMIRROR_SHIPPER_ID`, `SEGMIRROR_TOPICS`,
+//! `SEGMIRROR_EXCLUDE`, `SEGMIRROR_TAIL_INTERVAL`,
+//! `SEGMIRROR_UPLOAD_CONCURRENCY`, `SEGMIRROR_PART_SIZE`,
+//! `SEGMIRROR_MAX_OBJECT_SIZE`, `SEGMIRROR_MAX_CYCLE_BYTES`,
+//! `SEGMIRROR_RATE_LIMIT`, `SEGMIRROR_SHIP_BEYOND_HW`,
+//! `SEGMIRROR_METRICS_ADDR`, `SEGMIRROR_DELETE_GRACE`,
+//! `SEGMIRROR_SWEEP_INTERVAL`, `SEGMIRROR_PARTITION_DELETE_GRACE`,
+//! `SEGMIRROR_FENCE_BACKOFF`, `SEGMIRROR_ERROR_BACKOFF`.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use manifest::bucket::BucketUrl;
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+/// S3's smallest part (every part but the last).
+pub const S3_MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
+
+/// A size in bytes, written as an integer or a string with a unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ByteSize(pub u64);
+
+impl FromStr for ByteSize {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<ByteSize, String> {
+        let t = s.trim();
+        let t = t.strip_suffix("/s").unwrap_or(t).trim_end();
+        let split = t
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let unit = unit.trim();
+        let factor: u64 = match unit {
+            "" | "B" => 1,
+            "KB" | "kB" => 1000,
+            "MB" => 1000 * 1000,
+            "GB" => 1000 * 1000 * 1000,
+            "KiB" | "K" | "k" => 1024,
+            "MiB" | "M" => 1024 * 1024,
+            "GiB" | "G" => 1024 * 1024 * 1024,
+            _ => {
+                return Err(format!(
+                    "{s:?}: unknown unit {unit:?} (B, KB, MB, GB, KiB, MiB, GiB)"
+                ));
+            }
+        };
+        let value: f64 = num
+            .parse()
+            .map_err(|_| format!("{s:?} is not a size (examples: 1048576, \"8MiB\", \"64 MB\")"))?;
+        let bytes = value * factor as f64;
+        if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+            return Err(format!("{s:?} is out of range"));
+        }
+        Ok(ByteSize(bytes.round() as u64))
+    }
+}
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const MIB: u64 = 1024 * 1024;
+        const KIB: u64 = 1024;
+        let b = self.0;
+        if b >= MIB && b % MIB == 0 {
+            write!(f, "{}MiB", b / MIB)
+        } else if b >= KIB && b % KIB == 0 {
+            write!(f, "{}KiB", b / KIB)
+        } else {
+            write!(f, "{b}")
+        }
+    }
+}
+
+impl Serialize for ByteSize {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ByteSize, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Int(u64),
+            Str(String),
+        }
+        match Repr::deserialize(d)? {
+            Repr::Int(n) => Ok(ByteSize(n)),
+            Repr::Str(s) => s.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// The configuration as written (file, environment or flags): every field
+/// optional; [`ShipperConfig::validate`] fills defaults and says what is
+/// missing or wrong.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShipperConfig {
+    /// Source log dirs (Kafka's `log.dirs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log_dirs: Vec<PathBuf>,
+    /// Bucket URL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<String>,
+    /// This (source) cluster's id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<String>,
+    /// This shipper's id, written into every manifest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shipper_id: Option<String>,
+    /// Topics to ship (regex on the whole name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topics: Option<String>,
+    /// Topics never shipped (regex on the whole name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exclude: Option<String>,
+    /// Tail interval (humantime).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tail_interval: Option<String>,
+    /// Objects uploaded at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upload_concurrency: Option<usize>,
+    /// Multipart part size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub part_size: Option<ByteSize>,
+    /// Largest object.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_object_size: Option<ByteSize>,
+    /// Most bytes shipped per partition per cycle.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cycle_bytes: Option<ByteSize>,
+    /// Upload rate limit in bytes per second (0: unlimited).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<ByteSize>,
+    /// Ship up to the log end even when `replication-offset-checkpoint`
+    /// exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ship_beyond_hw: Option<bool>,
+    /// Prometheus endpoint address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_addr: Option<String>,
+    /// Grace before unreferenced objects are deleted, or `never`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delete_grace: Option<String>,
+    /// Interval between sweeps of a partition that changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep_interval: Option<String>,
+    /// How long a partition dir must be gone to be published as deleted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition_delete_grace: Option<String>,
+    /// Back-off after losing a commit to another shipper.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fence_backoff: Option<String>,
+    /// Back-off after a non-retryable error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_backoff: Option<String>,
+}
+
+/// A configuration error naming the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("config field `{field}`: {reason}")]
+pub struct ConfigError {
+    /// The field (as written in the file).
+    pub field: &'static str,
+    /// What is wrong.
+    pub reason: String,
+}
+
+fn bad(field: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// The shipper's validated settings, as the library takes them. Build with
+/// [`ShipperOptions::new`] (defaults) or from a [`ShipperConfig`].
+#[derive(Debug, Clone)]
+pub struct ShipperOptions {
+    /// Source log dirs.
+    pub log_dirs: Vec<PathBuf>,
+    /// This (source) cluster's id: the bucket namespace.
+    pub cluster_id: String,
+    /// Key prefix inside the store (the path of an `s3://bucket/prefix`
+    /// URL; empty for `file://` and `memory://`).
+    pub bucket_prefix: String,
+    /// This shipper's id, written as every manifest's `writer`.
+    pub shipper_id: String,
+    /// Topics shipped (anchored regex); `None`: every topic.
+    pub topics: Option<Regex>,
+    /// Topics never shipped (anchored regex).
+    pub exclude: Option<Regex>,
+    /// Pause between cycles (when there is no backlog).
+    pub tail_interval: Duration,
+    /// Objects uploaded at once (across partitions).
+    pub upload_concurrency: usize,
+    /// Multipart part size; objects up to this size are one PUT.
+    pub part_size: usize,
+    /// Largest object: longer spans of a segment are split on batch
+    /// boundaries (a single larger batch is one object of its own).
+    pub max_object_size: u64,
+    /// Most bytes planned per partition per cycle.
+    pub max_cycle_bytes: u64,
+    /// Upload rate limit, bytes per second.
+    pub rate_limit: Option<u64>,
+    /// Ship up to the log end even when `replication-offset-checkpoint`
+    /// exists.
+    pub ship_beyond_hw: bool,
+    /// Grace before unreferenced objects are deleted; `None`: never.
+    pub delete_grace: Option<Duration>,
+    /// Interval between sweeps of a partition that changed.
+    pub sweep_interval: Duration,
+    /// Sweep every partition once when it is first loaded.
+    pub sweep_on_start: bool,
+    /// How long a partition dir must be gone to be published as deleted.
+    pub partition_delete_grace: Duration,
+    /// Back-off after losing a commit to another shipper.
+    pub fence_backoff: Duration,
+    /// Back-off after a non-retryable error.
+    pub error_backoff: Duration,
+}
+
+/// Default tail interval.
+pub const DEFAULT_TAIL_INTERVAL: Duration = Duration::from_secs(5);
+/// Default multipart part size.
+pub const DEFAULT_PART_SIZE: u64 = 8 * 1024 * 1024;
+/// Default largest object.
+pub const DEFAULT_MAX_OBJECT_SIZE: u64 = 64 * 1024 * 1024;
+/// Default most bytes per partition per cycle.
+pub const DEFAULT_MAX_CYCLE_BYTES: u64 = 1024 * 1024 * 1024;
+/// Default grace before unreferenced objects are deleted.
+pub const DEFAULT_DELETE_GRACE: Duration = Duration::from_secs(3600);
+
+impl ShipperOptions {
+    /// Defaults for the given log dirs and cluster id.
+    pub fn new(log_dirs: Vec<PathBuf>, cluster_id: &str) -> ShipperOptions {
+        ShipperOptions {
+            log_dirs,
+            cluster_id: cluster_id.to_string(),
+            bucket_prefix: String::new(),
+            shipper_id: default_shipper_id(),
+            topics: None,
+            exclude: None,
+            tail_interval: DEFAULT_TAIL_INTERVAL,
+            upload_concurrency: 4,
+            part_size: DEFAULT_PART_SIZE as usize,
+            max_object_size: DEFAULT_MAX_OBJECT_SIZE,
+            max_cycle_bytes: DEFAULT_MAX_CYCLE_BYTES,
+            rate_limit: None,
+            ship_beyond_hw: false,
+            delete_grace: Some(DEFAULT_DELETE_GRACE),
+            sweep_interval: Duration::from_secs(600),
+            sweep_on_start: true,
+            partition_delete_grace: Duration::from_secs(300),
+            fence_backoff: Duration::from_secs(300),
+            error_backoff: Duration::from_secs(300),
+        }
+    }
+
+    /// True when `topic` is selected by `topics` and not by `exclude`.
+    pub fn selects(&self, topic: &str) -> bool {
+        self.topics.as_ref().is_none_or(|r| r.is_match(topic))
+            && !self.exclude.as_ref().is_some_and(|r| r.is_match(topic))
+    }
+}
+
+/// `<hostname>-<pid>`: unique per process, stable for its lifetime.
+pub fn default_shipper_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "shipper".to_string());
+    format!("{host}-{}", std::process::id())
+}
+
+/// A validated configuration: the library's options plus what only the
+/// binary uses.
+#[derive(Debug, Clone)]
+pub struct Validated {
+    /// Options for [`crate::Shipper`].
+    pub options: ShipperOptions,
+    /// The bucket.
+    pub bucket: BucketUrl,
+    /// Metrics endpoint address.
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+fn duration(
+    field: &'static str,
+    v: &Option<String>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    match v {
+        None => Ok(default),
+        Some(s) => humantime::parse_duration(s.trim()).map_err(|e| {
+            bad(
+                field,
+                format!("{s:?} is not a duration ({e}); examples: 500ms, 5s, 10m, 1h"),
+            )
+        }),
+    }
+}
+
+impl ShipperConfig {
+    /// Parses a TOML file's text; unknown fields are errors naming them.
+    pub fn from_toml(text: &str) -> Result<ShipperConfig, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            // The key on the line the error points at, when it is a known
+            // field (a bad value); unknown keys and syntax errors: "(file)".
+            let field = e
+                .span()
+                .and_then(|span| {
+                    let start = text.get(..span.start)?.rfind('\n').map_or(0, |i| i + 1);
+                    let line = text.get(start..)?.lines().next()?;
+                    let key = line.split('=').next()?.trim();
+                    KNOWN_FIELDS.iter().find(|f| **f == key).copied()
+                })
+                .unwrap_or("(file)");
+            bad(field, e.to_string().trim().to_string())
+        })
+    }
+
+    /// Reads and parses a TOML file.
+    pub fn from_file(path: &std::path::Path) -> Result<ShipperConfig, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| bad("(file)", format!("{}: {e}", path.display())))?;
+        Self::from_toml(&text)
+            .map_err(|e| bad(e.field, format!("{}: {}", path.display(), e.reason)))
+    }
+
+    /// The `SEGMIRROR_*` variables found by `lookup` (use
+    /// `|k| std::env::var(k).ok()` for the process environment).
+    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<ShipperConfig, ConfigError> {
+        let s = |k: &str| lookup(k).filter(|v| !v.is_empty());
+        let size = |field: &'static str, k: &str| -> Result<Option<ByteSize>, ConfigError> {
+            s(k).map(|v| {
+                v.parse()
+                    .map_err(|e: String| bad(field, format!("{k}: {e}")))
+            })
+            .transpose()
+        };
+        Ok(ShipperConfig {
+            log_dirs: s("SEGMIRROR_LOG_DIRS")
+                .map(|v| {
+                    v.split(':')
+                        .filter(|p| !p.is_empty())
+                        .map(PathBuf::from)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            bucket: s("SEGMIRROR_BUCKET"),
+            cluster_id: s("SEGMIRROR_CLUSTER_ID"),
+            shipper_id: s("SEGMIRROR_SHIPPER_ID"),
+            topics: s("SEGMIRROR_TOPICS"),
+            exclude: s("SEGMIRROR_EXCLUDE"),
+            tail_interval: s("SEGMIRROR_TAIL_INTERVAL"),
+            upload_concurrency: s("SEGMIRROR_UPLOAD_CONCURRENCY")
+                .map(|v| {
+                    v.parse().map_err(|_| {
+                        bad(
+                            "upload_concurrency",
+                            format!("SEGMIRROR_UPLOAD_CONCURRENCY: {v:?} is not a number"),
+                        )
+                    })
+                })
+                .transpose()?,
+            part_size: size("part_size", "SEGMIRROR_PART_SIZE")?,
+            max_object_size: size("max_object_size", "SEGMIRROR_MAX_OBJECT_SIZE")?,
+            max_cycle_bytes: size("max_cycle_bytes", "SEGMIRROR_MAX_CYCLE_BYTES")?,
+            rate_limit: size("rate_limit", "SEGMIRROR_RATE_LIMIT")?,
+            ship_beyond_hw: s("SEGMIRROR_SHIP_BEYOND_HW")
+                .map(|v| match v.to_ascii_lowercase().as_str() {
+                    "1" | "true" | "yes" | "on" => Ok(true),
+                    "0" | "false" | "no" | "off" => Ok(false),
+                    _ => Err(bad(
+                        "ship_beyond_hw",
+                        format!("SEGMIRROR_SHIP_BEYOND_HW: {v:?} is not true or false"),
+                    )),
+                })
+                .transpose()?,
+            metrics_addr: s("SEGMIRROR_METRICS_ADDR"),
+            delete_grace: s("SEGMIRROR_DELETE_GRACE"),
+            sweep_interval: s("SEGMIRROR_SWEEP_INTERVAL"),
+            partition_delete_grace: s("SEGMIRROR_PARTITION_DELETE_GRACE"),
+            fence_backoff: s("SEGMIRROR_FENCE_BACKOFF"),
+            error_backoff: s("SEGMIRROR_ERROR_BACKOFF"),
+        })
+    }
+
+    /// Fields set in `over` replace those here (a non-empty `log_dirs`
+    /// replaces the whole list).
+    pub fn merge(mut self, over: ShipperConfig) -> ShipperConfig {
+        macro_rules! take {
+            ($($f:ident),*) => { $( if over.$f.is_some() { self.$f = over.$f; } )* };
+        }
+        take!(
+            bucket,
+            cluster_id,
+            shipper_id,
+            topics,
+            exclude,
+            tail_interval,
+            upload_concurrency,
+            part_size,
+            max_object_size,
+            max_cycle_bytes,
+            rate_limit,
+            ship_beyond_hw,
+            metrics_addr,
+            delete_grace,
+            sweep_interval,
+            partition_delete_grace,
+            fence_backoff,
+            error_backoff
+        );
+        if !over.log_dirs.is_empty() {
+            self.log_dirs = over.log_dirs;
+        }
+        self
+    }
+
+    /// Validates and fills defaults.
+    pub fn validate(&self) -> Result<Validated, ConfigError> {
+        if self.log_dirs.is_empty() {
+            return Err(bad(
+                "log_dirs",
+                "at least one log dir is required (--log-dir DIR)",
+            ));
+        }
+        for d in &self.log_dirs {
+            if !d.is_absolute() {
+                return Err(bad(
+                    "log_dirs",
+                    format!("{} is not an absolute path", d.display()),
+                ));
+            }
+        }
+        let bucket_text = self.bucket.as_ref().ok_or_else(|| {
+            bad(
+                "bucket",
+                "required (--bucket file:///abs/path | s3://bucket/prefix | memory://)",
+            )
+        })?;
+        let bucket = BucketUrl::parse(bucket_text).map_err(|e| bad("bucket", e.to_string()))?;
+        let cluster_id = self.cluster_id.as_ref().ok_or_else(|| {
+            bad(
+                "cluster_id",
+                "required (--cluster-id ID): the source cluster's id",
+            )
+        })?;
+        manifest::layout::validate_cluster_id(cluster_id)
+            .map_err(|e| bad("cluster_id", e.to_string()))?;
+        let shipper_id = match &self.shipper_id {
+            Some(id) if id.trim().is_empty() || id.len() > 256 => {
+                return Err(bad("shipper_id", "must be 1 to 256 characters"));
+            }
+            Some(id) => id.clone(),
+            None => default_shipper_id(),
+        };
+        let anchored = |field: &'static str,
+                        re: &Option<String>|
+         -> Result<Option<Regex>, ConfigError> {
+            re.as_ref()
+                .map(|r| Regex::new(&format!("^(?:{r})$")).map_err(|e| bad(field, e.to_string())))
+                .transpose()
+        };
+        let mut o = ShipperOptions::new(self.log_dirs.clone(), cluster_id);
+        o.bucket_prefix = bucket.prefix().to_string();
+        o.shipper_id = shipper_id;
+        o.topics = anchored("topics", &self.topics)?;
+        o.exclude = anchored("exclude", &self.exclude)?;
+        o.tail_interval = duration("tail_interval", &self.tail_interval, DEFAULT_TAIL_INTERVAL)?;
+        if o.tail_interval < Duration::from_millis(10)
+            || o.tail_interval > Duration::from_secs(3600)
+        {
+            return Err(bad("tail_interval", "must be between 10ms and 1h"));
+        }
+        o.upload_concurrency = self.upload_concurrency.unwrap_or(4);
+        if !(1..=256).contains(&o.upload_concurrency) {
+            return Err(bad("upload_concurrency", "must be 1 to 256"));
+        }
+        let part = self.part_size.map_or(DEFAULT_PART_SIZE, |b| b.0);
+        let min_part = if matches!(bucket, BucketUrl::S3 { .. }) {
+            S3_MIN_PART_SIZE
+        } else {
+            1024
+        };
+        if part < min_part || part > 5 * 1024 * 1024 * 1024 {
+            return Err(bad(
+                "part_size",
+                format!(
+                    "{} is out of range: {} to 5GiB for this bucket (S3 parts are at least 5 MiB)",
+                    ByteSize(part),
+                    ByteSize(min_part)
+                ),
+            ));
+        }
+        o.part_size = part as usize;
+        o.max_object_size = self
+            .max_object_size
+            .map_or(DEFAULT_MAX_OBJECT_SIZE, |b| b.0);
+        if o.max_object_size < 1024 || o.max_object_size > 5 * 1024 * 1024 * 1024 * 1024 {
+            return Err(bad("max_object_size", "must be 1KiB to 5TiB"));
+        }
+        o.max_cycle_bytes = self
+            .max_cycle_bytes
+            .map_or(DEFAULT_MAX_CYCLE_BYTES, |b| b.0);
+        if o.max_cycle_bytes < o.max_object_size {
+            return Err(bad(
+                "max_cycle_bytes",
+                format!(
+                    "must be at least max_object_size ({})",
+                    ByteSize(o.max_object_size)
+                ),
+            ));
+        }
+        o.rate_limit = self.rate_limit.map(|b| b.0).filter(|&r| r > 0);
+        if o.rate_limit.is_some_and(|r| r < 1024) {
+            return Err(bad(
+                "rate_limit",
+                "must be 0 (unlimited) or at least 1KiB per second",
+            ));
+        }
+        o.ship_beyond_hw = self.ship_beyond_hw.unwrap_or(false);
+        o.delete_grace = match self.delete_grace.as_deref().map(str::trim) {
+            Some("never") => None,
+            _ => Some(duration(
+                "delete_grace",
+                &self.delete_grace,
+                DEFAULT_DELETE_GRACE,
+            )?),
+        };
+        o.sweep_interval = duration("sweep_interval", &self.sweep_interval, o.sweep_interval)?;
+        if o.sweep_interval < Duration::from_secs(1) {
+            return Err(bad("sweep_interval", "must be at least 1s"));
+        }
+        o.partition_delete_grace = duration(
+            "partition_delete_grace",
+            &self.partition_delete_grace,
+            o.partition_delete_grace,
+        )?;
+        o.fence_backoff = duration("fence_backoff", &self.fence_backoff, o.fence_backoff)?;
+        o.error_backoff = duration("error_backoff", &self.error_backoff, o.error_backoff)?;
+        let metrics_addr = self
+            .metrics_addr
+            .as_ref()
+            .map(|a| {
+                a.parse().map_err(|e| {
+                    bad(
+                        "metrics_addr",
+                        format!("{a:?}: {e} (expected host:port, e.g. 127.0.0.1:9464)"),
+                    )
+                })
+            })
+            .transpose()?;
+        Ok(Validated {
+            options: o,
+            bucket,
+            metrics_addr,
+        })
+    }
+}
+
+const KNOWN_FIELDS: &[&str] = &[
+    "log_dirs",
+    "bucket",
+    "cluster_id",
+    "shipper_id",
+    "topics",
+    "exclude",
+    "tail_interval",
+    "upload_concurrency",
+    "part_size",
+    "max_object_size",
+    "max_cycle_bytes",
+    "rate_limit",
+    "ship_beyond_hw",
+    "metrics_addr",
+    "delete_grace",
+    "sweep_interval",
+    "partition_delete_grace",
+    "fence_backoff",
+    "error_backoff",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "log_dirs = [\"/data\"]\nbucket = \"memory://\"\ncluster_id = \"c1\"\n";
+
+    #[test]
+    fn sizes_parse_with_units() {
+        for (text, bytes) in [
+            ("1048576", 1 << 20),
+            ("8MiB", 8 << 20),
+            ("8 MiB", 8 << 20),
+            ("64MB", 64_000_000),
+            ("1.5KiB", 1536),
+            ("100MiB/s", 100 << 20),
+            ("0", 0),
+        ] {
+            assert_eq!(text.parse::<ByteSize>(), Ok(ByteSize(bytes)), "{text}");
+        }
+        for text in ["", "MiB", "8 furlongs", "-1", "1e400GiB"] {
+            assert!(text.parse::<ByteSize>().is_err(), "{text}");
+        }
+        assert_eq!(ByteSize(8 << 20).to_string(), "8MiB");
+    }
+
+    #[test]
+    fn a_full_file_validates_with_its_values() {
+        let text = r#"
+log_dirs = ["/var/lib/kafka/data", "/var/lib/kafka/data2"]
+bucket = "s3://dr-bucket/segmirror"
+cluster_id = "MkU3OEVBNTcwNTJENDM2Qk"
+shipper_id = "broker-1"
+topics = "orders|payments"
+exclude = "tmp-.*"
+tail_interval = "2s"
+upload_concurrency = 8
+part_size = "16MiB"
+max_object_size = 134217728
+max_cycle_bytes = "2GiB"
+rate_limit = "100MiB"
+ship_beyond_hw = true
+metrics_addr = "127.0.0.1:9464"
+delete_grace = "never"
+sweep_interval = "30m"
+partition_delete_grace = "10m"
+fence_backoff = "1m"
+error_backoff = "2m"
+"#;
+        let v = ShipperConfig::from_toml(text)
+            .expect("parse")
+            .validate()
+            .expect("valid");
+        let o = &v.options;
+        assert_eq!(o.log_dirs.len(), 2);
+        assert_eq!(o.bucket_prefix, "segmirror");
+        assert_eq!(o.shipper_id, "broker-1");
+        assert!(o.selects("orders") && o.selects("payments") && !o.selects("orders2"));
+        assert_eq!(o.tail_interval, Duration::from_secs(2));
+        assert_eq!(o.upload_concurrency, 8);
+        assert_eq!(o.part_size, 16 << 20);
+        assert_eq!(o.max_object_size, 128 << 20);
+        assert_eq!(o.max_cycle_bytes, 2 << 30);
+        assert_eq!(o.rate_limit, Some(100 << 20));
+        assert!(o.ship_beyond_hw);
+        assert_eq!(o.delete_grace, None);
+        assert_eq!(o.sweep_interval, Duration::from_secs(1800));
+        assert_eq!(o.fence_backoff, Duration::from_secs(60));
+        assert_eq!(
+            v.metrics_addr,
+            Some("127.0.0.1:9464".parse().expect("addr"))
+        );
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let field = |text: &str| {
+            ShipperConfig::from_toml(text)
+                .and_then(|c| c.validate().map(|_| ()))
+                .expect_err(text)
+                .field
+        };
+        let e = ShipperConfig::from_toml(&format!("{MINIMAL}tail_intervall = \"1s\""))
+            .expect_err("unknown");
+        assert!(
+            e.field == "(file)" && e.reason.contains("tail_intervall"),
+            "{e}"
+        );
+        assert_eq!(
+            field(&format!("{MINIMAL}part_size = \"8 parsecs\"")),
+            "part_size"
+        );
+        assert_eq!(
+            field("bucket = \"memory://\"\ncluster_id = \"c\""),
+            "log_dirs"
+        );
+        assert_eq!(
+            field("log_dirs = [\"rel\"]\nbucket = \"memory://\"\ncluster_id = \"c\""),
+            "log_dirs"
+        );
+        assert_eq!(field("log_dirs = [\"/d\"]\ncluster_id = \"c\""), "bucket");
+        assert_eq!(
+            field("log_dirs = [\"/d\"]\nbucket = \"gs://x\"\ncluster_id = \"c\""),
+            "bucket"
+        );
+        assert_eq!(
+            field("log_dirs = [\"/d\"]\nbucket = \"memory://\""),
+            "cluster_id"
+        );
+        assert_eq!(
+            field("log_dirs = [\"/d\"]\nbucket = \"memory://\"\ncluster_id = \"../x\""),
+            "cluster_id"
+        );
+        assert_eq!(field(&format!("{MINIMAL}topics = \"(\"")), "topics");
+        assert_eq!(field(&format!("{MINIMAL}exclude = \"[\"")), "exclude");
+        assert_eq!(
+            field(&format!("{MINIMAL}tail_interval = \"soon\"")),
+            "tail_interval"
+        );
+        assert_eq!(
+            field(&format!("{MINIMAL}upload_concurrency = 0")),
+            "upload_concurrency"
+        );
+        assert_eq!(
+            field(&format!("{MINIMAL}delete_grace = \"later\"")),
+            "delete_grace"
+        );
+        assert_eq!(
+            field(&format!("{MINIMAL}metrics_addr = \"nowhere\"")),
+            "metrics_addr"
+        );
+        assert_eq!(
+            field(&format!("{MINIMAL}max_object_size = 10")),
+            "max_object_size"
+        );
+        assert_eq!(
+            field(&format!("{MINIMAL}max_cycle_bytes = \"1KiB\"")),
+            "max_cycle_bytes"
+        );
+        assert_eq!(field(&format!("{MINIMAL}rate_limit = 10")), "rate_limit");
+        assert_eq!(
+            field(
+                "log_dirs = [\"/d\"]\nbucket = \"s3://bkt/p\"\ncluster_id = \"c\"\npart_size = \"1MiB\""
+            ),
+            "part_size"
+        );
+        let e = ShipperConfig::from_toml(&format!("{MINIMAL}upload_concurrency = 0"))
+            .expect("parse")
+            .validate()
+            .expect_err("invalid");
+        assert!(
+            e.to_string()
+                .starts_with("config field `upload_concurrency`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn env_overrides_the_file_and_flags_override_env() {
+        let file =
+            ShipperConfig::from_toml(&format!("{MINIMAL}tail_interval = \"9s\"\ntopics = \"a\""))
+                .expect("parse");
+        let env = ShipperConfig::from_env(|k| match k {
+            "SEGMIRROR_TAIL_INTERVAL" => Some("3s".into()),
+            "SEGMIRROR_LOG_DIRS" => Some("/x:/y".into()),
+            "SEGMIRROR_PART_SIZE" => Some("2MiB".into()),
+            "SEGMIRROR_SHIP_BEYOND_HW" => Some("yes".into()),
+            "SEGMIRROR_TOPICS" => Some(String::new()),
+            _ => None,
+        })
+        .expect("env");
+        let flags = ShipperConfig {
+            tail_interval: Some("1s".into()),
+            ..ShipperConfig::default()
+        };
+        let v = file.merge(env).merge(flags).validate().expect("valid");
+        assert_eq!(v.options.tail_interval, Duration::from_secs(1));
+        assert_eq!(
+            v.options.log_dirs,
+            vec![PathBuf::from("/x"), PathBuf::from("/y")]
+        );
+        assert_eq!(v.options.part_size, 2 << 20);
+        assert!(v.options.ship_beyond_hw);
+        assert!(
+            v.options.selects("a") && !v.options.selects("b"),
+            "empty env values are ignored"
+        );
+        let e = ShipperConfig::from_env(|k| (k == "SEGMIRROR_RATE_LIMIT").then(|| "fast".into()))
+            .expect_err("bad");
+        assert_eq!(e.field, "rate_limit");
+    }
+}

@@ -1,0 +1,266 @@
+//! Uploading one planned range: the segment's bytes, unchanged, streamed
+//! with bounded memory.
+//!
+//! A blocking reader reads the range batch by batch, checks every CRC
+//! again and recomputes what the plan said (offsets, count, epochs,
+//! timestamps), and hands chunks through a small channel to the uploader,
+//! which computes the object's CRC-32C on the way and writes:
+//! - objects up to the part size with one create-if-absent PUT;
+//! - larger ones as a multipart upload of `part_size` parts, two in
+//!   flight. If anything fails (the store, or the reader finding that the
+//!   file changed since it was planned), the upload is aborted before it is
+//!   completed, so no object appears.
+//!
+//! Memory per upload: about 4 MiB of channel, the part being filled and
+//! two parts in flight, so at most `upload_concurrency * (3 * part_size +
+//! 4 MiB)` for all uploads. Multipart uploads that a crash interrupts are
+//! invisible (never completed) and hold storage until the bucket's
+//! `AbortIncompleteMultipartUpload` lifecycle rule removes them: set it (one
+//! day is plenty) on the bucket prefix.
+
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafkalog::TopicPartition;
+use manifest::store::{ManifestStore, StoreError};
+use object_store::WriteMultipart;
+use object_store::path::Path as ObjectPath;
+use tokio::sync::mpsc;
+
+use crate::error::ShipperError;
+use crate::plan::{RangePlan, RangeSummary};
+
+/// Size of the chunks the reader hands over.
+const CHUNK: usize = 1024 * 1024;
+/// Chunks buffered between reader and uploader.
+const CHANNEL: usize = 4;
+/// Multipart parts in flight per upload.
+const PARTS_IN_FLIGHT: usize = 2;
+
+/// A token bucket shared by all uploads: at most `rate` bytes per second
+/// on average, bursts up to one second's worth (or one part).
+#[derive(Debug)]
+pub(crate) struct RateLimiter {
+    rate: f64,
+    burst: f64,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl RateLimiter {
+    pub(crate) fn new(bytes_per_second: u64, part_size: usize) -> RateLimiter {
+        let rate = bytes_per_second.max(1) as f64;
+        let burst = rate.max(part_size as f64);
+        RateLimiter {
+            rate,
+            burst,
+            state: Mutex::new((burst, Instant::now())),
+        }
+    }
+
+    /// How long to wait before sending `n` bytes (the bytes are accounted
+    /// now: callers wait, then send).
+    fn reserve(&self, n: u64) -> Duration {
+        let mut s = match self.state.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let now = Instant::now();
+        let elapsed = now.duration_since(s.1).as_secs_f64();
+        s.0 = (s.0 + elapsed * self.rate).min(self.burst);
+        s.1 = now;
+        s.0 -= n as f64;
+        if s.0 >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-s.0 / self.rate)
+        }
+    }
+
+    pub(crate) async fn acquire(&self, n: u64) {
+        let wait = self.reserve(n);
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+/// A range uploaded: its object's size and CRC-32C.
+#[derive(Debug, Clone)]
+pub(crate) struct Uploaded {
+    pub(crate) key: String,
+    pub(crate) bytes: u64,
+    pub(crate) crc32c: u32,
+}
+
+enum ReadFailure {
+    /// The file no longer holds what was planned.
+    Changed(String),
+    Io(std::io::Error),
+    /// The uploader went away.
+    Cancelled,
+}
+
+fn read_range(
+    path: PathBuf,
+    start: u64,
+    end: u64,
+    tx: mpsc::Sender<Bytes>,
+) -> Result<RangeSummary, ReadFailure> {
+    let mut file = std::fs::File::open(&path).map_err(ReadFailure::Io)?;
+    let size = file.metadata().map_err(ReadFailure::Io)?.len();
+    if size < end {
+        return Err(ReadFailure::Changed(format!(
+            "the file is now {size} bytes long"
+        )));
+    }
+    file.seek(SeekFrom::Start(start)).map_err(ReadFailure::Io)?;
+    let mut reader = BufReader::with_capacity(CHUNK, file);
+    let mut summary = RangeSummary::new();
+    let mut out = BytesMut::with_capacity(CHUNK + 64 * 1024);
+    let mut batch = Vec::with_capacity(64 * 1024);
+    let mut pos = start;
+    while pos < end {
+        let mut prefix = [0u8; kafkalog::batch::LOG_OVERHEAD];
+        reader.read_exact(&mut prefix).map_err(ReadFailure::Io)?;
+        let length = i32::from_be_bytes([prefix[8], prefix[9], prefix[10], prefix[11]]);
+        let total = i64::from(length) + kafkalog::batch::LOG_OVERHEAD as i64;
+        if total < kafkalog::batch::HEADER_SIZE as i64 || pos + total as u64 > end {
+            return Err(ReadFailure::Changed(format!(
+                "no batch boundary where the plan had one (byte {pos})"
+            )));
+        }
+        batch.clear();
+        batch.extend_from_slice(&prefix);
+        batch.resize(total as usize, 0);
+        reader
+            .read_exact(&mut batch[kafkalog::batch::LOG_OVERHEAD..])
+            .map_err(ReadFailure::Io)?;
+        let h = kafkalog::batch::parse_batch(&batch, pos).map_err(|e| {
+            ReadFailure::Changed(format!("the batch at byte {pos} is now invalid: {e}"))
+        })?;
+        summary.add(&h);
+        out.extend_from_slice(&batch);
+        pos += total as u64;
+        if out.len() >= CHUNK {
+            tx.blocking_send(out.split().freeze())
+                .map_err(|_| ReadFailure::Cancelled)?;
+        }
+    }
+    if !out.is_empty() {
+        tx.blocking_send(out.freeze())
+            .map_err(|_| ReadFailure::Cancelled)?;
+    }
+    Ok(summary)
+}
+
+/// Uploads `plan` to `key`. See the module docs.
+pub(crate) async fn upload_range(
+    store: &ManifestStore,
+    tp: &TopicPartition,
+    plan: &RangePlan,
+    key: String,
+    part_size: usize,
+    limiter: Option<&RateLimiter>,
+) -> Result<Uploaded, ShipperError> {
+    let (tx, mut rx) = mpsc::channel::<Bytes>(CHANNEL);
+    let (path, start, end) = (plan.path.clone(), plan.start, plan.end);
+    let reader = tokio::task::spawn_blocking(move || read_range(path, start, end, tx));
+    let changed = |reason: String| ShipperError::SourceChanged {
+        tp: tp.clone(),
+        path: plan.path.clone(),
+        start: plan.start,
+        end: plan.end,
+        reason,
+    };
+    let store_err = |source: StoreError| ShipperError::Store {
+        tp: tp.to_string(),
+        source,
+    };
+    let finish_reader =
+        |r: Result<Result<RangeSummary, ReadFailure>, tokio::task::JoinError>| match r {
+            Ok(Ok(summary)) if summary == plan.summary => Ok(()),
+            Ok(Ok(summary)) => Err(changed(format!(
+                "it now holds offsets {}..={} in {} batches where {}..={} in {} were planned",
+                summary.base_offset,
+                summary.last_offset,
+                summary.batches,
+                plan.summary.base_offset,
+                plan.summary.last_offset,
+                plan.summary.batches
+            ))),
+            Ok(Err(ReadFailure::Changed(reason))) => Err(changed(reason)),
+            Ok(Err(ReadFailure::Io(e))) => Err(changed(format!("read error: {e}"))),
+            Ok(Err(ReadFailure::Cancelled)) => Err(changed("upload cancelled".into())),
+            Err(e) => Err(changed(format!("reader task failed: {e}"))),
+        };
+    let mut crc = 0u32;
+    let mut total = 0u64;
+    if plan.bytes() <= part_size as u64 {
+        let mut buf = BytesMut::with_capacity(plan.bytes() as usize);
+        while let Some(chunk) = rx.recv().await {
+            buf.extend_from_slice(&chunk);
+        }
+        finish_reader(reader.await)?;
+        let bytes = buf.freeze();
+        crc = crc32c::crc32c(&bytes);
+        total = bytes.len() as u64;
+        if let Some(l) = limiter {
+            l.acquire(total).await;
+        }
+        store.put_new(&key, bytes).await.map_err(store_err)?;
+    } else {
+        let location = ObjectPath::from(key.as_str());
+        let upload = store
+            .object_store()
+            .put_multipart_opts(&location, Default::default())
+            .await
+            .map_err(|e| {
+                store_err(StoreError::Store {
+                    op: "put_multipart",
+                    key: key.clone(),
+                    source: e,
+                })
+            })?;
+        let mut writer = WriteMultipart::new_with_chunk_size(upload, part_size);
+        let mut failure: Option<ShipperError> = None;
+        while let Some(chunk) = rx.recv().await {
+            crc = crc32c::crc32c_append(crc, &chunk);
+            total += chunk.len() as u64;
+            if let Some(l) = limiter {
+                l.acquire(chunk.len() as u64).await;
+            }
+            if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                failure = Some(store_err(StoreError::Store {
+                    op: "put_part",
+                    key: key.clone(),
+                    source: e,
+                }));
+                break;
+            }
+            writer.put(chunk);
+        }
+        drop(rx);
+        let read = finish_reader(reader.await);
+        if let Some(f) = failure.or(read.err()) {
+            if let Err(e) = writer.abort().await {
+                tracing::warn!(key, error = %e, "could not abort a multipart upload (a lifecycle rule will)");
+            }
+            return Err(f);
+        }
+        writer.finish().await.map_err(|e| {
+            store_err(StoreError::Store {
+                op: "complete_multipart",
+                key: key.clone(),
+                source: e,
+            })
+        })?;
+    }
+    Ok(Uploaded {
+        key,
+        bytes: total,
+        crc32c: crc,
+    })
+}
