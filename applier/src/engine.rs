@@ -607,6 +607,11 @@ impl Applier {
     }
 
     fn write_live_status(&self) {
+        if self.head.is_none() {
+            // Nothing known about the source (no bucket, or not read yet):
+            // keep what a daemon last wrote.
+            return;
+        }
         let mut live = LiveStatus {
             written_at_ms: crate::mirror::now_ms(),
             ..LiveStatus::default()
