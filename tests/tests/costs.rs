@@ -1,0 +1,151 @@
+//! Request accounting: what the bucket is asked, counted by a
+//! `CountingStore` around every backend. An idle applier poll over 100
+//! partitions is one GET; an idle shipper cycle makes no request; shipping
+//! costs one PUT per object plus one manifest PUT per partition per cycle
+//! and one head PUT per cycle. The figures printed here are recorded in
+//! BENCHMARKS.md (run with `--nocapture`).
+
+use std::sync::Arc;
+
+use applier::Applier;
+use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
+use manifest::counting::CountingStore;
+use object_store::ObjectStore;
+use segmirror_e2e::*;
+use shipper::Shipper;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_polls_and_cycles_cost_constant_requests_for_100_partitions() {
+    for b in backends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (source, dest) = (dir.path().join("source"), dir.path().join("dest"));
+        {
+            let d = LogDir::open(&source).expect("source");
+            for p in 0..100 {
+                let tp = TopicPartition::new("many", p).expect("tp");
+                let mut log = d
+                    .open_or_create_partition(
+                        &tp,
+                        Some(TopicId::from_bytes([5; 16])),
+                        LogConfig::default(),
+                    )
+                    .expect("create");
+                produce(&mut log, 10, 0, 10);
+                log.close().expect("close");
+            }
+        }
+        let counting = Arc::new(CountingStore::new(b.store.clone()));
+        let store: Arc<dyn ObjectStore> = counting.clone();
+        let mut shipper =
+            Shipper::new(shipper_options(&b, &source, "src"), store.clone()).expect("shipper");
+        let first = shipper.ship_available().await;
+        assert_eq!(first.committed, 100, "[{}] {first:?}", b.name);
+        let shipped = counting.snapshot();
+        let mut applier = Applier::open(
+            applier_options(&b, &dest, "src", "dst"),
+            Some(store.clone()),
+        )
+        .expect("applier");
+        drain(&mut applier).await;
+        assert_eq!(applier.mirrors().count(), 100);
+        let applied = counting.snapshot();
+
+        let before = counting.snapshot();
+        let idle_cycle = shipper.run_cycle().await;
+        assert!(!idle_cycle.did_something(), "[{}] {idle_cycle:?}", b.name);
+        let shipper_idle = counting.snapshot().since(&before);
+        assert_eq!(
+            shipper_idle.total(),
+            0,
+            "[{}] an idle shipper cycle makes no request: {shipper_idle:?}",
+            b.name
+        );
+
+        let before = counting.snapshot();
+        for _ in 0..10 {
+            applier.run_once().await;
+        }
+        let applier_idle = counting.snapshot().since(&before);
+        assert_eq!(
+            (applier_idle.get, applier_idle.total()),
+            (10, 10),
+            "[{}] one GET per idle poll: {applier_idle:?}",
+            b.name
+        );
+        println!(
+            "[{}] 100 partitions: initial ship {} requests ({} PUT), initial apply {} requests ({} GET, {} LIST); idle shipper cycle {} requests; idle applier poll {} request",
+            b.name,
+            shipped.total(),
+            shipped.put,
+            applied.since(&shipped).total(),
+            applied.since(&shipped).get,
+            applied.since(&shipped).list,
+            shipper_idle.total(),
+            applier_idle.total() / 10
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shipping_costs_one_put_per_object_and_one_manifest_per_partition_cycle() {
+    for b in backends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let source = dir.path().join("source");
+        let cfg = LogConfig {
+            segment_bytes: 4 << 20,
+            ..LogConfig::default()
+        };
+        let write = |records: usize| {
+            let d = LogDir::open(&source).expect("source");
+            for p in 0..4 {
+                let tp = TopicPartition::new("bulk", p).expect("tp");
+                let mut log = d
+                    .open_or_create_partition(&tp, Some(TopicId::from_bytes([6; 16])), cfg.clone())
+                    .expect("create");
+                produce(&mut log, records, 1, 200);
+                log.close().expect("close");
+            }
+        };
+        // About 7 MiB per partition, 28 MiB in all.
+        write(70_000);
+        let counting = Arc::new(CountingStore::new(b.store.clone()));
+        let mut opts = shipper_options(&b, &source, "src");
+        opts.max_object_size = 8 << 20;
+        let mut shipper = Shipper::new(opts, counting.clone()).expect("shipper");
+        let before = counting.snapshot();
+        let report = shipper.ship_available().await;
+        let used = counting.snapshot().since(&before);
+        let mib = report.bytes as f64 / (1 << 20) as f64;
+        assert!(mib > 25.0, "[{}] shipped {mib:.1} MiB", b.name);
+        let uploads = used.put + used.multipart_create;
+        // Every object is one upload; manifests and heads are the rest.
+        assert_eq!(
+            uploads,
+            report.objects + report.committed as u64 + report.heads as u64,
+            "[{}] {used:?} {report:?}",
+            b.name
+        );
+        assert!(
+            report.objects as f64 <= (mib / 4.0).ceil() + 4.0 * 2.0,
+            "[{}] objects {} for {mib:.1} MiB",
+            b.name,
+            report.objects
+        );
+        assert!(
+            used.get + used.list <= 4 * 2 + 2,
+            "[{}] reads while shipping: {used:?}",
+            b.name
+        );
+        println!(
+            "[{}] shipped {mib:.1} MiB in {} objects: {} requests ({} PUT, {} multipart parts, {} GET, {} LIST) = {:.1} requests per GiB",
+            b.name,
+            report.objects,
+            used.total(),
+            used.put,
+            used.multipart_part,
+            used.get,
+            used.list,
+            used.total() as f64 / mib * 1024.0
+        );
+    }
+}
