@@ -242,7 +242,7 @@ fn main() {
         Row::new("replicated append_replicated, OnRoll, 1 MiB/call"),
         Row::new("replicated append_replicated, OnRoll, 1 batch/call"),
         Row::new("baseline: write(2) of the same batches, 1 batch/call"),
-        Row::new("baseline: cp of the 1 GiB segment (page cache to page cache)"),
+        Row::new("baseline: cp of the segment the leader run wrote (page cache to page cache)"),
         Row::new("leader append_as_leader, Always, 1 batch/call (time-bounded)"),
         Row::new("replicated append_replicated, Always, 1 MiB/call (time-bounded)"),
     ];

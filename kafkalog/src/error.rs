@@ -163,9 +163,16 @@ pub enum Error {
 
 impl Error {
     /// Wraps an IO error with the operation and path.
-    pub fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Error {
-        let path = path.into();
-        move |source| Error::Io { op, path, source }
+    /// The path is copied only when an error happens.
+    pub fn io<P: AsRef<std::path::Path>>(
+        op: &'static str,
+        path: P,
+    ) -> impl FnOnce(io::Error) -> Error {
+        move |source| Error::Io {
+            op,
+            path: path.as_ref().to_path_buf(),
+            source,
+        }
     }
 
     /// Builds a [`Error::Malformed`].

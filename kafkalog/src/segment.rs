@@ -116,73 +116,102 @@ pub fn scan(
     let file_size = file.metadata().map_err(Error::io("stat", path))?.len();
     file.seek(SeekFrom::Start(from))
         .map_err(Error::io("seek", path))?;
-    let mut reader = io::BufReader::with_capacity(READ_BUFFER, file);
+    let mut window = Window {
+        buf: vec![0u8; READ_BUFFER],
+        start: 0,
+        end: 0,
+    };
     let mut pos = from;
-    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let end = |pos: u64, stop: ScanStop| {
+        Ok(ScanEnd {
+            valid_end: pos,
+            file_size,
+            stop,
+        })
+    };
     loop {
         if pos >= file_size {
-            return Ok(ScanEnd {
-                valid_end: pos,
-                file_size,
-                stop: ScanStop::End,
-            });
+            return end(pos, ScanStop::End);
         }
         let remaining = file_size - pos;
+        // The header (or what is left of the file), then, when the length
+        // field says the batch fits in the file, the whole batch. A batch
+        // that runs past the end of the file is left short: torn.
         let head_len = HEADER_SIZE.min(remaining as usize);
-        buf.resize(head_len, 0);
-        reader
-            .read_exact(&mut buf)
+        window
+            .fill(&mut file, head_len)
             .map_err(Error::io("read", path))?;
-        // Parse the header against what the file holds: a batch that runs
-        // past the end of the file is torn.
-        let declared = if head_len >= 12 {
-            let len = i32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]);
-            (len as i64 + 12).max(HEADER_SIZE as i64) as u64
-        } else {
-            HEADER_SIZE as u64
-        };
-        if head_len == HEADER_SIZE && declared > HEADER_SIZE as u64 && declared <= remaining {
-            let size = declared as usize;
-            buf.resize(size, 0);
-            reader
-                .read_exact(&mut buf[HEADER_SIZE..])
-                .map_err(Error::io("read", path))?;
+        let head = window.data();
+        if head.len() >= 12 && head_len == HEADER_SIZE {
+            let len = i32::from_be_bytes([head[8], head[9], head[10], head[11]]);
+            let declared = (i64::from(len) + 12).max(HEADER_SIZE as i64) as u64;
+            if declared <= remaining {
+                window
+                    .fill(&mut file, declared as usize)
+                    .map_err(Error::io("read", path))?;
+            }
         }
-        let header = match batch::parse_header(&buf, pos) {
+        let data = window.data();
+        let visible = &data[..data.len().min(remaining as usize)];
+        let header = match batch::parse_header(visible, pos) {
             Ok(h) => h,
-            Err(e) if e.is_truncation() => {
-                return Ok(ScanEnd {
-                    valid_end: pos,
-                    file_size,
-                    stop: ScanStop::Torn(e),
-                });
-            }
-            Err(e) => {
-                return Ok(ScanEnd {
-                    valid_end: pos,
-                    file_size,
-                    stop: ScanStop::Corrupt(e),
-                });
-            }
+            Err(e) if e.is_truncation() => return end(pos, ScanStop::Torn(e)),
+            Err(e) => return end(pos, ScanStop::Corrupt(e)),
         };
-        let bytes = &buf[..header.size()];
+        let bytes = &visible[..header.size()];
         if verify {
             if let Err(e) = batch::verify_crc(&header, bytes) {
-                return Ok(ScanEnd {
-                    valid_end: pos,
-                    file_size,
-                    stop: ScanStop::Corrupt(e),
-                });
+                return end(pos, ScanStop::Corrupt(e));
             }
         }
         pos += header.size() as u64;
-        if visit(&header, bytes).is_break() {
-            return Ok(ScanEnd {
-                valid_end: pos,
-                file_size,
-                stop: ScanStop::Visitor,
-            });
+        let flow = visit(&header, bytes);
+        window.consume(header.size());
+        if flow.is_break() {
+            return end(pos, ScanStop::Visitor);
         }
+    }
+}
+
+/// A read window over a file: `buf[start..end]` holds the bytes at the scan
+/// position. Batches are parsed in place; the window is refilled (moving the
+/// unread tail to the front) only when a batch does not fit, and grows only
+/// for a batch larger than it.
+struct Window {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Window {
+    fn data(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.end);
+    }
+
+    /// Makes at least `need` bytes available, reading as many as fit; fewer
+    /// only at the end of the file.
+    fn fill(&mut self, file: &mut File, need: usize) -> io::Result<()> {
+        if self.end - self.start >= need {
+            return Ok(());
+        }
+        self.buf.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+        if need > self.buf.len() {
+            self.buf.resize(need, 0);
+        }
+        while self.end < need {
+            let n = file.read(&mut self.buf[self.end..])?;
+            if n == 0 {
+                break;
+            }
+            self.end += n;
+        }
+        Ok(())
     }
 }
 
