@@ -547,3 +547,63 @@ async fn a_mirror_loop_is_refused_but_another_topic_mirrors_back() {
         assert_eq!(log_end(&a_dir, &tp("u")), 15);
     }
 }
+
+/// Compaction: a source segment replaced by its compacted version is
+/// shipped again and replaced on the destination once it lies wholly below
+/// the destination's log end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compacted_source_segment_is_replaced_on_the_destination() {
+    for b in backends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (source, dest) = (dir.path().join("source"), dir.path().join("dest"));
+        let small = LogConfig {
+            segment_bytes: 4096,
+            ..LogConfig::default()
+        };
+        {
+            let d = LogDir::open(&source).expect("source");
+            let mut log = d
+                .open_or_create_partition(&tp("state"), Some(ID), small.clone())
+                .expect("create");
+            produce(&mut log, 120, 1, 10);
+            log.close().expect("close");
+        }
+        ship(&b, &source, "src").await;
+        let mut a = apply(&b, applier_options(&b, &dest, "src", "dst")).await;
+        // The cleaner keeps every other batch of the first segment.
+        {
+            let d = LogDir::open(&source).expect("source");
+            let mut log = d.open_partition(&tp("state"), small.clone()).expect("open");
+            let first = log.segment_base_offsets()[0];
+            let next = log.segment_base_offsets()[1];
+            let bytes = log.read(first, usize::MAX).expect("read");
+            let mut kept = Vec::new();
+            for (i, (h, batch)) in kafkalog::batch::BatchIter::verified(&bytes, 0)
+                .map(|r| r.expect("valid"))
+                .enumerate()
+            {
+                if h.last_offset() < next && i % 2 == 1 {
+                    kept.extend_from_slice(batch);
+                }
+            }
+            log.replace_segment(first, &kept).expect("compact");
+            log.close().expect("close");
+        }
+        let report = ship(&b, &source, "src").await;
+        assert_eq!(report.reshipped_segments, 1, "[{}] {report:?}", b.name);
+        drain(&mut a).await;
+        assert_eq!(
+            a.state_of(&tp("state")),
+            Some(PartitionState::Mirroring),
+            "[{}]",
+            b.name
+        );
+        drop(a);
+        assert_eq!(
+            segment_files(&dest, &tp("state")),
+            segment_files(&source, &tp("state")),
+            "[{}] compacted segment replaced",
+            b.name
+        );
+    }
+}
