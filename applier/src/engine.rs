@@ -124,6 +124,7 @@ pub struct Applier {
     counters: crate::metrics::Counters,
     metrics: Option<crate::metrics::Exposition>,
     waiting: BTreeMap<TopicPartition, String>,
+    last_live: Option<(LiveStatus, Instant)>,
 }
 
 impl Applier {
@@ -163,6 +164,7 @@ impl Applier {
             counters: crate::metrics::Counters::default(),
             metrics: None,
             waiting: BTreeMap::new(),
+            last_live: None,
         };
         for tp in applier.logdir.partitions()? {
             let dir = applier.logdir.root().join(tp.dir_name());
@@ -589,16 +591,32 @@ impl Applier {
         self.counters.bytes += report.bytes;
         self.counters.cycles += 1;
         if let Some(exposition) = &self.metrics {
-            match crate::status::collect(&self.opts.log_dir) {
-                Ok(rows) => {
-                    if let Ok(mut text) = exposition.lock() {
-                        *text = crate::metrics::render(&rows, &self.counters);
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "could not collect metrics"),
+            let rows = self.status_rows();
+            if let Ok(mut text) = exposition.lock() {
+                *text = crate::metrics::render(&rows, &self.counters);
             }
         }
         report
+    }
+
+    /// Every mirror partition's status, from memory (no file is read).
+    pub fn status_rows(&self) -> Vec<crate::status::PartitionStatus> {
+        let live = self.live_status();
+        let now = crate::mirror::now_ms();
+        self.mirrors
+            .values()
+            .map(|m| {
+                let l = live.partitions.get(&m.tp.to_string());
+                crate::status::row(
+                    &m.tp,
+                    &m.record,
+                    l,
+                    m.log.log_start_offset(),
+                    m.log.log_end_offset(),
+                    now,
+                )
+            })
+            .collect()
     }
 
     /// Publishes metrics to `exposition` after every cycle.
@@ -606,12 +624,31 @@ impl Applier {
         self.metrics = Some(exposition);
     }
 
-    fn write_live_status(&self) {
+    fn write_live_status(&mut self) {
         if self.head.is_none() {
             // Nothing known about the source (no bucket, or not read yet):
             // keep what a daemon last wrote.
             return;
         }
+        let live = self.live_status();
+        // Rewritten only when something but the clock changed.
+        let mut unstamped = live.clone();
+        unstamped.written_at_ms = 0;
+        let fresh_enough = self
+            .last_live
+            .as_ref()
+            .is_some_and(|(l, at)| *l == unstamped && at.elapsed() < Duration::from_secs(30));
+        if fresh_enough {
+            return;
+        }
+        if let Err(e) = crate::status::write_live(&self.opts.log_dir, &live) {
+            tracing::warn!(error = %e, "could not write the live status");
+        }
+        self.last_live = Some((unstamped, Instant::now()));
+    }
+
+    /// The live numbers of every partition the feed names.
+    fn live_status(&self) -> LiveStatus {
         let mut live = LiveStatus {
             written_at_ms: crate::mirror::now_ms(),
             ..LiveStatus::default()
@@ -652,9 +689,7 @@ impl Applier {
                 );
             }
         }
-        if let Err(e) = crate::status::write_live(&self.opts.log_dir, &live) {
-            tracing::warn!(error = %e, "could not write the live status");
-        }
+        live
     }
 
     /// Runs an operator command on `targets` (all mirror partitions when

@@ -156,42 +156,50 @@ pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
                 Some(bounds) if fresh => bounds,
                 _ => log_bounds(&reader)?,
             };
-        let state = record.state.state();
-        let lag_offsets = l.map(|l| (l.shipped_end_offset - end).max(0));
-        out.push(PartitionStatus {
-            topic: tp.topic.clone(),
-            partition: tp.partition,
-            state: state.as_str().to_string(),
-            previous_state: record.state.previous().map(|s| s.as_str().to_string()),
-            last_error: record.state.failure().map(|f| f.message.clone()),
-            retryable: record.state.failure().map(|f| f.retryable),
-            retry_count: record.state.retries(),
-            source_cluster_id: record.source_cluster_id.clone(),
-            local_log_start_offset: start,
-            local_log_end_offset: end,
-            source_shipped_end_offset: l.map(|l| l.shipped_end_offset),
-            source_high_watermark: l.map(|l| l.source_high_watermark),
-            lag_offsets,
-            lag_bytes: l.map(|l| {
-                if lag_offsets == Some(0) {
-                    0
-                } else {
-                    l.lag_bytes
-                }
-            }),
-            lag_seconds: l.map(|l| {
-                if lag_offsets == Some(0) {
-                    0.0
-                } else {
-                    ((now - l.committed_at_ms).max(0) as f64) / 1000.0
-                }
-            }),
-            lme: record.lme,
-            writable: manifest::state::is_writable(state),
-            waiting_for: l.and_then(|l| l.waiting.clone()),
-        });
+        out.push(row(&tp, &record, l, start, end, now));
     }
     Ok(out)
+}
+
+/// One mirror partition's status from its record, the live numbers (when
+/// known) and its log bounds.
+pub fn row(
+    tp: &kafkalog::TopicPartition,
+    record: &manifest::mirror_state::MirrorRecord,
+    l: Option<&LivePartition>,
+    start: i64,
+    end: i64,
+    now: i64,
+) -> PartitionStatus {
+    let state = record.state.state();
+    let lag_offsets = l.map(|l| (l.shipped_end_offset - end).max(0));
+    let caught_up = lag_offsets == Some(0);
+    PartitionStatus {
+        topic: tp.topic.clone(),
+        partition: tp.partition,
+        state: state.as_str().to_string(),
+        previous_state: record.state.previous().map(|s| s.as_str().to_string()),
+        last_error: record.state.failure().map(|f| f.message.clone()),
+        retryable: record.state.failure().map(|f| f.retryable),
+        retry_count: record.state.retries(),
+        source_cluster_id: record.source_cluster_id.clone(),
+        local_log_start_offset: start,
+        local_log_end_offset: end,
+        source_shipped_end_offset: l.map(|l| l.shipped_end_offset),
+        source_high_watermark: l.map(|l| l.source_high_watermark),
+        lag_offsets,
+        lag_bytes: l.map(|l| if caught_up { 0 } else { l.lag_bytes }),
+        lag_seconds: l.map(|l| {
+            if caught_up {
+                0.0
+            } else {
+                ((now - l.committed_at_ms).max(0) as f64) / 1000.0
+            }
+        }),
+        lme: record.lme,
+        writable: manifest::state::is_writable(state),
+        waiting_for: l.and_then(|l| l.waiting.clone()),
+    }
 }
 
 /// Log start and end of a partition, from its files.
