@@ -6,6 +6,7 @@
 //! - `segmirror_applier_lag_offsets`, `segmirror_applier_lag_bytes`,
 //!   `segmirror_applier_lag_seconds`: shipped at the source, not yet applied
 //! - `segmirror_applier_log_end_offset`: the local log end offset
+//! - `segmirror_applier_retries`: automatic retries of the current failure
 //! - `segmirror_applier_applied_batches_total`, `..._applied_bytes_total`
 //! - `segmirror_applier_cycles_total`, `segmirror_applier_failures_total`
 
@@ -53,7 +54,12 @@ pub fn render(rows: &[PartitionStatus], c: &Counters) -> String {
             );
         }
     }
-    let gauges: [(&str, &str, fn(&PartitionStatus) -> Option<f64>); 4] = [
+    let gauges: [(&str, &str, fn(&PartitionStatus) -> Option<f64>); 5] = [
+        (
+            "segmirror_applier_retries",
+            "Automatic retries of the partition's current failure streak.",
+            |r| Some(f64::from(r.retry_count)),
+        ),
         (
             "segmirror_applier_lag_offsets",
             "Offsets shipped at the source and not yet applied.",
