@@ -98,9 +98,9 @@ impl fmt::Display for ByteSize {
         const MIB: u64 = 1024 * 1024;
         const KIB: u64 = 1024;
         let b = self.0;
-        if b >= MIB && b % MIB == 0 {
+        if b >= MIB && b.is_multiple_of(MIB) {
             write!(f, "{}MiB", b / MIB)
-        } else if b >= KIB && b % KIB == 0 {
+        } else if b >= KIB && b.is_multiple_of(KIB) {
             write!(f, "{}KiB", b / KIB)
         } else {
             write!(f, "{b}")

@@ -42,7 +42,7 @@ pub enum ShipperError {
         tp: TopicPartition,
         /// The error, with the file it concerns.
         #[source]
-        source: kafkalog::Error,
+        source: Box<kafkalog::Error>,
     },
     /// The source file changed between planning a range and uploading it
     /// (truncated, compacted or rewritten): the range is dropped and planned
@@ -67,7 +67,7 @@ pub enum ShipperError {
         tp: String,
         /// The store's error, with the key.
         #[source]
-        source: StoreError,
+        source: Box<StoreError>,
     },
     /// Another shipper committed the manifest version this one tried to:
     /// this one backs off that partition and never overwrites.
@@ -95,6 +95,14 @@ pub enum ShipperError {
 }
 
 impl ShipperError {
+    /// A bucket error of partition `tp` (`-` for cluster-wide objects).
+    pub fn store(tp: impl Into<String>, source: StoreError) -> ShipperError {
+        ShipperError::Store {
+            tp: tp.into(),
+            source: Box::new(source),
+        }
+    }
+
     /// True for errors worth retrying on the next cycle (the bucket was
     /// unavailable, the source moved under us); false for errors that wait
     /// for the error back-off or an operator (corrupt data, fencing,
@@ -104,7 +112,7 @@ impl ShipperError {
             ShipperError::Store { source, .. } => source.is_retryable(),
             ShipperError::SourceChanged { .. } => true,
             ShipperError::Source { source, .. } => {
-                matches!(source, kafkalog::Error::Io { .. })
+                matches!(**source, kafkalog::Error::Io { .. })
             }
             ShipperError::CorruptSource { .. }
             | ShipperError::Fenced { .. }

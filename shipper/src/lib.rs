@@ -16,16 +16,22 @@
 //!    them (`upload_concurrency` at once, streamed, bounded memory),
 //!    writes the pages that `push_range` seals, then commits **one** new
 //!    manifest version (create-if-absent);
-//! 3. publishes **one** head of the change feed with the entry of every
-//!    partition committed in the cycle.
+//! 3. publishes **one** head of the change feed
+//!    ([`manifest::store::ManifestStore::publish_head`]) with the entry of
+//!    every partition committed in the cycle, and of any version it holds
+//!    that the feed does not name yet (one adopted after a lost answer, or
+//!    committed just before a crash: appliers learn versions only from the
+//!    feed).
 //!
 //! An idle cycle (nothing new anywhere) makes **no request** to the bucket,
 //! whatever the number of partitions; a cycle with changes makes, per
 //! changed partition, one PUT per object (or a multipart upload for objects
-//! larger than the part size) and one PUT for the manifest, plus one PUT
-//! (and one DELETE of the head that falls out of the kept window) for the
-//! head. The only reads are at start (the newest head, and per partition
-//! two GETs, or a LIST without a head entry) and in sweeps.
+//! larger than the part size) and one PUT for the manifest; plus, for the
+//! head, two GETs (a probe for a newer head, answered 404, and the newest
+//! head, to merge into), one PUT, and one DELETE of the head that falls out
+//! of the kept window. Other reads happen only at start (the newest head,
+//! then per partition two GETs, or a LIST without a head entry) and in
+//! sweeps.
 //!
 //! # What is shipped
 //!
@@ -42,7 +48,8 @@
 //!   `kafkalog`), or with `ship_beyond_hw = true`, the limit is the log end.
 //!   A batch cut short at the end of the active segment is a write in
 //!   progress and waits; a bad batch there is looked at again next cycle
-//!   before it counts as corruption.
+//!   before it counts as corruption; zeros after the last batch (a broker
+//!   with `file.preallocate=true`) are the end of the log.
 //! - Rolled segments and the tail of the active segment are both shipped:
 //!   each cycle ships what is new since the previous one, one range per
 //!   segment touched, split on batch boundaries at `max_object_size`; at
@@ -75,9 +82,9 @@
 //!   fingerprint changes, the segment is compared with its ranges in the
 //!   manifest: a different size, a different first batch, or (same size)
 //!   a range whose bytes no longer have its CRC-32C means the segment was
-//!   replaced: it is shipped again whole (one or more ranges, generation +
-//!   1) and its ranges are replaced in place in the next version, keeping
-//!   the order. After a restart, every rolled segment is compared once by
+//!   replaced: it is shipped again whole (one or more ranges, one
+//!   generation up) and its ranges are replaced in place in the next
+//!   version, keeping the order. After a restart, every rolled segment is compared once by
 //!   size and first batch only. Only inline ranges are replaced: a segment
 //!   whose ranges are sealed in a page (older than the newest ~512 ranges)
 //!   keeps its uncompacted version on the destination, a superset of the
@@ -117,7 +124,11 @@
 //!   shippers never both publish one. A shipper that loses a commit reads
 //!   the winner: if another writer (`shipper_id`) won, it logs a warning
 //!   naming that writer and the partition, and leaves the partition alone
-//!   for `fence_backoff`; then it starts again from the latest version.
+//!   for `fence_backoff`; then it starts again from the latest version. If
+//!   the winner has its own id, it is its own earlier commit whose answer
+//!   was lost: it adopts that version and goes on (two processes configured
+//!   with one id cannot be told apart: keep ids unique; the default,
+//!   `<hostname>-<pid>`, is).
 //! - **Crash safety.** Objects that no version references (an upload that
 //!   a crash or a lost commit left behind, ranges dropped by retention,
 //!   cuts or compaction) are deleted by a **sweep** once unreferenced for
@@ -125,8 +136,8 @@
 //!   rules). The grace counts from the drop when this process made it,
 //!   otherwise from the upload time in the key's upload id. A partition is
 //!   swept when first loaded and then every `sweep_interval` while it has
-//!   changes; only the writer of its latest version sweeps (checked with
-//!   one GET). Interrupted multipart uploads are aborted on error; those a
+//!   changes, by a shipper that holds its latest version (checked with one
+//!   GET); the grace keeps uploads in flight elsewhere safe. Interrupted multipart uploads are aborted on error; those a
 //!   crash leaves need the bucket's `AbortIncompleteMultipartUpload`
 //!   lifecycle rule.
 //! - **Corrupt source data** (CRC mismatch, bad header, torn batch inside a

@@ -172,6 +172,23 @@ pub(crate) struct Work {
 }
 
 impl Work {
+    /// Keys that the version `m` (built from `base`) names and `base` does
+    /// not: this cycle's uploads, unreferenced when `m` is not committed.
+    pub(crate) fn jobs_keys_uploaded(
+        &self,
+        m: &PartitionManifest,
+        base: Option<&PartitionManifest>,
+    ) -> Vec<String> {
+        let old: std::collections::HashSet<&str> = base
+            .map(|b| b.ranges.iter().map(|r| r.key.as_str()).collect())
+            .unwrap_or_default();
+        m.ranges
+            .iter()
+            .filter(|r| !old.contains(r.key.as_str()))
+            .map(|r| r.key.clone())
+            .collect()
+    }
+
     /// The objects to upload, in order: reshipped segments, then new ranges.
     pub(crate) fn jobs(&self) -> Vec<RangePlan> {
         self.reships
@@ -289,7 +306,7 @@ impl PartitionState {
             },
             source => ShipperError::Source {
                 tp: self.tp.clone(),
-                source,
+                source: Box::new(source),
             },
         }
     }
@@ -352,13 +369,13 @@ impl PartitionState {
         if self.cursor_fp == Some(seg.fp) {
             return Ok(());
         }
-        if let Some(fp) = self.cursor_fp {
-            if !fp.same_file(&seg.fp) {
-                return Err(Anomaly::Physical(format!(
-                    "{} was replaced by another file",
-                    seg.path.display()
-                )));
-            }
+        if let Some(fp) = self.cursor_fp
+            && !fp.same_file(&seg.fp)
+        {
+            return Err(Anomaly::Physical(format!(
+                "{} was replaced by another file",
+                seg.path.display()
+            )));
         }
         if seg.size() < c.position {
             return Err(Anomaly::Physical(format!(
@@ -387,15 +404,14 @@ impl PartitionState {
                 )));
             }
         }
-        if seg.size() > c.position {
-            if let Ok(Some(h)) = read_header_at(&seg.path, c.position) {
-                if h.base_offset < c.next_offset {
-                    return Err(Anomaly::Physical(format!(
-                        "the batch after the shipped end starts at offset {} (below {})",
-                        h.base_offset, c.next_offset
-                    )));
-                }
-            }
+        if seg.size() > c.position
+            && let Ok(Some(h)) = read_header_at(&seg.path, c.position)
+            && h.base_offset < c.next_offset
+        {
+            return Err(Anomaly::Physical(format!(
+                "the batch after the shipped end starts at offset {} (below {})",
+                h.base_offset, c.next_offset
+            )));
         }
         self.cursor_fp = Some(seg.fp);
         Ok(())
@@ -583,6 +599,10 @@ impl PartitionState {
             ..Work::default()
         };
         let m = self.manifest.clone();
+        if view.segments.is_empty() {
+            // Being created (Kafka always keeps a segment): wait for it.
+            return Ok(m.is_none().then_some(work));
+        }
         if m.as_ref().is_some_and(|m| m.deleted) {
             tracing::warn!(partition = %self.tp, "a partition published as deleted is back: shipping it again");
             work.undelete = true;
@@ -609,16 +629,17 @@ impl PartitionState {
             && !jumped
             && self.lineage_ok.as_ref() != Some(&view.epochs)
         {
-            if let Some(m) = &m {
-                let local = EpochLineage::from_entries(m.lineage.iter().copied());
-                let remote = EpochLineage::from_entries(view.epochs.iter().copied());
-                if let (Ok(local), Ok(remote)) = (local, remote) {
-                    if !local.is_empty() && !remote.is_empty() {
-                        let p = divergence_point(&local, end, &remote, end);
-                        if p < end {
-                            anomaly = Some(Anomaly::Lineage(p));
-                        }
-                    }
+            if let Some(m) = &m
+                && let (Ok(local), Ok(remote)) = (
+                    EpochLineage::from_entries(m.lineage.iter().copied()),
+                    EpochLineage::from_entries(view.epochs.iter().copied()),
+                )
+                && !local.is_empty()
+                && !remote.is_empty()
+            {
+                let p = divergence_point(&local, end, &remote, end);
+                if p < end {
+                    anomaly = Some(Anomaly::Lineage(p));
                 }
             }
             if anomaly.is_none() {
@@ -636,6 +657,7 @@ impl PartitionState {
             if point < end {
                 tracing::warn!(partition = %self.tp, reason = %a, shipped_end = end, cut_to = point, "the source no longer holds what was shipped (unclean leader election or truncation): cutting the manifest back");
                 work.cut = Some(point);
+                work.hw = view.hw.unwrap_or(point);
                 self.cursor = None;
                 self.mark = None;
                 self.lineage_ok = None;
@@ -703,10 +725,10 @@ impl PartitionState {
         work.ranges = tail.ranges;
         work.cursor_after = Some(tail.cursor);
         work.mark_after = tail.mark;
-        if let Ok(origin) = &view.origin {
-            if m.as_ref().is_none_or(|m| &m.mirror_origin != origin) {
-                work.origin = Some(origin.clone());
-            }
+        if let Ok(origin) = &view.origin
+            && m.as_ref().is_none_or(|m| &m.mirror_origin != origin)
+        {
+            work.origin = Some(origin.clone());
         }
         let log_start_moved = m
             .as_ref()

@@ -291,10 +291,10 @@ pub(crate) fn plan_segment(
         o.last_mark = BatchMark::of(seg.base, h);
         ControlFlow::Continue(())
     })?;
-    if let WalkEnd::Bad(bad) = end {
-        if bad.path == seg.path {
-            return Ok(Err(bad));
-        }
+    if let WalkEnd::Bad(bad) = end
+        && bad.path == seg.path
+    {
+        return Ok(Err(bad));
     }
     if let Some(o) = open.take() {
         ranges.push(close(view, o, generation, true));

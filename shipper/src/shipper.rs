@@ -9,13 +9,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use kafkalog::TopicPartition;
-use manifest::feed::{Head, HeadEntry, KEEP_HEADS};
+use manifest::feed::{Head, HeadEntry};
 use manifest::layout::{ClusterLayout, PartitionKey, new_upload_id};
 use manifest::partition::{Page, PartitionManifest, ShippedRange};
 use manifest::store::{ManifestStore, StoreError};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
-use regex::Regex;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::ShipperOptions;
@@ -136,24 +135,18 @@ enum Observation {
     Error(kafkalog::Error),
 }
 
-fn observe_all(
-    roots: Vec<PathBuf>,
-    known: Vec<(TopicPartition, PathBuf)>,
-    topics: Option<Regex>,
-    exclude: Option<Regex>,
-    ship_beyond_hw: bool,
-) -> (
+/// What one read of the log dirs found: each partition's observation,
+/// and the log dirs that could not be read.
+type Observed = (
     Vec<(TopicPartition, PathBuf, Observation)>,
     Vec<(PathBuf, String)>,
-) {
+);
+
+fn observe_all(opts: &ShipperOptions, known: Vec<(TopicPartition, PathBuf)>) -> Observed {
     let mut found: BTreeMap<TopicPartition, (PathBuf, Arc<RootCheckpoints>)> = BTreeMap::new();
     let mut up: HashSet<PathBuf> = HashSet::new();
     let mut problems = Vec::new();
-    let selects = |t: &str| {
-        topics.as_ref().is_none_or(|r| r.is_match(t))
-            && !exclude.as_ref().is_some_and(|r| r.is_match(t))
-    };
-    for root in &roots {
+    for root in &opts.log_dirs {
         if !root.is_dir() {
             problems.push((
                 root.clone(),
@@ -177,7 +170,7 @@ fn observe_all(
         };
         up.insert(root.clone());
         for tp in tps {
-            if !selects(&tp.topic) {
+            if !opts.selects(&tp.topic) {
                 continue;
             }
             if let Some((first, _)) = found.get(&tp) {
@@ -203,7 +196,7 @@ fn observe_all(
         out.push((tp, root, obs));
     }
     for (tp, (root, cps)) in found {
-        let obs = match source::observe(&root, &tp, &cps, ship_beyond_hw) {
+        let obs = match source::observe(&root, &tp, &cps, opts.ship_beyond_hw) {
             Ok(Some(v)) => Observation::View(Box::new(v)),
             Ok(None) => Observation::Missing,
             Err(e) => Observation::Error(e),
@@ -270,12 +263,32 @@ async fn load_page(
 }
 
 /// Writes a sealed page. Pages are named by the offsets they cover, so a
-/// page dropped by an earlier cut can hold the name with other ranges: it
-/// is referenced by no current version and is replaced.
-async fn write_page(store: &ManifestStore, key: &str, page: &Page) -> Result<(), StoreError> {
+/// page that no version references (dropped by a cut, or written for a
+/// commit that failed) can hold the name with other ranges: it is
+/// replaced, but only when the latest version is still `base` (so no other
+/// writer committed a version that might name it) and `base` does not name
+/// it; otherwise the commit is given up as lost.
+async fn write_page(
+    store: &ManifestStore,
+    pk: &PartitionKey,
+    base: Option<&PartitionManifest>,
+    key: &str,
+    page: &Page,
+) -> Result<(), StoreError> {
     match store.put_page(key, page).await {
-        Err(StoreError::Conflict { .. }) => {
-            tracing::warn!(key, "replacing a sealed page that an earlier cut dropped");
+        Err(StoreError::Conflict { key: k }) => {
+            let latest = store.latest_manifest(pk, base.map(|b| b.version)).await?;
+            let unchanged = latest.as_ref().map(|m| m.version) == base.map(|b| b.version);
+            let named = latest
+                .as_ref()
+                .is_some_and(|m| m.pages.iter().any(|p| p.key == key));
+            if !unchanged || named {
+                return Err(StoreError::Conflict { key: k });
+            }
+            tracing::warn!(
+                key,
+                "replacing a sealed page that no version names (left by a cut or a failed commit)"
+            );
             let bytes = serde_json::to_vec(page).map_err(|e| StoreError::Format {
                 key: key.to_string(),
                 source: manifest::partition::ManifestFormatError::Malformed(e.to_string()),
@@ -312,10 +325,7 @@ async fn commit_one(
     let Some(pk) = st.pk.clone() else {
         return out;
     };
-    let store_err = |source: StoreError| ShipperError::Store {
-        tp: st.tp.to_string(),
-        source,
-    };
+    let store_err = |source: StoreError| ShipperError::store(st.tp.to_string(), source);
     let base = st.manifest.clone();
     let mut m = base.clone().unwrap_or_else(|| {
         let mut m = PartitionManifest::new(ctx.cluster_id, &st.tp, pk.topic_id);
@@ -465,7 +475,7 @@ async fn commit_one(
         return out;
     }
     for (key, page) in &sealed {
-        if let Err(e) = write_page(ctx.store, key, page).await {
+        if let Err(e) = write_page(ctx.store, &pk, base.as_ref(), key, page).await {
             st.dirty = true;
             out.error = Some(store_err(e));
             return out;
@@ -480,26 +490,45 @@ async fn commit_one(
                     // Our own earlier attempt (a retried request) won.
                     m = w;
                 }
+                Ok(w) if w.writer == ctx.shipper_id => {
+                    // Committed under our id: an earlier commit of ours whose
+                    // answer was lost (or a second process misconfigured
+                    // with our id). Adopt it and find our position again.
+                    tracing::warn!(
+                        partition = %st.tp,
+                        version = w.version,
+                        writer = %w.writer,
+                        "this version was committed under this shipper's id by an earlier attempt (or another process with the same id): continuing from it"
+                    );
+                    for k in work.jobs_keys_uploaded(&m, base.as_ref()) {
+                        st.dropped.insert(k, ctx.now_ms);
+                    }
+                    st.manifest = Some(w);
+                    st.cursor = None;
+                    st.mark = None;
+                    st.lineage_ok = None;
+                    st.dirty = true;
+                    out.backlog = true;
+                    return out;
+                }
                 Ok(w) => {
-                    let writer = if w.writer == ctx.shipper_id {
-                        format!("{} (another process with the same shipper id)", w.writer)
-                    } else {
-                        w.writer.clone()
-                    };
                     tracing::warn!(
                         partition = %st.tp,
                         version = m.version,
-                        other_writer = %writer,
+                        other_writer = %w.writer,
                         backoff_s = ctx.fence_backoff_ms / 1000,
                         "another shipper committed this partition's manifest version first: backing off, never overwriting"
                     );
+                    for k in work.jobs_keys_uploaded(&m, base.as_ref()) {
+                        st.dropped.insert(k, ctx.now_ms);
+                    }
                     st.health = Health::Fenced {
-                        writer: writer.clone(),
+                        writer: w.writer.clone(),
                         until_ms: ctx.now_ms + ctx.fence_backoff_ms,
                     };
                     st.reset();
                     st.dirty = true;
-                    out.fenced = Some(writer);
+                    out.fenced = Some(w.writer);
                     out.backlog = false;
                     return out;
                 }
@@ -561,12 +590,8 @@ impl Shipper {
     /// [`manifest::counting::CountingStore`] to count requests). Keys go
     /// under `opts.bucket_prefix`.
     pub fn new(opts: ShipperOptions, store: Arc<dyn ObjectStore>) -> Result<Shipper, ShipperError> {
-        let layout = ClusterLayout::new(&opts.bucket_prefix, &opts.cluster_id).map_err(|e| {
-            ShipperError::Store {
-                tp: "-".into(),
-                source: StoreError::Layout(e),
-            }
-        })?;
+        let layout = ClusterLayout::new(&opts.bucket_prefix, &opts.cluster_id)
+            .map_err(|e| ShipperError::store("-", StoreError::Layout(e)))?;
         let limiter = opts
             .rate_limit
             .map(|r| Arc::new(RateLimiter::new(r, opts.part_size)));
@@ -692,13 +717,7 @@ impl Shipper {
                     self.head = h;
                     self.head_loaded = true;
                 }
-                Err(e) => self.cluster_error(
-                    &mut report,
-                    ShipperError::Store {
-                        tp: "-".into(),
-                        source: e,
-                    },
-                ),
+                Err(e) => self.cluster_error(&mut report, ShipperError::store("-", e)),
             }
         }
 
@@ -709,26 +728,17 @@ impl Shipper {
             .filter(|(_, st)| st.health != Health::Deleted)
             .map(|(tp, st)| (tp.clone(), st.root.clone()))
             .collect();
-        let args = (
-            self.opts.log_dirs.clone(),
-            known,
-            self.opts.topics.clone(),
-            self.opts.exclude.clone(),
-            self.opts.ship_beyond_hw,
-        );
-        let (observed, problems) = match tokio::task::spawn_blocking(move || {
-            observe_all(args.0, args.1, args.2, args.3, args.4)
-        })
-        .await
-        {
-            Ok(x) => x,
-            Err(e) => {
-                report
-                    .errors
-                    .push(("-".into(), format!("reading the log dirs: {e}")));
-                return report;
-            }
-        };
+        let opts = self.opts.clone();
+        let (observed, problems) =
+            match tokio::task::spawn_blocking(move || observe_all(&opts, known)).await {
+                Ok(x) => x,
+                Err(e) => {
+                    report
+                        .errors
+                        .push(("-".into(), format!("reading the log dirs: {e}")));
+                    return report;
+                }
+            };
         let mut down = HashSet::new();
         for (root, problem) in problems {
             if self.down_roots.insert(root.clone()) {
@@ -765,7 +775,7 @@ impl Shipper {
                 Observation::Error(e) => {
                     let e = ShipperError::Source {
                         tp: tp.clone(),
-                        source: e,
+                        source: Box::new(e),
                     };
                     self.metrics.error(e.kind());
                     tracing::warn!(partition = %tp, error = %e, "cannot read the partition this cycle");
@@ -832,10 +842,8 @@ impl Shipper {
                 .partitions
                 .get(&tp)
                 .is_some_and(|st| st.loaded && st.pk.is_some() && st.health == Health::Ok);
-            if ready {
-                if let Some(st) = self.partitions.remove(&tp) {
-                    batch.push((st, v));
-                }
+            if ready && let Some(st) = self.partitions.remove(&tp) {
+                batch.push((st, v));
             }
         }
         let decide_ctx = ctx.clone();
@@ -918,10 +926,7 @@ impl Shipper {
                     Ok(key) => {
                         upload_range(store, &tp, &plan, key, part_size, limiter.as_deref()).await
                     }
-                    Err(e) => Err(ShipperError::Store {
-                        tp: tp.to_string(),
-                        source: StoreError::Layout(e),
-                    }),
+                    Err(e) => Err(ShipperError::store(tp.to_string(), StoreError::Layout(e))),
                 };
                 (wi, ji, r)
             }
@@ -1009,9 +1014,12 @@ impl Shipper {
             self.partitions.insert(st.tp.clone(), st);
         }
 
-        // 6. One head for everything committed.
+        // 6. One head for everything committed, and for any version this
+        //    shipper holds that the feed does not name yet (adopted after a
+        //    lost answer, or committed just before a crash).
+        self.queue_unnamed_versions();
         if !self.pending_head.is_empty() {
-            match self.publish_head(now).await {
+            match self.publish_head().await {
                 Ok(true) => {
                     report.heads += 1;
                     self.metrics.heads_published.inc();
@@ -1077,10 +1085,10 @@ impl Shipper {
             };
             match r {
                 Ok(m) => {
-                    if let Some(m) = &m {
-                        if m.writer != self.opts.shipper_id {
-                            tracing::info!(partition = %tp, version = m.version, writer = %m.writer, shipped_end = m.shipped_end_offset, "continuing from the latest manifest");
-                        }
+                    if let Some(m) = &m
+                        && m.writer != self.opts.shipper_id
+                    {
+                        tracing::info!(partition = %tp, version = m.version, writer = %m.writer, shipped_end = m.shipped_end_offset, "continuing from the latest manifest");
                     }
                     st.manifest = m;
                     st.loaded = true;
@@ -1090,10 +1098,7 @@ impl Shipper {
                     }
                 }
                 Err(e) => {
-                    let e = ShipperError::Store {
-                        tp: tp.to_string(),
-                        source: e,
-                    };
+                    let e = ShipperError::store(tp.to_string(), e);
                     tracing::warn!(partition = %tp, error = %e, "cannot read the latest manifest; retrying next cycle");
                     self.metrics.error(e.kind());
                     report.errors.push((tp.to_string(), e.to_string()));
@@ -1107,53 +1112,43 @@ impl Shipper {
         }
     }
 
-    async fn publish_head(&mut self, now: i64) -> Result<bool, ShipperError> {
-        let entries: Vec<HeadEntry> = self.pending_head.values().cloned().collect();
-        let store_err = |source: StoreError| ShipperError::Store {
-            tp: "-".into(),
-            source,
-        };
-        if let Some(h) = &self.head {
-            let mut next = h.clone();
-            if !next.merge(entries.iter().cloned()) {
-                self.pending_head.clear();
-                return Ok(false);
-            }
-            next.seq = h.seq + 1;
-            next.written_at_ms = now;
-            next.writer = self.opts.shipper_id.clone();
-            let key = self.store.layout().head_key(next.seq);
-            let bytes = next.encode().map_err(|source| {
-                store_err(StoreError::Format {
-                    key: key.clone(),
-                    source,
+    /// Queues a head entry for every manifest version held that the last
+    /// head seen does not name (memory only: no request).
+    fn queue_unnamed_versions(&mut self) {
+        for st in self.partitions.values() {
+            let Some(m) = &st.manifest else { continue };
+            let e = HeadEntry::for_manifest(m);
+            let named = |h: Option<&HeadEntry>| {
+                h.is_some_and(|h| {
+                    h.topic_id == e.topic_id && h.manifest_version >= e.manifest_version
                 })
-            })?;
-            match self.store.put_new(&key, Bytes::from(bytes)).await {
-                Ok(()) => {
-                    if next.seq > KEEP_HEADS {
-                        let old = self.store.layout().head_key(next.seq - KEEP_HEADS);
-                        if let Err(e) = self.store.delete(&old).await {
-                            tracing::debug!(key = old, error = %e, "could not prune an old head");
-                        }
-                    }
-                    self.head = Some(next);
-                    self.pending_head.clear();
-                    return Ok(true);
-                }
-                Err(StoreError::Conflict { .. }) => {}
-                Err(e) => return Err(store_err(e)),
+            };
+            let key = e.map_key();
+            if named(self.head.as_ref().and_then(|h| h.partitions.get(&key)))
+                || named(self.pending_head.get(&key))
+            {
+                continue;
             }
+            self.pending_head.insert(key, e);
         }
+    }
+
+    /// Publishes one head with the entries committed since the last one,
+    /// through [`ManifestStore::publish_head`] (a probe and a read of the
+    /// newest head, then a create-if-absent write; re-read and merged on a
+    /// lost race; old heads pruned).
+    async fn publish_head(&mut self) -> Result<bool, ShipperError> {
+        let entries: Vec<HeadEntry> = self.pending_head.values().cloned().collect();
         let known = self.head.as_ref().map(|h| h.seq);
         let h = self
             .store
             .publish_head(known, &self.opts.shipper_id, &entries)
             .await
-            .map_err(store_err)?;
+            .map_err(|e| ShipperError::store("-", e))?;
+        let published = known != Some(h.seq);
         self.head = Some(h);
         self.pending_head.clear();
-        Ok(true)
+        Ok(published)
     }
 
     /// Sweeps every partition now, whatever the schedule (`shipper once`,
@@ -1203,12 +1198,15 @@ impl Shipper {
         deleted
     }
 
-    fn update_metrics(&self, now: i64, took: Duration) {
+    fn update_metrics(&mut self, now: i64, took: Duration) {
         let m = &self.metrics;
         m.cycles.inc();
         m.last_cycle_seconds.set(took.as_secs_f64());
         m.partitions.clear();
-        for st in self.partitions.values() {
+        for st in self.partitions.values_mut() {
+            if st.hw <= st.shipped_end() {
+                st.caught_up_at_ms = now;
+            }
             m.partitions
                 .get_or_create(&vec![("state", st.health.name().to_string())])
                 .inc();
@@ -1264,10 +1262,7 @@ async fn sweep_partition(
     let (Some(pk), Some(m)) = (st.pk.clone(), st.manifest.clone()) else {
         return Ok(0);
     };
-    let store_err = |source: StoreError| ShipperError::Store {
-        tp: pk.tp.to_string(),
-        source,
-    };
+    let store_err = |source: StoreError| ShipperError::store(pk.tp.to_string(), source);
     // Only the writer of the latest version sweeps.
     match store.get_manifest(&pk, m.version + 1).await {
         Err(StoreError::NotFound { .. }) => {}
@@ -1362,4 +1357,36 @@ async fn sweep_partition(
     st.dirty = remaining;
     st.last_sweep_ms = Some(now);
     Ok(deleted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_the_sweep_may_delete() {
+        let layout = ClusterLayout::new("p", "c").expect("layout");
+        let pk = PartitionKey {
+            tp: TopicPartition::new("t", 0).expect("tp"),
+            topic_id: "vVw7a5a_QkWcK7JvBD2t8Q".parse().expect("id"),
+        };
+        let key = layout
+            .data_key(
+                &pk,
+                0,
+                9,
+                1,
+                &format!("{:011x}{:016x}", 1_700_000_000_123i64, 5),
+            )
+            .expect("key");
+        assert_eq!(upload_time_ms(&layout, &pk, &key), Some(1_700_000_000_123));
+        assert_eq!(upload_time_ms(&layout, &pk, "p/other"), None);
+        assert!(is_page_key(&layout, &pk, &layout.page_key(&pk, 0, 99)));
+        assert!(!is_page_key(
+            &layout,
+            &pk,
+            &format!("{}/pages/notes.json", layout.partition_dir(&pk))
+        ));
+        assert!(!is_page_key(&layout, &pk, &key));
+    }
 }

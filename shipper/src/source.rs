@@ -352,6 +352,22 @@ pub(crate) fn walk(
             return Ok(WalkEnd::Stopped);
         }
         match end.stop {
+            // Zeros after the last batch of the active segment: a broker
+            // with `file.preallocate=true` extends it in advance. That is
+            // the end of the log, not corruption (no real batch has base
+            // offset 0, length 0 and magic 0 after another batch).
+            ScanStop::Corrupt(
+                BatchError::UnsupportedMagic {
+                    base_offset: 0,
+                    magic: 0,
+                    ..
+                }
+                | BatchError::InvalidLength {
+                    base_offset: 0,
+                    length: 0,
+                    ..
+                },
+            ) if i == last => {}
             ScanStop::Corrupt(error) => {
                 return Ok(WalkEnd::Bad(BadBatch {
                     path: seg.path.clone(),

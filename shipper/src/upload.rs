@@ -175,10 +175,7 @@ pub(crate) async fn upload_range(
         end: plan.end,
         reason,
     };
-    let store_err = |source: StoreError| ShipperError::Store {
-        tp: tp.to_string(),
-        source,
-    };
+    let store_err = |source: StoreError| ShipperError::store(tp.to_string(), source);
     let finish_reader =
         |r: Result<Result<RangeSummary, ReadFailure>, tokio::task::JoinError>| match r {
             Ok(Ok(summary)) if summary == plan.summary => Ok(()),
@@ -263,4 +260,26 @@ pub(crate) async fn upload_range(
         bytes: total,
         crc32c: crc,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_bucket_allows_a_burst_then_the_rate() {
+        let l = RateLimiter::new(1000 * 1024, 4096);
+        // The first second's worth passes at once.
+        assert_eq!(l.reserve(1000 * 1024), Duration::ZERO);
+        // Then each byte costs 1/rate seconds.
+        let wait = l.reserve(500 * 1024);
+        assert!(
+            wait > Duration::from_millis(450) && wait <= Duration::from_millis(500),
+            "{wait:?}"
+        );
+        // A part larger than the rate still goes through (after its wait).
+        let l = RateLimiter::new(1024, 8192);
+        assert_eq!(l.reserve(8192), Duration::ZERO);
+        assert!(l.reserve(1024) >= Duration::from_millis(990));
+    }
 }

@@ -77,7 +77,7 @@ async fn ships_a_kafka_broker_log_dir_exactly_up_to_the_hw() {
                 .map(|e| (e.epoch, e.start_offset))
                 .collect();
             assert_eq!(got, lineage, "[{}] {t}: lineage matches the source", b.name);
-            assert_shipped_matches_source(&ms, &m, &root, &t, hw).await;
+            assert_shipped_matches_source_strict(&ms, &m, &root, &t, hw).await;
             let entry = &head.partitions[&t.to_string()];
             assert_eq!(
                 (entry.manifest_version, entry.shipped_end_offset),
@@ -371,19 +371,45 @@ async fn request_budget_per_shipped_mib_and_zero_per_idle_cycle() {
             "{r:?}"
         );
         // Writes: the objects (one PUT, or create + parts + complete), one
-        // manifest and one head. No read, list or delete.
+        // manifest and one head. Reads: the head's probe (404) and the
+        // newest head (to merge into). No list, no delete.
         assert_eq!(d.put, single as u64 + 2, "[{}] {d:?}", b.name);
         assert_eq!(d.multipart_create, multipart.len() as u64);
         assert_eq!(d.multipart_complete, multipart.len() as u64);
         assert_eq!(d.multipart_part, parts);
         assert_eq!(
             (d.get, d.head, d.list, d.delete, d.multipart_abort),
-            (0, 0, 0, 0, 0),
+            (2, 0, 0, 0, 0),
             "[{}] {d:?}",
             b.name
         );
         // Manifest writes per shipped MiB: one version per cycle.
         assert_eq!(r.committed, 1);
         busy.close().expect("close");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_are_selected_by_include_and_exclude_patterns_and_found_while_running() {
+    for b in backends() {
+        let src = tempfile::tempdir().expect("tempdir");
+        let root = src.path().to_path_buf();
+        raw_partition(&root, &tp("orders", 0), topic_id(1), 2);
+        raw_partition(&root, &tp("tmp-orders", 0), topic_id(2), 2);
+        raw_partition(&root, &tp("audit", 0), topic_id(3), 2);
+        let mut o = options(&root, &b, "a");
+        o.topics = Some(regex::Regex::new("^(?:.*orders|payments)$").expect("regex"));
+        o.exclude = Some(regex::Regex::new("^(?:tmp-.*)$").expect("regex"));
+        let mut s = shipper(o, &b);
+        assert_eq!(s.ship_available().await.committed, 1);
+        // A new partition of a selected topic appears while running.
+        raw_partition(&root, &tp("payments", 3), topic_id(4), 2);
+        assert_eq!(s.run_cycle().await.committed, 1);
+        let shipped: Vec<String> = s
+            .partitions()
+            .into_iter()
+            .map(|p| format!("{}-{}", p.topic, p.partition))
+            .collect();
+        assert_eq!(shipped, vec!["orders-0", "payments-3"], "[{}]", b.name);
     }
 }

@@ -331,6 +331,30 @@ pub async fn assert_shipped_matches_source(
     t: &TopicPartition,
     end: i64,
 ) {
+    check_shipped(ms, m, root, t, end, false).await
+}
+
+/// As [`assert_shipped_matches_source`], and every range that ends a rolled
+/// segment says so (true when the log was shipped after its segments
+/// rolled: a tail range shipped before its segment rolled keeps `false`).
+pub async fn assert_shipped_matches_source_strict(
+    ms: &ManifestStore,
+    m: &PartitionManifest,
+    root: &Path,
+    t: &TopicPartition,
+    end: i64,
+) {
+    check_shipped(ms, m, root, t, end, true).await
+}
+
+async fn check_shipped(
+    ms: &ManifestStore,
+    m: &PartitionManifest,
+    root: &Path,
+    t: &TopicPartition,
+    end: i64,
+    strict_completes: bool,
+) {
     let ranges = all_ranges(ms, m).await;
     let objects = fetch(ms, &ranges).await;
     let batches = source_batches(root, t);
@@ -400,12 +424,16 @@ pub async fn assert_shipped_matches_source(
             .filter(|(s, _, _)| *s == r.segment_base_offset)
             .map(|(_, h, _)| h.last_offset())
             .max();
-        assert_eq!(
-            r.completes_segment,
-            next_seg.is_some() && seg_last == Some(r.last_offset),
-            "{t}: {} completes_segment",
-            r.key
-        );
+        let ends_rolled = next_seg.is_some() && seg_last == Some(r.last_offset);
+        if strict_completes {
+            assert_eq!(
+                r.completes_segment, ends_rolled,
+                "{t}: {} completes_segment",
+                r.key
+            );
+        } else if r.completes_segment {
+            assert!(ends_rolled, "{t}: {} completes_segment", r.key);
+        }
     }
 }
 
@@ -440,6 +468,8 @@ pub fn raw_partition(root: &Path, t: &TopicPartition, id: TopicId, batches: usiz
 pub struct FaultyStore {
     inner: Arc<dyn ObjectStore>,
     pattern: std::sync::Mutex<Option<String>>,
+    /// Write, then report a failure (a lost answer), instead of failing.
+    lose_answer: std::sync::atomic::AtomicBool,
 }
 
 impl FaultyStore {
@@ -448,12 +478,26 @@ impl FaultyStore {
         Arc::new(FaultyStore {
             inner,
             pattern: std::sync::Mutex::new(None),
+            lose_answer: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
     /// Fails puts to keys containing `pattern` from now on.
     pub fn arm(&self, pattern: &str) {
         *self.pattern.lock().expect("lock") = Some(pattern.to_string());
+    }
+
+    /// Writes to keys containing `pattern` succeed but report a failure
+    /// (a request whose answer was lost).
+    pub fn lose_answers(&self, pattern: &str) {
+        self.lose_answer
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.arm(pattern);
+    }
+
+    /// Back to normal.
+    pub fn disarm(&self) {
+        *self.pattern.lock().expect("lock") = None;
     }
 }
 
@@ -473,6 +517,9 @@ impl ObjectStore for FaultyStore {
     ) -> object_store::Result<object_store::PutResult> {
         let armed = self.pattern.lock().expect("lock").clone();
         if armed.is_some_and(|p| location.as_ref().contains(&p)) {
+            if self.lose_answer.load(std::sync::atomic::Ordering::SeqCst) {
+                self.inner.put_opts(location, payload, opts).await?;
+            }
             return Err(object_store::Error::Generic {
                 store: "faulty",
                 source: format!("injected failure writing {location}").into(),

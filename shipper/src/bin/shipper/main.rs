@@ -125,10 +125,21 @@ impl Common {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run as a daemon: ship every tail interval until SIGINT or SIGTERM.
+    #[command(after_help = "Examples:
+  shipper run --log-dir /var/lib/kafka/data --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk
+  shipper run --config /etc/segmirror/shipper.toml --metrics-addr 0.0.0.0:9464 --rate-limit 200MiB
+
+SIGINT or SIGTERM: the cycle in progress finishes (uploads, manifests, head), then the process exits 0.")]
     Run(run::RunArgs),
     /// Ship everything shippable now, then exit (0: done; 1: a partition failed).
+    #[command(after_help = "Examples:
+  shipper once --log-dir /data/kafka --bucket file:///data/bucket --cluster-id src
+  shipper once --config /etc/segmirror/shipper.toml --topics 'orders|payments' --exclude 'tmp-.*'")]
     Once(run::RunArgs),
     /// Per-partition shipped end, source high watermark and lag, from the bucket.
+    #[command(after_help = "Examples:
+  shipper status --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk
+  shipper status --bucket file:///data/bucket --cluster-id src --json | jq '.partitions[] | select(.lag_offsets > 0)'")]
     Status(status::StatusArgs),
     /// Configuration helpers.
     Config {

@@ -1,0 +1,292 @@
+//! The `shipper` binary: help, configuration checks, `once`, `status`,
+//! `run` stopping on SIGTERM, and the metrics endpoint.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use kafkalog::LogDir;
+
+fn shipper_bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_shipper"));
+    c.env("RUST_LOG", "warn");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("SEGMIRROR_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = shipper_bin().args(args).output().expect("run shipper");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn source(root: &Path) {
+    let dir = LogDir::open(root).expect("log dir");
+    for p in 0..2 {
+        let mut log = open_log(&dir, &tp("orders", p), topic_id(1), 4096);
+        append_n(&mut log, 12, 3, 0, 100);
+        append_n(&mut log, 4, 3, 2, 100);
+        log.close().expect("close");
+    }
+}
+
+#[test]
+fn help_has_examples_everywhere() {
+    let (code, out, _) = run(&["--help"]);
+    assert_eq!(code, 0);
+    for want in [
+        "run",
+        "once",
+        "status",
+        "config",
+        "Examples:",
+        "shipper once",
+    ] {
+        assert!(out.contains(want), "--help lacks {want}: {out}");
+    }
+    for sub in [
+        &["run", "--help"][..],
+        &["once", "--help"],
+        &["config", "check", "--help"],
+    ] {
+        let (code, out, _) = run(sub);
+        assert_eq!(code, 0, "{sub:?}");
+        for flag in [
+            "--config",
+            "--log-dir",
+            "--bucket",
+            "--cluster-id",
+            "--topics",
+            "--exclude",
+            "--tail-interval",
+            "--upload-concurrency",
+            "--part-size",
+            "--rate-limit",
+            "--metrics-addr",
+            "--shipper-id",
+        ] {
+            assert!(out.contains(flag), "{sub:?} --help lacks {flag}");
+        }
+    }
+    let (code, out, _) = run(&["config", "check", "--help"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("SEGMIRROR_TAIL_INTERVAL") && out.contains("Example"));
+    let (code, out, _) = run(&["status", "--help"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("--json") && out.contains("--bucket") && out.contains("--cluster-id"));
+    let (code, _, err) = run(&["once", "--log-dri", "/x"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--log-dir"),
+        "a usage error suggests the flag: {err}"
+    );
+}
+
+#[test]
+fn config_check_names_the_bad_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("shipper.toml");
+    let good = format!(
+        "log_dirs = [\"{}\"]\nbucket = \"file://{}\"\ncluster_id = \"src\"\npart_size = \"8MiB\"\n",
+        dir.path().join("logs").display(),
+        dir.path().join("bucket").display()
+    );
+    std::fs::write(&file, &good).expect("write");
+    let f = file.to_str().expect("utf-8");
+    let (code, out, err) = run(&["config", "check", "--config", f]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("ok: cluster src"), "{out}");
+    std::fs::write(&file, format!("{good}max_object_size = \"lots\"\n")).expect("write");
+    let (code, _, err) = run(&["config", "check", "--config", f]);
+    assert_eq!(code, 2);
+    assert!(err.contains("config field `max_object_size`"), "{err}");
+    std::fs::write(&file, format!("{good}tail_intervall = \"1s\"\n")).expect("write");
+    let (code, _, err) = run(&["config", "check", "--config", f]);
+    assert_eq!(code, 2);
+    assert!(err.contains("tail_intervall"), "{err}");
+    // The environment overrides the file, flags override the environment.
+    std::fs::write(&file, &good).expect("write");
+    let out = shipper_bin()
+        .args(["config", "check", "--config", f])
+        .env("SEGMIRROR_TAIL_INTERVAL", "soon")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("config field `tail_interval`"));
+    let out = shipper_bin()
+        .args(["config", "check", "--config", f, "--tail-interval", "2s"])
+        .env("SEGMIRROR_TAIL_INTERVAL", "soon")
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("tail every 2s"));
+}
+
+#[test]
+fn once_then_status() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    source(&logs);
+    let bucket = format!("file://{}", dir.path().join("bucket").display());
+    let logs_arg = logs.to_str().expect("utf-8");
+    let (code, out, err) = run(&[
+        "once",
+        "--log-dir",
+        logs_arg,
+        "--bucket",
+        &bucket,
+        "--cluster-id",
+        "src",
+        "--shipper-id",
+        "cli",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("2 manifest versions") && err.contains("0 failed"),
+        "{err}"
+    );
+    let (code, out, err) = run(&[
+        "status",
+        "--bucket",
+        &bucket,
+        "--cluster-id",
+        "src",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let parts = v["partitions"].as_array().expect("partitions");
+    assert_eq!(parts.len(), 2);
+    for p in parts {
+        assert_eq!(p["topic"], "orders");
+        assert_eq!(p["shipped_end_offset"], 48);
+        assert_eq!(p["source_high_watermark"], 48);
+        assert_eq!(p["lag_offsets"], 0);
+        assert_eq!(p["manifest_version"], 1);
+    }
+    assert_eq!(v["head_writer"], "cli");
+    let (code, out, _) = run(&["status", "--bucket", &bucket, "--cluster-id", "src"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("PARTITION") && out.contains("orders-1") && out.contains("SHIPPED END"),
+        "{out}"
+    );
+    let (code, out, _) = run(&["status", "--bucket", &bucket, "--cluster-id", "other"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("nothing shipped"), "{out}");
+}
+
+#[test]
+fn run_ships_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    source(&logs);
+    let bucket = format!("file://{}", dir.path().join("bucket").display());
+    let mut child = shipper_bin()
+        .args([
+            "run",
+            "--log-dir",
+            logs.to_str().expect("utf-8"),
+            "--bucket",
+            &bucket,
+            "--cluster-id",
+            "src",
+            "--tail-interval",
+            "50ms",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let head = dir
+        .path()
+        .join("bucket/segmirror/v1/src/head/00000000000000000001.json");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !head.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(head.exists(), "run published a head");
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let code = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s.code();
+        }
+        assert!(Instant::now() < deadline, "run did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    assert_eq!(code, Some(0), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_served_on_get_metrics() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    source(&logs);
+    let b = backends().remove(0);
+    let metrics = Arc::new(shipper::Metrics::new(Some(b.counting.clone())));
+    let addr = metrics
+        .serve("127.0.0.1:0".parse().expect("addr"))
+        .expect("serve");
+    let mut s = shipper::Shipper::new(options(&logs, &b, "m"), b.store())
+        .expect("shipper")
+        .with_metrics(Arc::clone(&metrics));
+    s.ship_available().await;
+    let body = tokio::task::spawn_blocking(move || {
+        let mut conn = std::net::TcpStream::connect(addr).expect("connect");
+        conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .expect("write");
+        let mut body = String::new();
+        conn.read_to_string(&mut body).expect("read");
+        let mut missing = std::net::TcpStream::connect(addr).expect("connect");
+        missing
+            .write_all(b"GET /nope HTTP/1.1\r\n\r\n")
+            .expect("write");
+        let mut other = String::new();
+        missing.read_to_string(&mut other).expect("read");
+        assert!(other.starts_with("HTTP/1.1 404"), "{other}");
+        body
+    })
+    .await
+    .expect("fetch");
+    assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
+    for want in [
+        "segmirror_shipper_shipped_bytes_total",
+        "segmirror_shipper_shipped_objects_total",
+        "segmirror_shipper_manifest_commits_total 2",
+        "segmirror_shipper_object_store_requests_total{kind=\"put\"}",
+        "segmirror_shipper_lag_offsets{topic=\"orders\",partition=\"0\"} 0",
+        "segmirror_shipper_lag_bytes{topic=\"orders\",partition=\"1\"} 0",
+        "segmirror_shipper_lag_seconds{topic=\"orders\",partition=\"0\"} 0",
+        "segmirror_shipper_shipped_end_offset{topic=\"orders\",partition=\"0\"} 48",
+        "segmirror_shipper_partitions{state=\"ok\"} 2",
+        "# EOF",
+    ] {
+        assert!(body.contains(want), "metrics lack {want}:\n{body}");
+    }
+}
