@@ -154,6 +154,49 @@ struct ActiveSegment {
     roll_base_ms: Option<i64>,
 }
 
+impl ActiveSegment {
+    /// Creates (or opens) the empty segment file `<base>.log` in `dir`.
+    fn create(dir: &Path, base: i64) -> Result<ActiveSegment> {
+        let path = segment::file_path(dir, base, LOG_SUFFIX);
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(Error::io("create", &path))?;
+        Ok(ActiveSegment {
+            base_offset: base,
+            path,
+            file,
+            size: 0,
+            next_offset: base,
+            offset_index: OffsetIndex::new(base),
+            time_index: TimeIndex::new(base),
+            txn_index: TransactionIndex::default(),
+            bytes_since_index: 0,
+            max_timestamp: -1,
+            offset_of_max_timestamp: base,
+            roll_base_ms: None,
+        })
+    }
+
+    /// Writes its index files as they stand (the transaction index only
+    /// when it has entries).
+    fn write_indexes(&self, dir: &Path) -> Result<()> {
+        let txn = if self.txn_index.is_empty() {
+            None
+        } else {
+            Some(&self.txn_index)
+        };
+        write_index_files(
+            dir,
+            self.base_offset,
+            &self.offset_index,
+            &self.time_index,
+            txn,
+        )
+    }
+}
+
 /// A partition log open for writing. Created through
 /// [`crate::LogDir::open_partition`], which holds the log dir's lock.
 #[derive(Debug)]
@@ -688,30 +731,9 @@ impl PartitionLog {
     /// written, data fsynced) and starts a new one at `new_base`.
     fn roll(&mut self, new_base: i64) -> Result<()> {
         self.finish_active()?;
-        let path = segment::file_path(&self.dir, new_base, LOG_SUFFIX);
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(Error::io("create", &path))?;
+        let fresh = ActiveSegment::create(&self.dir, new_base)?;
         fsutil::fsync_dir(&self.dir)?;
-        let old = std::mem::replace(
-            &mut self.active,
-            ActiveSegment {
-                base_offset: new_base,
-                path,
-                file,
-                size: 0,
-                next_offset: new_base,
-                offset_index: OffsetIndex::new(new_base),
-                time_index: TimeIndex::new(new_base),
-                txn_index: TransactionIndex::default(),
-                bytes_since_index: 0,
-                max_timestamp: -1,
-                offset_of_max_timestamp: new_base,
-                roll_base_ms: None,
-            },
-        );
+        let old = std::mem::replace(&mut self.active, fresh);
         self.rolled.insert(old.base_offset, old.size);
         Ok(())
     }
@@ -724,18 +746,7 @@ impl PartitionLog {
                 .time_index
                 .maybe_append(a.max_timestamp, a.offset_of_max_timestamp);
         }
-        let txn = if a.txn_index.is_empty() {
-            None
-        } else {
-            Some(&a.txn_index)
-        };
-        write_index_files(
-            &self.dir,
-            a.base_offset,
-            &a.offset_index,
-            &a.time_index,
-            txn,
-        )
+        a.write_indexes(&self.dir)
     }
 
     /// Transactions left open in the log (transactional batches with no
@@ -822,26 +833,7 @@ impl PartitionLog {
         }
         if self.active.size == 0 {
             let old = self.active.base_offset;
-            let path = segment::file_path(&self.dir, base, LOG_SUFFIX);
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(Error::io("create", &path))?;
-            self.active = ActiveSegment {
-                base_offset: base,
-                path,
-                file,
-                size: 0,
-                next_offset: base,
-                offset_index: OffsetIndex::new(base),
-                time_index: TimeIndex::new(base),
-                txn_index: TransactionIndex::default(),
-                bytes_since_index: 0,
-                max_timestamp: -1,
-                offset_of_max_timestamp: base,
-                roll_base_ms: None,
-            };
+            self.active = ActiveSegment::create(&self.dir, base)?;
             delete_segment_files(&self.dir, old)?;
             fsutil::fsync_dir(&self.dir)?;
             if self.rolled.is_empty() && self.log_start_offset < base {
@@ -908,18 +900,7 @@ impl PartitionLog {
     pub fn flush(&mut self) -> Result<()> {
         let a = &self.active;
         a.file.sync_all().map_err(Error::io("fsync", &a.path))?;
-        let txn = if a.txn_index.is_empty() {
-            None
-        } else {
-            Some(&a.txn_index)
-        };
-        write_index_files(
-            &self.dir,
-            a.base_offset,
-            &a.offset_index,
-            &a.time_index,
-            txn,
-        )?;
+        a.write_indexes(&self.dir)?;
         self.shared.update_checkpoints(
             &self.tp,
             self.log_end_offset(),
