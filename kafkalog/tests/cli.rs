@@ -195,7 +195,15 @@ fn produce_to_a_read_only_partition_fails_and_changes_nothing() {
             .expect("guard");
     }
     // Also while another process holds the log dir's lock.
-    let _held = LogDir::open(dir.path()).expect("lock held by the applier");
+    // (Retried: a child that another test forks may briefly share the
+    // first handle's lock until it execs.)
+    let held = (0..100).find_map(|_| {
+        LogDir::open(dir.path()).ok().or_else(|| {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            None
+        })
+    });
+    let _held = held.expect("lock held by the applier");
     let (code, out, err) = common::run_kafkalog_with_input(
         &[
             "produce",
