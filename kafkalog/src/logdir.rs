@@ -34,6 +34,9 @@ use crate::error::{Error, Result};
 use crate::log::{LogConfig, PartitionLog};
 use crate::topic::{TopicId, TopicPartition};
 
+/// Tries to take a held lock, 20 ms apart, before reporting it.
+const LOCK_ATTEMPTS: u32 = 10;
+
 /// Name of the lock file at the log dir root (Kafka's name).
 pub const LOCK_FILE: &str = ".lock";
 
@@ -148,15 +151,25 @@ impl LogDir {
             .write(true)
             .open(&lock_path)
             .map_err(Error::io("open", &lock_path))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
-                return Err(Error::Locked {
-                    path: root,
-                    lock: lock_path,
-                });
+        // A lock held for a moment only (a process that forked while
+        // holding it keeps a copy until its child execs) is waited for
+        // briefly; a writer that keeps it is reported.
+        let mut attempts = 0;
+        loop {
+            match lock.try_lock() {
+                Ok(()) => break,
+                Err(fs::TryLockError::WouldBlock) if attempts < LOCK_ATTEMPTS => {
+                    attempts += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(fs::TryLockError::WouldBlock) => {
+                    return Err(Error::Locked {
+                        path: root,
+                        lock: lock_path,
+                    });
+                }
+                Err(fs::TryLockError::Error(e)) => return Err(Error::io("lock", &lock_path)(e)),
             }
-            Err(fs::TryLockError::Error(e)) => return Err(Error::io("lock", &lock_path)(e)),
         }
         let checkpoints = RootCheckpoints {
             recovery_point: checkpoint::read_offset_checkpoint(
