@@ -391,6 +391,8 @@ async fn request_budget_per_shipped_mib_and_zero_per_idle_cycle() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn topics_are_selected_by_include_and_exclude_patterns_and_found_while_running() {
+    let include = regex::Regex::new("^(?:.*orders|payments)$").expect("regex");
+    let exclude = regex::Regex::new("^(?:tmp-.*)$").expect("regex");
     for b in backends() {
         let src = tempfile::tempdir().expect("tempdir");
         let root = src.path().to_path_buf();
@@ -398,8 +400,8 @@ async fn topics_are_selected_by_include_and_exclude_patterns_and_found_while_run
         raw_partition(&root, &tp("tmp-orders", 0), topic_id(2), 2);
         raw_partition(&root, &tp("audit", 0), topic_id(3), 2);
         let mut o = options(&root, &b, "a");
-        o.topics = Some(regex::Regex::new("^(?:.*orders|payments)$").expect("regex"));
-        o.exclude = Some(regex::Regex::new("^(?:tmp-.*)$").expect("regex"));
+        o.topics = Some(include.clone());
+        o.exclude = Some(exclude.clone());
         let mut s = shipper(o, &b);
         assert_eq!(s.ship_available().await.committed, 1);
         // A new partition of a selected topic appears while running.
