@@ -206,7 +206,7 @@ impl Applier {
             .map(|(tp, _)| tp.clone())
             .collect();
         for tp in stopping {
-            applier.step(&tp).await_free();
+            applier.complete_failover(&tp);
         }
         Ok(applier)
     }
@@ -519,7 +519,7 @@ impl Applier {
                     Err(e) => self.fail(tp, e),
                 }
             }
-            PartitionState::Stopping => self.step(tp).await_free(),
+            PartitionState::Stopping => self.complete_failover(tp),
             PartitionState::Failed => {
                 let due = self.retry_at.get(tp).is_some_and(|t| Instant::now() >= *t);
                 let retryable = m.record.state.failure().is_some_and(|f| f.retryable);
@@ -543,13 +543,14 @@ impl Applier {
         }
     }
 
-    /// The synchronous step: STOPPING's failover needs no bucket.
-    fn step(&mut self, tp: &TopicPartition) -> SyncStep {
+    /// STOPPING's work: the failover, which needs no bucket. Returns true
+    /// when the partition was STOPPING.
+    fn complete_failover(&mut self, tp: &TopicPartition) -> bool {
         let Some(m) = self.mirrors.get_mut(tp) else {
-            return SyncStep(false);
+            return false;
         };
         if m.record.state.state() != PartitionState::Stopping {
-            return SyncStep(false);
+            return false;
         }
         match m.failover() {
             Ok(()) => {
@@ -559,7 +560,7 @@ impl Applier {
                 self.fail(tp, e);
             }
         }
-        SyncStep(true)
+        true
     }
 
     /// One cycle: read the feed, start new partitions, then step every
@@ -800,7 +801,7 @@ impl Applier {
         match self.transition(tp, Event::from(command)) {
             Ok(_) => {
                 if command == Command::Stop {
-                    self.step(tp).await_free();
+                    self.complete_failover(tp);
                 }
                 CommandOutcome {
                     partition: name,
@@ -814,15 +815,6 @@ impl Applier {
                 error: Some(e.to_string()),
             },
         }
-    }
-}
-
-/// Marker for synchronous steps (keeps call sites honest about not awaiting).
-struct SyncStep(bool);
-
-impl SyncStep {
-    fn await_free(self) -> bool {
-        self.0
     }
 }
 
