@@ -1,0 +1,56 @@
+//! Issue 9's benchmarks that need more than a shell script:
+//!
+//! - `gen`: writes a Kafka-format source log dir with kafkalog's library
+//!   (layouts `mixed`, `big`, `small`), cached under `target/bench-data`.
+//! - `lag`: a steady producer (FlushPolicy::OnRoll) against `shipper run`
+//!   and `applier run` on `file://`, sampling when each batch becomes
+//!   visible in the destination log.
+//! - `idle`: 10,000 small partitions on one shipper and one applier
+//!   (libraries, in this process, behind a `CountingStore`): start-up time,
+//!   idle CPU and requests per idle minute.
+//!
+//! The shell scripts in `bench/` drive these and the baselines (`cp`,
+//! `rclone`). Nothing here writes into the repository.
+
+mod common;
+mod generate;
+mod idle;
+mod lag;
+
+use std::process::ExitCode;
+
+fn usage() -> ExitCode {
+    eprintln!(
+        "usage: segmirror-bench gen --out DIR --layout mixed|big|small [--total-mib N] [--partitions N]\n\
+         \x20      segmirror-bench lag [--bin DIR] [--rate BATCHES_PER_S] [--partitions N] [--secs S] [--poll-ms MS] [--tail-interval DUR] [--applier-poll-ms MS] [--work DIR]\n\
+         \x20      segmirror-bench idle [--partitions N] [--secs S] [--work DIR] [--data DIR]"
+    );
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(cmd) = args.first() else {
+        return usage();
+    };
+    let opts = match common::Opts::parse(&args[1..]) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("segmirror-bench: {e}");
+            return usage();
+        }
+    };
+    let r = match cmd.as_str() {
+        "gen" => generate::main(&opts),
+        "lag" => lag::main(&opts),
+        "idle" => idle::main(&opts),
+        _ => return usage(),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("segmirror-bench {cmd}: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

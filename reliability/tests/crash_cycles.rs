@@ -1,0 +1,27 @@
+//! Harness 1 (short): kill -9 cycles of `shipper run` and `applier run`
+//! under continuous production; nothing lost, nothing duplicated, the
+//! destination identical to the source up to the shipped end.
+//! `SEGMIRROR_RELIABILITY_CYCLES` overrides the 10 cycles.
+
+use segmirror_reliability::bins::Bins;
+use segmirror_reliability::crash::{CrashOptions, run};
+
+#[test]
+fn kill_9_cycles_lose_and_duplicate_nothing() {
+    let cycles = std::env::var("SEGMIRROR_RELIABILITY_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let bins = Bins::get().expect("service binaries");
+    let o = CrashOptions {
+        cycles,
+        seed: 8,
+        ..CrashOptions::default()
+    };
+    let r = run(&o, &bins).expect("harness");
+    println!("{}", r.render());
+    assert_eq!(r.accounting.lost, 0, "{}", r.render());
+    assert_eq!(r.accounting.duplicated, 0, "{}", r.render());
+    assert!(r.passed(), "{}", r.render());
+    assert_eq!(r.kills.len(), cycles as usize);
+}

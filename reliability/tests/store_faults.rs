@@ -1,0 +1,23 @@
+//! Harness 2 (short): 10% of every request kind fails, plus latency,
+//! dropped manifest writes, lost answers and truncated bodies; the shipper
+//! and applier converge with nothing lost or duplicated.
+
+use std::sync::Arc;
+
+use object_store::memory::InMemory;
+use segmirror_reliability::faults::{FaultOptions, run};
+use segmirror_reliability::pair::PairOptions;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_percent_store_faults_converge_with_nothing_lost() {
+    let o = FaultOptions {
+        rounds: 40,
+        ..FaultOptions::default()
+    };
+    let r = run(&o, Arc::new(InMemory::new()), &PairOptions::default())
+        .await
+        .expect("harness");
+    println!("{}", r.render());
+    assert!(r.passed(), "{}", r.render());
+    assert!(r.shipper_faults.injected() + r.applier_faults.injected() > 0);
+}
