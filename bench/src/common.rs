@@ -175,3 +175,44 @@ pub(crate) fn du(dir: &Path) -> u64 {
     }
     total
 }
+
+/// `scan-eof`: what an idle shipper cycle pays per partition to learn that
+/// its active segment has nothing new: `kafkalog::segment::scan` from the
+/// end of a small segment, against the `open` + `fstat` alone.
+pub(crate) fn scan_eof(o: &Opts) -> anyhow::Result<()> {
+    use std::time::Instant;
+    let n: u32 = o.num("iterations", 10_000)?;
+    let dir = std::env::temp_dir().join(format!("segmirror-scan-eof-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("00000000000000000000.log");
+    let batch = BatchGen::new(1, 10, 100).next_batch(None)?;
+    std::fs::write(&path, &batch)?;
+    let size = batch.len() as u64;
+    let time = |f: &mut dyn FnMut() -> anyhow::Result<()>| -> anyhow::Result<f64> {
+        let t = Instant::now();
+        for _ in 0..n {
+            f()?;
+        }
+        Ok(t.elapsed().as_secs_f64() * 1e6 / f64::from(n))
+    };
+    for round in 0..3 {
+        let scan =
+            time(&mut || {
+                kafkalog::segment::scan(&path, size, true, |_, _| {
+                    std::ops::ControlFlow::Continue(())
+                })?;
+                Ok(())
+            })?;
+        let open = time(&mut || {
+            let f = std::fs::File::open(&path)?;
+            let _ = f.metadata()?.len();
+            Ok(())
+        })?;
+        println!(
+            "round {round}: segment::scan at the end of a {size}-byte segment: {scan:.1} us per call; open + fstat alone: {open:.1} us ({n} calls each; load {})",
+            loadavg()
+        );
+    }
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}

@@ -39,6 +39,7 @@ struct PartSpec {
 }
 
 /// The `mixed` layout.
+#[rustfmt::skip]
 const MIXED: &[PartSpec] = &[
     PartSpec {
         topic: "orders",

@@ -105,6 +105,10 @@ impl DestTail {
     }
 }
 
+/// Per partition: (last offset, when its append returned) of the batches
+/// not yet seen in the destination, oldest first.
+type Pending = Vec<VecDeque<(i64, Instant)>>;
+
 struct Services {
     shipper: Child,
     applier: Child,
@@ -353,7 +357,7 @@ fn measure(
         warm.elapsed().as_secs_f64()
     );
 
-    let pending: Arc<Mutex<Vec<VecDeque<(i64, Instant)>>>> =
+    let pending: Arc<Mutex<Pending>> =
         Arc::new(Mutex::new(vec![VecDeque::new(); partitions as usize]));
     let done = Arc::new(AtomicBool::new(false));
     let watcher = {

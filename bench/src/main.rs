@@ -8,6 +8,8 @@
 //! - `idle`: 10,000 small partitions on one shipper and one applier
 //!   (libraries, in this process, behind a `CountingStore`): start-up time,
 //!   idle CPU and requests per idle minute.
+//! - `scan-eof`: the cost of `kafkalog::segment::scan` when there is
+//!   nothing to read (what an idle shipper cycle pays per partition).
 //!
 //! The shell scripts in `bench/` drive these and the baselines (`cp`,
 //! `rclone`). Nothing here writes into the repository.
@@ -22,8 +24,9 @@ use std::process::ExitCode;
 fn usage() -> ExitCode {
     eprintln!(
         "usage: segmirror-bench gen --out DIR --layout mixed|big|small [--total-mib N] [--partitions N]\n\
-         \x20      segmirror-bench lag [--bin DIR] [--rate BATCHES_PER_S] [--partitions N] [--secs S] [--poll-ms MS] [--tail-interval DUR] [--applier-poll-ms MS] [--work DIR]\n\
-         \x20      segmirror-bench idle [--partitions N] [--secs S] [--work DIR] [--data DIR]"
+         \x20      segmirror-bench lag [--bin DIR] [--rate BATCHES_PER_S] [--partitions N] [--secs S] [--poll-ms MS] [--tail-interval DUR] [--applier-poll-ms MS] [--records N] [--value-size BYTES] [--segment-mib N] [--work DIR] [--keep 1]\n\
+         \x20      segmirror-bench idle [--partitions N] [--secs S] [--applier-metrics on] [--work DIR] [--data DIR] [--keep 1]\n\
+         \x20      segmirror-bench scan-eof [--iterations N]"
     );
     ExitCode::from(2)
 }
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
         "gen" => generate::main(&opts),
         "lag" => lag::main(&opts),
         "idle" => idle::main(&opts),
+        "scan-eof" => common::scan_eof(&opts),
         _ => return usage(),
     };
     match r {

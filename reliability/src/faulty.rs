@@ -157,6 +157,10 @@ pub struct FaultPlan {
     /// The key classes whose PUTs may lose their answer (default: manifest
     /// and head).
     pub lost_ack_on: Vec<KeyClass>,
+    /// Answer a lost acknowledgement as the store client's own retry sees
+    /// it on a create-if-absent PUT (`AlreadyExists`: the first attempt
+    /// landed) instead of a transient error.
+    pub lost_ack_as_already_exists: bool,
     /// Share of GETs answered with a truncated body.
     pub truncate: f64,
     /// Inject only into requests for these key classes (empty: all).
@@ -173,6 +177,7 @@ impl FaultPlan {
             drop_manifest: 0.0,
             lost_ack: 0.0,
             lost_ack_on: vec![KeyClass::Manifest, KeyClass::Head],
+            lost_ack_as_already_exists: false,
             truncate: 0.0,
             only: Vec::new(),
         }
@@ -424,9 +429,7 @@ impl FaultyStore {
             if kind == Kind::Put && class == KeyClass::Manifest && rng.chance(p.drop_manifest) {
                 st.stats.dropped_manifests += 1;
                 Action::DropManifest
-            } else if kind == Kind::Put
-                && matches!(class, KeyClass::Manifest | KeyClass::Head)
-                && rng.chance(p.lost_ack)
+            } else if kind == Kind::Put && p.lost_ack_on.contains(&class) && rng.chance(p.lost_ack)
             {
                 st.stats.lost_acks += 1;
                 Action::LostAck
@@ -558,11 +561,20 @@ impl ObjectStore for FaultyStore {
             Action::DropManifest => Err(injected("dropped manifest write", Kind::Put, &key)),
             Action::LostAck => {
                 self.inner.put_opts(location, payload, opts).await?;
-                Err(injected(
-                    "connection reset after the write",
-                    Kind::Put,
-                    &key,
-                ))
+                if self.plan.lost_ack_as_already_exists {
+                    Err(object_store::Error::AlreadyExists {
+                        path: key,
+                        source:
+                            "injected: the store client's retry of a PUT whose first attempt landed"
+                                .into(),
+                    })
+                } else {
+                    Err(injected(
+                        "connection reset after the write",
+                        Kind::Put,
+                        &key,
+                    ))
+                }
             }
             Action::Pass | Action::Truncate(_) => {
                 let r = self.inner.put_opts(location, payload, opts).await;

@@ -36,6 +36,9 @@ pub struct NetOptions {
     pub rounds: u64,
     /// Partitions.
     pub partitions: usize,
+    /// The run fails (instead of hanging in the store client's retries)
+    /// when it takes longer than this, e.g. because the server went away.
+    pub deadline: Duration,
 }
 
 impl Default for NetOptions {
@@ -45,6 +48,7 @@ impl Default for NetOptions {
             share: 0.10,
             rounds: 20,
             partitions: 3,
+            deadline: Duration::from_secs(600),
         }
     }
 }
@@ -110,6 +114,20 @@ impl NetReport {
                 Err(e) => format!("FAILED: {e}"),
             }
         ));
+        let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
+        for m in &t.messages {
+            *kinds.entry(crate::faults::short_reason(m)).or_default() += 1;
+        }
+        for (k, n) in kinds.iter().take(8) {
+            out.push_str(&format!(
+                "    error seen by a service ({n} distinct): {k}\n"
+            ));
+        }
+        if std::env::var_os("SEGMIRROR_RELIABILITY_VERBOSE").is_some() {
+            for m in &t.messages {
+                out.push_str(&format!("    message: {m}\n"));
+            }
+        }
         for d in &r.diagnosis {
             out.push_str(&format!("  not converged: {d}\n"));
         }
@@ -187,7 +205,18 @@ pub async fn run(o: &NetOptions) -> anyhow::Result<NetReport> {
         part_size: 5 * 1024 * 1024,
         max_object_size: 64 * 1024,
     };
-    let run = run_with(&fo, direct, shipper_store, applier_store, &pair_options).await?;
+    let run = tokio::time::timeout(
+        o.deadline,
+        run_with(&fo, direct, shipper_store, applier_store, &pair_options),
+    )
+    .await
+    .map_err(|_| {
+        anyhow::anyhow!(
+            "no result within {:?} ({}); is the S3 server at {endpoint} still up?",
+            o.deadline,
+            proxy.counts()
+        )
+    })??;
     Ok(NetReport {
         proxy: proxy.counts(),
         run,

@@ -69,6 +69,8 @@ mod tests {
         let (mut a, mut b) = (Rng::new(7), Rng::new(7));
         for _ in 0..1000 {
             assert_eq!(a.next_u64(), b.next_u64());
+        }
+        for _ in 0..1000 {
             assert!(a.below(10) < 10);
             let u = a.unit();
             assert!((0.0..1.0).contains(&u));

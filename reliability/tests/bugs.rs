@@ -1,5 +1,9 @@
 //! Bugs the reliability harnesses found, each pinned by a test that fails
-//! until it is fixed (see RELIABILITY.md, "Findings").
+//! until it is fixed (see RELIABILITY.md, "Findings"). They are
+//! `#[ignore]`d so that `cargo test --workspace` stays green for the other
+//! crates; run them with
+//! `cargo test -p segmirror-reliability --test bugs -- --ignored`, and
+//! remove a test's `ignore` with its fix. Finding 1 is fixed: its test runs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -178,6 +182,7 @@ async fn drain(a: &mut Applier) {
 /// and offset"; the key's offsets are the object's range, not the bad
 /// batch.
 #[tokio::test]
+#[ignore = "finding 2 (applier): fails until the error names the corrupt batch's offset"]
 async fn a_corrupt_object_is_reported_with_the_offset_of_its_bad_batch() {
     let s = shipped(1, 4).await;
     let range = &s.manifest.ranges[0];
@@ -214,6 +219,7 @@ async fn a_corrupt_object_is_reported_with_the_offset_of_its_bad_batch() {
 /// which the applier adopts into its leader-epoch checkpoint; the
 /// destination's lineage then differs from the source's).
 #[tokio::test]
+#[ignore = "finding 3 (manifest): fails until manifests carry a checksum"]
 async fn a_bit_flip_in_a_manifest_is_a_format_error() {
     let s = shipped(3, 4).await;
     let original = s.store.get(&s.manifest_key()).await.expect("manifest");
@@ -258,6 +264,7 @@ async fn a_bit_flip_in_a_manifest_is_a_format_error() {
 /// partition stays stuck: `start` is refused in PREPARING, and its pinned
 /// topic id never matches again.
 #[tokio::test]
+#[ignore = "finding 3 (manifest/applier): fails until heads carry a checksum"]
 async fn a_bit_flip_in_a_head_does_not_poison_the_destination() {
     let s = shipped(1, 4).await;
     let seq = s
@@ -303,6 +310,7 @@ async fn a_bit_flip_in_a_head_does_not_poison_the_destination() {
 /// so each run schedules it and returns without a transition, and the run
 /// ends. Only `applier run` recovers.
 #[tokio::test]
+#[ignore = "finding 6 (applier): fails until `applier once` retries due failures"]
 async fn applier_once_retries_a_retryable_failure() {
     let s = shipped(2, 4).await;
     let mut plan = FaultPlan::uniform(5, 1.0);
@@ -339,6 +347,7 @@ async fn applier_once_retries_a_retryable_failure() {
 /// repaired is not read again by a running applier, so `start` fails the
 /// partition again with the same error until the daemon is restarted.
 #[tokio::test]
+#[ignore = "finding 7 (applier): fails until `start` drops the cached manifest"]
 async fn start_rereads_a_repaired_manifest() {
     let s = shipped(2, 4).await;
     let original = s.store.get(&s.manifest_key()).await.expect("manifest");
@@ -368,6 +377,7 @@ async fn start_rereads_a_repaired_manifest() {
 /// ("epoch lineages differ") instead of "identical up to 0": the lineage
 /// clip keeps entries below `max(end, 1)`.
 #[test]
+#[ignore = "finding 8 (kafkalog): fails until compare treats an empty mirror as a prefix"]
 fn compare_calls_an_empty_mirror_a_prefix() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut writer =
@@ -391,6 +401,7 @@ fn compare_calls_an_empty_mirror_a_prefix() {
 /// as `^(?:PATTERN)$`, which a pattern can close early: `x)|(.*` is
 /// accepted (it does not compile on its own) and matches every topic.
 #[test]
+#[ignore = "finding 9 (applier/shipper config): fails until patterns are validated on their own"]
 fn a_topics_pattern_cannot_escape_its_anchors() {
     let c = applier::config::ApplierConfig::from_toml(
         "log_dir = \"/x\"\nbucket = \"memory://\"\nsource_cluster_id = \"s\"\ntopics = \"orders)|(.*\"\n",
@@ -428,6 +439,7 @@ use segmirror_reliability::localfaults::{self, is_root};
 /// partition stops mirroring. ARCHITECTURE.md: "Failures are per
 /// partition".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "finding 4 (applier): fails until Applier::open isolates a partition that cannot be opened"]
 async fn one_unwritable_partition_does_not_stop_the_others() {
     let bins = Bins::get().expect("binaries");
     let work = localfaults::work_dir().expect("work dir");
@@ -450,6 +462,7 @@ async fn one_unwritable_partition_does_not_stop_the_others() {
 /// leader-epoch-checkpoint assigns to this offset") until a restart
 /// repairs it. Needs root (a tmpfs); skipped otherwise.
 #[tokio::test]
+#[ignore = "finding 5 (kafkalog): fails until the epoch checkpoint is written before the batches"]
 async fn a_full_disk_never_leaves_batches_of_an_unrecorded_epoch() {
     if !is_root() {
         eprintln!("skipped: needs root to mount a tmpfs");
@@ -542,6 +555,7 @@ async fn a_full_disk_never_leaves_batches_of_an_unrecorded_epoch() {
 /// only in the log. And `applier once` exits 0 with failed partitions
 /// (`shipper once` exits 1). Needs root (a tmpfs); skipped otherwise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "finding 10 (applier): fails until status shows a failure the record could not persist"]
 async fn a_full_disk_shows_in_applier_status() {
     if !is_root() {
         eprintln!("skipped: needs root to mount a tmpfs");
@@ -578,6 +592,7 @@ async fn a_full_disk_shows_in_applier_status() {
 /// the shipped end and reports MIRRORING, caught up, over a segment that
 /// ends in a torn batch. Needs root (a tmpfs); skipped otherwise.
 #[tokio::test]
+#[ignore = "finding 11 (kafkalog/applier): fails until a failed segment write leaves the log as it was"]
 async fn a_daemon_recovers_cleanly_from_a_full_disk() {
     if !is_root() {
         eprintln!("skipped: needs root to mount a tmpfs");
@@ -659,5 +674,45 @@ async fn a_daemon_recovers_cleanly_from_a_full_disk() {
     assert!(
         state == Some(PartitionState::Mirroring) && cmp == "identical" && verify.is_ok(),
         "after the disk has room again the running applier must catch up cleanly: state {state:?} ({failure:?}), in-memory log end {in_memory_end:?}, compare {cmp}, verify {verify:?}"
+    );
+}
+
+/// Finding 12: a data object's PUT whose first attempt landed but whose
+/// answer was lost is retried by the store client (object_store) with the
+/// same `If-None-Match: *` and answered 412, `AlreadyExists`. The key holds
+/// an upload id only this shipper uses, so the object is ours and whole,
+/// but the shipper reports "another writer won", fails the range, and
+/// uploads it again under a new key next cycle (the first copy becomes an
+/// orphan for the sweep). Seen 10 times in 4,761 requests through the
+/// network fault proxy at 10% faults.
+#[tokio::test]
+#[ignore = "finding 12 (shipper): fails until AlreadyExists on its own data key counts as uploaded"]
+async fn a_data_put_answered_already_exists_by_a_retry_is_not_uploaded_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bucket: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let mut writer =
+        SourceWriter::open(&dir.path().join("source"), SourceSpec::small(1)).expect("source");
+    writer.round(4).expect("produce");
+    let mut plan = FaultPlan::none(1);
+    plan.lost_ack = 1.0;
+    plan.lost_ack_on = vec![KeyClass::Data];
+    plan.lost_ack_as_already_exists = true;
+    let faulty = FaultyStore::new(Arc::clone(&bucket), plan);
+    let opts = shipper_options(&dir.path().join("source"), &PairOptions::default());
+    let mut shipper = Shipper::new(opts, faulty.as_dyn()).expect("shipper");
+    let r = shipper.run_cycle().await;
+    faulty.set_enabled(false);
+    let r2 = shipper.ship_available().await;
+    let puts = faulty
+        .stats()
+        .requests
+        .get(&segmirror_reliability::faulty::Kind::Put)
+        .copied()
+        .unwrap_or(0);
+    assert!(
+        r.errors.is_empty() && r.objects == 1,
+        "the object is ours and whole: the first cycle should commit it (errors {:?}); a second upload followed: {} more objects, {puts} PUTs in all",
+        r.errors,
+        r2.objects
     );
 }

@@ -178,6 +178,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
                 share,
                 rounds,
                 partitions,
+                ..NetOptions::default()
             };
             let r = netfaults::run(&o).await.context("network faults harness")?;
             print!("{}", r.render());
@@ -241,6 +242,8 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         } => {
             let seed = seed.unwrap_or_else(|| Rng::seed_from_clock() % 1_000_000);
             let mut all = true;
+            let (mut passed, mut requests, mut injected, mut retries) = (0u64, 0u64, 0u64, 0u64);
+            let (mut compared, mut lost, mut duplicated, mut restarts) = (0u64, 0u64, 0u64, 0u64);
             for i in 0..runs {
                 let o = FaultOptions {
                     seed: seed + i,
@@ -260,6 +263,19 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
                     .context("store faults harness")?;
                 print!("{}", r.render());
                 all &= r.passed();
+                passed += u64::from(r.passed());
+                requests += r.shipper_faults.total_requests() + r.applier_faults.total_requests();
+                injected += r.shipper_faults.injected() + r.applier_faults.injected();
+                retries += r.shipper_faults.retries + r.applier_faults.retries;
+                compared += r.outcome.accounting.source_batches;
+                lost += r.outcome.accounting.lost;
+                duplicated += r.outcome.accounting.duplicated;
+                restarts += r.trouble.operator_restarts.len() as u64;
+            }
+            if runs > 1 {
+                println!(
+                    "sweep: {passed}/{runs} runs converged clean; {requests} requests, {injected} faults injected, {retries} retried requests, {restarts} operator restarts; {compared} batches compared: lost {lost}, duplicated {duplicated}"
+                );
             }
             Ok(all)
         }
