@@ -251,15 +251,17 @@ impl Service {
     }
 
     fn check_alive(&mut self) -> anyhow::Result<()> {
-        if let Some(c) = &mut self.child {
-            if let Some(status) = c.try_wait().context("try_wait")? {
-                self.child = None;
-                bail!(
-                    "{} exited by itself ({status}); last log lines:\n{}",
-                    self.name,
-                    tail(&self.log, 20)
-                );
-            }
+        let exited = match &mut self.child {
+            Some(c) => c.try_wait().context("try_wait")?,
+            None => None,
+        };
+        if let Some(status) = exited {
+            self.child = None;
+            bail!(
+                "{} exited by itself ({status}); last log lines:\n{}",
+                self.name,
+                tail(&self.log, 20)
+            );
         }
         Ok(())
     }

@@ -460,15 +460,16 @@ impl FaultyStore {
         if st.pending.remove(&(kind, retry_key(key))) {
             st.stats.recoveries += 1;
         }
-        if let Err(e) = r {
-            if !matches!(
+        let counted = r.as_ref().err().is_some_and(|e| {
+            !matches!(
                 e,
                 object_store::Error::NotFound { .. }
                     | object_store::Error::AlreadyExists { .. }
                     | object_store::Error::Precondition { .. }
-            ) {
-                *st.stats.store_errors.entry(kind).or_default() += 1;
-            }
+            )
+        });
+        if counted {
+            *st.stats.store_errors.entry(kind).or_default() += 1;
         }
     }
 }
@@ -654,7 +655,7 @@ impl ObjectStore for FaultyStore {
                         let me2 = me.clone();
                         me.inner
                             .delete_stream(futures::stream::once(async move { Ok(p) }).boxed())
-                            .inspect(move |r| me2.outcome(Kind::Delete, &key, &r))
+                            .inspect(move |r| me2.outcome(Kind::Delete, &key, r))
                             .boxed()
                     }
                 }

@@ -46,13 +46,17 @@ pub fn scratch_dir() -> anyhow::Result<tempfile::TempDir> {
             .context("scratch dir in SEGMIRROR_RELIABILITY_TMP");
     }
     let shm = std::path::Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(d) = tempfile::Builder::new()
-            .prefix("segmirror-reliability-")
-            .tempdir_in(shm)
-        {
-            return Ok(d);
-        }
+    let in_shm = shm
+        .is_dir()
+        .then(|| {
+            tempfile::Builder::new()
+                .prefix("segmirror-reliability-")
+                .tempdir_in(shm)
+                .ok()
+        })
+        .flatten();
+    if let Some(d) = in_shm {
+        return Ok(d);
     }
     tempfile::Builder::new()
         .prefix("segmirror-reliability-")

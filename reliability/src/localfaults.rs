@@ -416,11 +416,12 @@ pub async fn disk_full(bins: &Bins, root: &Path) -> anyhow::Result<Scenario> {
         let rows = status(&dest);
         let status_error = first_error(&rows);
         let error = first_error(&rows).or_else(|| {
-            stderr
-                .lines()
-                .rev()
-                .find(|l| l.contains("rror"))
-                .map(|l| format!("exit {exit}: {l}"))
+            let lines: Vec<&str> = stderr.lines().collect();
+            lines
+                .iter()
+                .find(|l| l.contains("partition=") && l.contains("No space left"))
+                .or_else(|| lines.iter().rev().find(|l| l.contains("rror")))
+                .map(|l| format!("{exit}: {}", l.trim()))
         });
         let error = error.or_else(|| {
             (!exit.contains("exit status: 0")).then(|| format!("applier exited: {exit}"))
@@ -578,7 +579,7 @@ pub async fn permission_denied(bins: &Bins, root: &Path, whole: bool) -> anyhow:
             .lines()
             .rev()
             .find(|l| l.contains("rror") || l.contains("denied"))
-            .map(|l| format!("exit {exit}: {}", l.trim()));
+            .map(|l| format!("{exit}: {}", l.trim()));
         let error = first_error(&rows).or(stderr_err);
         let clear = error.as_deref().is_some_and(|e| {
             (e.contains("Permission denied") || e.contains("os error 13"))
@@ -682,7 +683,7 @@ pub async fn partition_dir_read_only(bins: &Bins, root: &Path) -> anyhow::Result
                 .lines()
                 .rev()
                 .find(|l| l.contains("denied"))
-                .map(|l| format!("exit {exit}: {}", l.trim()))
+                .map(|l| format!("{exit}: {}", l.trim()))
         });
         let clear = error
             .as_deref()
