@@ -69,7 +69,10 @@ ensure_venv "$VENV_TF" "$PINS_TF"
 ensure_venv "$VENV_HCL" "$PINS_HCL"
 
 step "2. terraform fmt -check -recursive infra/"
-CHECKPOINT_DISABLE=1 "$VENV_TF/bin/terraform" version | head -n 1
+# Not `terraform version | head -n 1`: under pipefail, head closing the pipe
+# early kills terraform (SIGPIPE, reported by its panicwrap parent as 255).
+tf_version=$(CHECKPOINT_DISABLE=1 "$VENV_TF/bin/terraform" version) || die "terraform version"
+echo "${tf_version%%$'\n'*}"
 CHECKPOINT_DISABLE=1 "$VENV_TF/bin/terraform" fmt -check -recursive -diff infra/ ||
     die "terraform fmt: syntax error or unformatted files (fix with: $VENV_TF/bin/terraform fmt -recursive infra/)"
 echo "ok: every .tf file parses and is formatted"
