@@ -56,6 +56,8 @@ pub struct ApplierOptions {
     pub base_backoff: Duration,
     /// Longest retry delay.
     pub max_backoff: Duration,
+    /// Size of the disk reserve (see [`crate::reserve`]); 0 disables it.
+    pub disk_reserve_bytes: u64,
 }
 
 impl ApplierOptions {
@@ -73,6 +75,7 @@ impl ApplierOptions {
             tiered_topics: Vec::new(),
             base_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(60),
+            disk_reserve_bytes: crate::reserve::DEFAULT_RESERVE_BYTES,
         }
     }
 }
@@ -125,6 +128,10 @@ pub struct Applier {
     metrics: Option<crate::metrics::Exposition>,
     waiting: BTreeMap<TopicPartition, String>,
     last_live: Option<(LiveStatus, Instant)>,
+    /// Mirror partitions whose files could not be opened (permission
+    /// denied, say), with the error; opened again every cycle.
+    unopened: BTreeMap<TopicPartition, String>,
+    reserve: crate::reserve::DiskReserve,
 }
 
 impl Applier {
@@ -151,6 +158,7 @@ impl Applier {
             }
             None => None,
         };
+        let reserve = crate::reserve::DiskReserve::open(logdir.root(), opts.disk_reserve_bytes);
         let mut applier = Applier {
             opts,
             logdir,
@@ -165,38 +173,16 @@ impl Applier {
             metrics: None,
             waiting: BTreeMap::new(),
             last_live: None,
+            unopened: BTreeMap::new(),
+            reserve,
         };
         for tp in applier.logdir.partitions()? {
-            let dir = applier.logdir.root().join(tp.dir_name());
-            let Some(record) = MirrorRecord::read(&dir)? else {
-                continue;
-            };
-            let log = applier.logdir.open_partition(&tp, mirror_log_config())?;
-            let report = log.recovery_report();
-            if !report.is_clean() {
-                tracing::warn!(partition = %tp, ?report, "recovered the local log");
+            // A partition that cannot be opened fails alone: the others
+            // mirror on, and it is opened again every cycle.
+            if let Err(e) = applier.open_mirror(&tp) {
+                tracing::error!(partition = %tp, error = %e, "cannot open the mirror partition; retrying every cycle");
+                applier.unopened.insert(tp, e.to_string());
             }
-            let restart = state::on_restart(&record.state);
-            let mut mirror = Mirror {
-                tp: tp.clone(),
-                log,
-                record,
-            };
-            for action in restart {
-                match action {
-                    Action::SetWriteGuard => mirror
-                        .log
-                        .set_read_only(&guard_reason(&mirror.record.source_cluster_id))?,
-                    Action::ClearWriteGuard => mirror.log.clear_read_only()?,
-                    _ => {}
-                }
-            }
-            if mirror.record.state.state() == PartitionState::Stopped {
-                if let Some(e) = mirror.record.stop_epoch {
-                    mirror.log.bump_epoch(e)?;
-                }
-            }
-            applier.mirrors.insert(tp, mirror);
         }
         // An interrupted failover completes now, bucket or not.
         let stopping: Vec<_> = applier
@@ -209,6 +195,63 @@ impl Applier {
             applier.complete_failover(&tp);
         }
         Ok(applier)
+    }
+
+    /// Opens one partition of the log dir if it is a mirror, restoring its
+    /// write guard and completing what a crash interrupted (its STOPPED
+    /// epoch bump). A non-mirror partition is left alone.
+    fn open_mirror(&mut self, tp: &TopicPartition) -> anyhow::Result<()> {
+        let dir = self.logdir.root().join(tp.dir_name());
+        let Some(record) = MirrorRecord::read(&dir)? else {
+            return Ok(());
+        };
+        let log = self.logdir.open_partition(tp, mirror_log_config())?;
+        let report = log.recovery_report();
+        if !report.is_clean() {
+            tracing::warn!(partition = %tp, ?report, "recovered the local log");
+        }
+        let restart = state::on_restart(&record.state);
+        let mut mirror = Mirror {
+            tp: tp.clone(),
+            log,
+            record,
+            unsaved: None,
+        };
+        for action in restart {
+            match action {
+                Action::SetWriteGuard => mirror
+                    .log
+                    .set_read_only(&guard_reason(&mirror.record.source_cluster_id))?,
+                Action::ClearWriteGuard => mirror.log.clear_read_only()?,
+                _ => {}
+            }
+        }
+        if mirror.record.state.state() == PartitionState::Stopped {
+            if let Some(e) = mirror.record.stop_epoch {
+                mirror.log.bump_epoch(e)?;
+            }
+        }
+        self.mirrors.insert(tp.clone(), mirror);
+        Ok(())
+    }
+
+    /// Opens again the partitions that could not be opened before.
+    fn reopen_unopened(&mut self) {
+        let tps: Vec<TopicPartition> = self.unopened.keys().cloned().collect();
+        for tp in tps {
+            match self.open_mirror(&tp) {
+                Ok(()) => {
+                    tracing::info!(partition = %tp, "opened the mirror partition");
+                    self.unopened.remove(&tp);
+                    if self.state_of(&tp) == Some(PartitionState::Stopping) {
+                        self.complete_failover(&tp);
+                    }
+                }
+                Err(e) => {
+                    self.unopened.insert(tp, e.to_string());
+                }
+            }
+        }
     }
 
     /// The options.
@@ -254,7 +297,12 @@ impl Applier {
                 Action::ClearWriteGuard => m.log.clear_read_only().map_err(|e| e.to_string()),
                 Action::PersistState => {
                     m.record.state = next.clone();
-                    m.save().map_err(|e| e.to_string())
+                    match m.save() {
+                        Err(e) if crate::reserve::is_disk_full(&e) && self.reserve.release() => {
+                            m.save().map_err(|e| e.to_string())
+                        }
+                        other => other.map_err(|e| e.to_string()),
+                    }
                 }
                 Action::ScheduleRetry { retry_count } => {
                     let delay = backoff(self.opts.base_backoff, self.opts.max_backoff, retry_count);
@@ -344,12 +392,12 @@ impl Applier {
 
     /// Starts mirroring partitions of the feed that match the include
     /// pattern and have no mirror state yet.
-    fn discover(&mut self) {
+    async fn discover(&mut self) {
         let Some(head) = &self.head else { return };
         let Some(include) = &self.opts.topics else {
             return;
         };
-        let candidates: Vec<(TopicPartition, TopicId)> = head
+        let candidates: Vec<(TopicPartition, TopicId, u64)> = head
             .partitions
             .values()
             .filter(|e| {
@@ -364,14 +412,55 @@ impl Applier {
             .filter_map(|e| {
                 TopicPartition::new(&e.topic, e.partition)
                     .ok()
-                    .map(|tp| (tp, e.topic_id))
+                    .map(|tp| (tp, e.topic_id, e.manifest_version))
             })
-            .filter(|(tp, _)| !self.mirrors.contains_key(tp) && !self.refused.contains_key(tp))
+            .filter(|(tp, _, _)| {
+                !self.mirrors.contains_key(tp)
+                    && !self.refused.contains_key(tp)
+                    && !self.unopened.contains_key(tp)
+            })
             .collect();
-        for (tp, topic_id) in candidates {
+        for (tp, topic_id, version) in candidates {
+            if !self.confirm_identity(&tp, topic_id, version).await {
+                continue;
+            }
             if let Err(reason) = self.adopt(&tp, topic_id) {
                 tracing::error!(partition = %tp, %reason, "not mirrored");
                 self.refused.insert(tp, reason);
+            }
+        }
+    }
+
+    /// Before a partition is created from a feed entry: reads the manifest
+    /// the entry names, which must describe that partition with that topic
+    /// id (the manifest's key and its content both carry it), so that a
+    /// feed entry alone never pins a destination partition's topic id. The
+    /// manifest is kept for the partition's preparation (no extra request).
+    /// False (and the partition is left for a later cycle) when it cannot
+    /// be read.
+    async fn confirm_identity(
+        &mut self,
+        tp: &TopicPartition,
+        topic_id: TopicId,
+        version: u64,
+    ) -> bool {
+        let Some(store) = &self.store else {
+            return true;
+        };
+        let key = PartitionKey {
+            tp: tp.clone(),
+            topic_id,
+        };
+        match store.get_manifest(&key, version).await {
+            Ok(m) => {
+                self.waiting.remove(tp);
+                self.manifests.insert(tp.clone(), m);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(partition = %tp, %topic_id, version, error = %e, "the change feed names a manifest that cannot be read; not starting the partition yet");
+                self.waiting.insert(tp.clone(), e.to_string());
+                false
             }
         }
     }
@@ -406,6 +495,7 @@ impl Applier {
             tp: tp.clone(),
             log,
             record,
+            unsaved: None,
         };
         for action in actions {
             match action {
@@ -506,6 +596,21 @@ impl Applier {
                 if caught_up {
                     return false;
                 }
+                if !self.reserve.restore() && !self.reserve.allows_appends() {
+                    let e = MirrorError::DiskReserve {
+                        tp: tp.clone(),
+                        path: self.reserve.path().to_path_buf(),
+                        bytes: self.reserve.size(),
+                        reason: self
+                            .reserve
+                            .last_error()
+                            .map_or_else(String::new, ToString::to_string),
+                    };
+                    return self.fail(tp, e);
+                }
+                let Some(m) = self.mirrors.get_mut(tp) else {
+                    return false;
+                };
                 match m.apply(&store, &manifest, &ctx).await {
                     Ok(r) => {
                         self.waiting.remove(tp);
@@ -523,21 +628,33 @@ impl Applier {
             PartitionState::Failed => {
                 let due = self.retry_at.get(tp).is_some_and(|t| Instant::now() >= *t);
                 let retryable = m.record.state.failure().is_some_and(|f| f.retryable);
-                if retryable && (due || !self.retry_at.contains_key(tp)) {
-                    if !self.retry_at.contains_key(tp) {
-                        // After a restart the backoff is not in memory: schedule it.
-                        let delay = backoff(
-                            self.opts.base_backoff,
-                            self.opts.max_backoff,
-                            m.record.state.retries(),
-                        );
-                        self.retry_at.insert(tp.clone(), Instant::now() + delay);
+                if !retryable {
+                    return false;
+                }
+                if !self.retry_at.contains_key(tp) {
+                    // After a restart the backoff is not in memory: it runs
+                    // from when the failure was recorded, so that a process
+                    // that restarts (`applier once` from cron) retries once
+                    // it is due instead of rescheduling it for ever.
+                    let delay = backoff(
+                        self.opts.base_backoff,
+                        self.opts.max_backoff,
+                        m.record.state.retries(),
+                    );
+                    let elapsed_ms = (crate::mirror::now_ms() - m.record.updated_at_ms).max(0);
+                    let remaining =
+                        delay.saturating_sub(Duration::from_millis(elapsed_ms.unsigned_abs()));
+                    if !remaining.is_zero() {
+                        self.retry_at.insert(tp.clone(), Instant::now() + remaining);
                         return false;
                     }
-                    self.retry_at.remove(tp);
-                    return self.transition(tp, Event::RetryDue).is_ok();
+                } else if !due {
+                    return false;
                 }
-                false
+                self.retry_at.remove(tp);
+                // What failed may have been a manifest since repaired.
+                self.manifests.remove(tp);
+                self.transition(tp, Event::RetryDue).is_ok()
             }
             PartitionState::Paused | PartitionState::Stopped => false,
         }
@@ -573,7 +690,8 @@ impl Applier {
                 tracing::warn!(error = %e, "could not read the change feed; retrying next cycle")
             }
         }
-        self.discover();
+        self.reopen_unopened();
+        self.discover().await;
         let tps: Vec<TopicPartition> = self.mirrors.keys().cloned().collect();
         for tp in tps {
             for _ in 0..8 {
@@ -601,10 +719,12 @@ impl Applier {
     }
 
     /// Every mirror partition's status, from memory (no file is read).
+    /// Partitions that could not be opened are FAILED here.
     pub fn status_rows(&self) -> Vec<crate::status::PartitionStatus> {
         let live = self.live_status();
         let now = crate::mirror::now_ms();
-        self.mirrors
+        let mut rows: Vec<crate::status::PartitionStatus> = self
+            .mirrors
             .values()
             .map(|m| {
                 let l = live.partitions.get(&m.tp.to_string());
@@ -617,6 +737,41 @@ impl Applier {
                     now,
                 )
             })
+            .collect();
+        for (tp, error) in &self.unopened {
+            rows.push(crate::status::unopened_row(
+                tp,
+                &format!("cannot open the partition: {error}"),
+            ));
+        }
+        rows.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        rows
+    }
+
+    /// Makes every retryable failure due now (for `applier once`, whose
+    /// schedule is its backoff).
+    pub fn retry_failures_now(&mut self) {
+        let now = Instant::now();
+        for m in self.mirrors.values() {
+            if m.record.state.failure().is_some_and(|f| f.retryable) {
+                self.retry_at.insert(m.tp.clone(), now);
+            }
+        }
+    }
+
+    /// How many mirror partitions could not be opened.
+    pub fn unopened_count(&self) -> usize {
+        self.unopened.len()
+    }
+
+    /// Partitions that are FAILED now (in memory, whether recorded or not),
+    /// including those that could not be opened.
+    pub fn failed(&self) -> Vec<TopicPartition> {
+        self.mirrors
+            .values()
+            .filter(|m| m.record.state.state() == PartitionState::Failed)
+            .map(|m| m.tp.clone())
+            .chain(self.unopened.keys().cloned())
             .collect()
     }
 
@@ -642,7 +797,13 @@ impl Applier {
         if fresh_enough {
             return;
         }
-        if let Err(e) = crate::status::write_live(&self.opts.log_dir, &live) {
+        let mut written = crate::status::write_live(&self.opts.log_dir, &live);
+        if let Err(e) = &written {
+            if crate::reserve::is_disk_full(e) && self.reserve.release() {
+                written = crate::status::write_live(&self.opts.log_dir, &live);
+            }
+        }
+        if let Err(e) = written {
             tracing::warn!(error = %e, "could not write the live status");
         }
         self.last_live = Some((unstamped, Instant::now()));
@@ -685,12 +846,47 @@ impl Applier {
                             .and_then(|tp| self.mirrors.get(tp))
                             .map(|m| m.log.log_end_offset()),
                         waiting: tp.as_ref().and_then(|tp| self.waiting.get(tp).cloned()),
-                        refused: tp.and_then(|tp| self.refused.get(&tp).cloned()),
+                        refused: tp.as_ref().and_then(|tp| self.refused.get(tp).cloned()),
+                        unrecorded: tp.as_ref().and_then(|tp| self.unrecorded(tp)),
                     },
                 );
             }
         }
+        // Partitions the daemon cannot record, whether the feed names them
+        // or not.
+        for tp in self.unopened.keys().chain(self.mirrors.keys()) {
+            if let Some(u) = self.unrecorded(tp) {
+                live.partitions
+                    .entry(tp.to_string())
+                    .or_default()
+                    .unrecorded = Some(u);
+            }
+        }
         live
+    }
+
+    /// The state of `tp` that its mirror record does not hold, if any.
+    fn unrecorded(&self, tp: &TopicPartition) -> Option<crate::status::UnrecordedState> {
+        if let Some(error) = self.unopened.get(tp) {
+            return Some(crate::status::UnrecordedState {
+                state: PartitionState::Failed.as_str().to_string(),
+                previous_state: None,
+                last_error: Some(format!("cannot open the partition: {error}")),
+                retryable: Some(true),
+                retry_count: 0,
+                why: "opened again every cycle".into(),
+            });
+        }
+        let m = self.mirrors.get(tp)?;
+        let why = m.unsaved.clone()?;
+        Some(crate::status::UnrecordedState {
+            state: m.record.state.state().as_str().to_string(),
+            previous_state: m.record.state.previous().map(|s| s.as_str().to_string()),
+            last_error: m.record.state.failure().map(|f| f.message.clone()),
+            retryable: m.record.state.failure().map(|f| f.retryable),
+            retry_count: m.record.state.retries(),
+            why,
+        })
     }
 
     /// Runs an operator command on `targets` (all mirror partitions when
@@ -718,6 +914,22 @@ impl Applier {
                     .filter(|tp| &tp.topic == t)
                     .cloned()
                     .collect();
+                let unopened: Vec<String> = self
+                    .unopened
+                    .iter()
+                    .filter(|(tp, _)| &tp.topic == t)
+                    .map(|(tp, e)| format!("{tp}: {e}"))
+                    .collect();
+                if !unopened.is_empty() {
+                    return vec![CommandOutcome {
+                        partition: t.clone(),
+                        state: Some(PartitionState::Failed.as_str().to_string()),
+                        error: Some(format!(
+                            "cannot open the mirror partition(s) of {t:?}: {}",
+                            unopened.join("; ")
+                        )),
+                    }];
+                }
                 if found.is_empty() && command == Command::Start {
                     if let Some(h) = &self.head {
                         found.extend(
@@ -761,14 +973,24 @@ impl Applier {
                 .head
                 .as_ref()
                 .and_then(|h| h.partitions.get(&name))
-                .map(|e| e.topic_id);
-            let Some(topic_id) = topic_id else {
+                .map(|e| (e.topic_id, e.manifest_version));
+            let Some((topic_id, version)) = topic_id else {
                 return CommandOutcome {
                     partition: name,
                     state: None,
                     error: Some("not in the source's bucket".into()),
                 };
             };
+            if !self.confirm_identity(tp, topic_id, version).await {
+                return CommandOutcome {
+                    partition: name.clone(),
+                    state: None,
+                    error: Some(format!(
+                        "the source's manifest of {name} cannot be read: {}",
+                        self.waiting.get(tp).map_or("", String::as_str)
+                    )),
+                };
+            }
             return match self.adopt(tp, topic_id) {
                 Ok(()) => {
                     self.refused.remove(tp);
@@ -786,6 +1008,9 @@ impl Applier {
             };
         }
         if command == Command::Start {
+            // Read the manifest again: `start` is how an operator says that
+            // what failed (a corrupt manifest, say) was repaired.
+            self.manifests.remove(tp);
             // A new start pins the configured source (failback mirrors the
             // other direction).
             if let Some(m) = self.mirrors.get_mut(tp) {

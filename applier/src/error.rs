@@ -103,6 +103,21 @@ pub enum MirrorError {
         /// The partition.
         tp: TopicPartition,
     },
+    /// The destination disk has no room for the applier's disk reserve:
+    /// nothing is appended until it has (see `applier::reserve`).
+    #[error(
+        "{tp}: no space left on device for the disk reserve {path} ({bytes} bytes): {reason}; mirroring resumes once space is freed"
+    )]
+    DiskReserve {
+        /// The partition.
+        tp: TopicPartition,
+        /// The reserve file.
+        path: std::path::PathBuf,
+        /// Its size.
+        bytes: u64,
+        /// The error writing it.
+        reason: String,
+    },
     /// The mirror record could not be read or written.
     #[error("{tp}: mirror record: {source}")]
     Record {
@@ -138,7 +153,7 @@ impl MirrorError {
                 source,
                 kafkalog::Error::Io { .. } | kafkalog::Error::Locked { .. }
             ),
-            MirrorError::Record { .. } => true,
+            MirrorError::Record { .. } | MirrorError::DiskReserve { .. } => true,
             MirrorError::ObjectCorrupt { .. }
             | MirrorError::BadBatch { .. }
             | MirrorError::InconsistentTopicId { .. }

@@ -16,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod metrics;
 pub mod mirror;
+pub mod reserve;
 pub mod status;
 
 pub use engine::{Applier, ApplierOptions};

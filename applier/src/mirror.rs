@@ -63,6 +63,10 @@ pub struct Mirror {
     pub log: PartitionLog,
     /// Its durable record.
     pub record: MirrorRecord,
+    /// Why the record in memory could not be written, when the last write
+    /// failed (the file then holds an older state; `applier status` shows
+    /// this one from the live status).
+    pub unsaved: Option<String>,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -96,12 +100,15 @@ impl Mirror {
     /// Writes the record durably.
     pub fn save(&mut self) -> Result<(), MirrorError> {
         self.record.updated_at_ms = now_ms();
-        self.record
+        let result = self
+            .record
             .write(self.log.dir())
             .map_err(|source| MirrorError::Record {
                 tp: self.tp.clone(),
                 source,
-            })
+            });
+        self.unsaved = result.as_ref().err().map(ToString::to_string);
+        result
     }
 
     fn local_lineage(&self) -> EpochLineage {
@@ -354,10 +361,18 @@ impl Mirror {
         let info = self
             .log
             .append_replicated(&bytes[start..])
-            .map_err(|source| MirrorError::BadBatch {
-                tp: self.tp.clone(),
-                key: range.key.clone(),
-                source,
+            .map_err(|source| match source {
+                // The disk, not the data (ENOSPC, EIO, EACCES): kafkalog
+                // leaves the log as it was, so a retry appends again.
+                kafkalog::Error::Io { .. } => MirrorError::Log {
+                    tp: self.tp.clone(),
+                    source,
+                },
+                source => MirrorError::BadBatch {
+                    tp: self.tp.clone(),
+                    key: range.key.clone(),
+                    source,
+                },
             })?;
         if restart_inside_batch {
             self.log
@@ -505,12 +520,29 @@ pub fn verify_object(
             tp: tp.clone(),
             key: r.key.clone(),
             detail: format!(
-                "CRC-32C {crc:#010x} where the manifest says {:#010x}",
-                r.crc32c
+                "CRC-32C {crc:#010x} where the manifest says {:#010x}; {}",
+                r.crc32c,
+                locate_corruption(r, bytes)
             ),
         });
     }
     Ok(())
+}
+
+/// Names the first batch of an object whose CRC-32C mismatched that does
+/// not verify on its own (by the offset it should start at, since its own
+/// header may be the corrupt part), so that an operator knows where to look.
+fn locate_corruption(r: &ShippedRange, bytes: &[u8]) -> String {
+    let mut expected = r.base_offset;
+    for item in kafkalog::batch::BatchIter::verified(bytes, 0) {
+        match item {
+            Ok((h, _)) => expected = h.last_offset().saturating_add(1),
+            Err(e) => {
+                return format!("first bad batch at offset {expected}: {e}");
+            }
+        }
+    }
+    "every batch verifies on its own: the object differs from what was shipped (bytes replaced whole, or the manifest's CRC is wrong)".to_string()
 }
 
 /// A new record for a partition starting to mirror `source_cluster_id`.

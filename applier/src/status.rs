@@ -88,7 +88,36 @@ pub struct LivePartition {
     /// Refused before adoption (identity), with the reason.
     #[serde(default)]
     pub refused: Option<String>,
+    /// The state the daemon holds but could not record (see
+    /// [`UnrecordedState`]).
+    #[serde(default)]
+    pub unrecorded: Option<UnrecordedState>,
 }
+
+/// A partition state that a running applier holds in memory but that is not
+/// in the partition's mirror record: writing the record failed (a full
+/// disk, a read-only partition dir), or the partition's files could not be
+/// opened at all. `applier status` shows it instead of the record's state,
+/// as long as the live status is fresh.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnrecordedState {
+    /// The state (`FAILED`, ...).
+    pub state: String,
+    /// The state before it.
+    pub previous_state: Option<String>,
+    /// The error of that state.
+    pub last_error: Option<String>,
+    /// Whether it is retried automatically.
+    pub retryable: Option<bool>,
+    /// Retries so far.
+    pub retry_count: u32,
+    /// Why the record does not hold it.
+    pub why: String,
+}
+
+/// How long a live status is believed (a daemon rewrites it at least every
+/// 30 s).
+const LIVE_FRESH_MS: i64 = 60_000;
 
 /// Directory of the applier's own files in a log dir.
 pub const STATE_DIR: &str = ".segmirror";
@@ -118,12 +147,31 @@ pub fn read_live(log_dir: &Path) -> LiveStatus {
 pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
     let live = read_live(log_dir);
     let now = crate::mirror::now_ms();
+    let fresh = now - live.written_at_ms < LIVE_FRESH_MS;
     let mut out = Vec::new();
     for tp in kafkalog::reader::list_partitions(log_dir)? {
-        let reader = kafkalog::reader::PartitionReader::open(log_dir, &tp)?;
         let key = tp.to_string();
         let l = live.partitions.get(&key);
-        let Some(record) = manifest::mirror_state::MirrorRecord::read(reader.dir())? else {
+        // One partition that cannot be read is reported as such; the others
+        // are still listed.
+        let read = kafkalog::reader::PartitionReader::open(log_dir, &tp)
+            .map_err(anyhow::Error::from)
+            .and_then(|reader| {
+                let record = manifest::mirror_state::MirrorRecord::read(reader.dir())?;
+                Ok((reader, record))
+            });
+        let (reader, record) = match read {
+            Ok(x) => x,
+            Err(e) => {
+                let mut row = unreadable_row(&tp, &format!("{e:#}"));
+                if let Some(u) = l.and_then(|l| l.unrecorded.as_ref()).filter(|_| fresh) {
+                    overlay(&mut row, u);
+                }
+                out.push(row);
+                continue;
+            }
+        };
+        let Some(record) = record else {
             if let Some(reason) = l.and_then(|l| l.refused.clone()) {
                 out.push(PartitionStatus {
                     topic: tp.topic.clone(),
@@ -150,15 +198,73 @@ pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
         };
         // A running daemon's numbers are fresh (and cheap); otherwise read
         // the log's files.
-        let fresh = now - live.written_at_ms < 60_000;
-        let (start, end) =
-            match l.and_then(|l| l.local_log_start_offset.zip(l.local_log_end_offset)) {
-                Some(bounds) if fresh => bounds,
-                _ => log_bounds(&reader)?,
-            };
-        out.push(row(&tp, &record, l, start, end, now));
+        let bounds = match l.and_then(|l| l.local_log_start_offset.zip(l.local_log_end_offset)) {
+            Some(bounds) if fresh => Ok(bounds),
+            _ => log_bounds(&reader),
+        };
+        let mut r = match bounds {
+            Ok((start, end)) => row(&tp, &record, l, start, end, now),
+            Err(e) => {
+                let mut r = row(&tp, &record, l, 0, 0, now);
+                r.last_error = Some(format!("cannot read the local log: {e:#}"));
+                r
+            }
+        };
+        if let Some(u) = l.and_then(|l| l.unrecorded.as_ref()).filter(|_| fresh) {
+            // Newer than the record: the daemon could not write it.
+            if live.written_at_ms >= record.updated_at_ms {
+                overlay(&mut r, u);
+            }
+        }
+        out.push(r);
     }
     Ok(out)
+}
+
+/// Shows a state the daemon could not record instead of the record's.
+fn overlay(r: &mut PartitionStatus, u: &UnrecordedState) {
+    r.state.clone_from(&u.state);
+    r.previous_state.clone_from(&u.previous_state);
+    r.last_error = Some(match &u.last_error {
+        Some(e) => format!("{e} (not recorded: {})", u.why),
+        None => format!("not recorded: {}", u.why),
+    });
+    r.retryable = u.retryable;
+    r.retry_count = u.retry_count;
+    r.writable = u.state == manifest::state::PartitionState::Stopped.as_str();
+}
+
+/// The row of a mirror partition that a running applier cannot open.
+pub fn unopened_row(tp: &kafkalog::TopicPartition, error: &str) -> PartitionStatus {
+    PartitionStatus {
+        state: manifest::state::PartitionState::Failed.as_str().to_string(),
+        retryable: Some(true),
+        ..unreadable_row(tp, error)
+    }
+}
+
+/// The row of a partition whose files or record cannot be read.
+fn unreadable_row(tp: &kafkalog::TopicPartition, error: &str) -> PartitionStatus {
+    PartitionStatus {
+        topic: tp.topic.clone(),
+        partition: tp.partition,
+        state: "UNKNOWN".into(),
+        previous_state: None,
+        last_error: Some(error.to_string()),
+        retryable: None,
+        retry_count: 0,
+        source_cluster_id: String::new(),
+        local_log_start_offset: 0,
+        local_log_end_offset: 0,
+        source_shipped_end_offset: None,
+        source_high_watermark: None,
+        lag_offsets: None,
+        lag_bytes: None,
+        lag_seconds: None,
+        lme: None,
+        writable: false,
+        waiting_for: None,
+    }
 }
 
 /// One mirror partition's status from its record, the live numbers (when

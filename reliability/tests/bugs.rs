@@ -182,7 +182,6 @@ async fn drain(a: &mut Applier) {
 /// and offset"; the key's offsets are the object's range, not the bad
 /// batch.
 #[tokio::test]
-#[ignore = "finding 2 (applier): fails until the error names the corrupt batch's offset"]
 async fn a_corrupt_object_is_reported_with_the_offset_of_its_bad_batch() {
     let s = shipped(1, 4).await;
     let range = &s.manifest.ranges[0];
@@ -310,7 +309,6 @@ async fn a_bit_flip_in_a_head_does_not_poison_the_destination() {
 /// so each run schedules it and returns without a transition, and the run
 /// ends. Only `applier run` recovers.
 #[tokio::test]
-#[ignore = "finding 6 (applier): fails until `applier once` retries due failures"]
 async fn applier_once_retries_a_retryable_failure() {
     let s = shipped(2, 4).await;
     let mut plan = FaultPlan::uniform(5, 1.0);
@@ -347,7 +345,6 @@ async fn applier_once_retries_a_retryable_failure() {
 /// repaired is not read again by a running applier, so `start` fails the
 /// partition again with the same error until the daemon is restarted.
 #[tokio::test]
-#[ignore = "finding 7 (applier): fails until `start` drops the cached manifest"]
 async fn start_rereads_a_repaired_manifest() {
     let s = shipped(2, 4).await;
     let original = s.store.get(&s.manifest_key()).await.expect("manifest");
@@ -439,7 +436,6 @@ use segmirror_reliability::localfaults::{self, is_root};
 /// partition stops mirroring. ARCHITECTURE.md: "Failures are per
 /// partition".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finding 4 (applier): fails until Applier::open isolates a partition that cannot be opened"]
 async fn one_unwritable_partition_does_not_stop_the_others() {
     let bins = Bins::get().expect("binaries");
     let work = localfaults::work_dir().expect("work dir");
@@ -555,7 +551,6 @@ async fn a_full_disk_never_leaves_batches_of_an_unrecorded_epoch() {
 /// only in the log. And `applier once` exits 0 with failed partitions
 /// (`shipper once` exits 1). Needs root (a tmpfs); skipped otherwise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finding 10 (applier): fails until status shows a failure the record could not persist"]
 async fn a_full_disk_shows_in_applier_status() {
     if !is_root() {
         eprintln!("skipped: needs root to mount a tmpfs");

@@ -94,7 +94,9 @@ impl Common {
 enum Cmd {
     /// Run as a daemon: poll the bucket and apply, pick up operator commands.
     Run(run::RunArgs),
-    /// Apply everything available now, then exit.
+    /// Apply everything available now, then exit (0: done; 1: a partition is FAILED).
+    /// Retryable failures left by an earlier run are retried at once: a
+    /// cron schedule is its own backoff.
     Once(run::RunArgs),
     /// Start (or restart after stop or failure) mirroring topics.
     Start(commands::CommandArgs),

@@ -26,6 +26,7 @@ pub(crate) async fn run(args: RunArgs, once: bool) -> anyhow::Result<u8> {
     }
     if once {
         applier.process_command_requests().await;
+        applier.retry_failures_now();
         let mut total = applier::engine::CycleReport::default();
         // Apply everything available now: cycles until one does nothing.
         for _ in 0..100 {
@@ -36,17 +37,23 @@ pub(crate) async fn run(args: RunArgs, once: bool) -> anyhow::Result<u8> {
                 break;
             }
         }
-        let failed = applier
-            .mirrors()
-            .filter(|m| m.record.state.state() == manifest::state::PartitionState::Failed)
-            .count();
+        let failed = applier.failed();
         eprintln!(
             "applied {} batches, {} bytes; {} partitions, {} failed",
             total.batches,
             total.bytes,
-            applier.mirrors().count(),
-            failed
+            applier.mirrors().count() + applier.unopened_count(),
+            failed.len()
         );
+        if !failed.is_empty() {
+            let names: Vec<String> = failed.iter().map(ToString::to_string).collect();
+            eprintln!(
+                "FAILED: {} (see `applier status --log-dir {}`)",
+                names.join(", "),
+                v.options.log_dir.display()
+            );
+            return Ok(1);
+        }
         return Ok(0);
     }
     let stop = Arc::new(AtomicBool::new(false));
