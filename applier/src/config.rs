@@ -7,8 +7,8 @@
 //! bucket = "s3://dr-bucket/segmirror"        # required for run/once
 //! source_cluster_id = "Pm3mXq7cT2KQm4Zc1w9cAA" # required for run/once
 //! cluster_id = "dest-cluster"                # this cluster (loop check, failback)
-//! topics = "^(orders|payments)$"             # started automatically
-//! exclude = "^tmp-"
+//! topics = "orders|payments"                 # regex on the whole topic name: started automatically
+//! exclude = "tmp-.*"                         # regex on the whole topic name
 //! poll_interval_ms = 1000
 //! download_concurrency = 4
 //! tiered_topics = ["archive"]                # remote.storage.enable=true here
@@ -65,6 +65,26 @@ fn field(field: &'static str, reason: impl Into<String>) -> ConfigError {
         field,
         reason: reason.into(),
     }
+}
+
+/// Compiles the topic pattern `pattern` of config field `name` to match
+/// whole topic names only.
+///
+/// The pattern is compiled on its own first: wrapped unchecked in
+/// `^(?:...)$`, a pattern that is not valid by itself can close the group
+/// early and escape the anchors (`orders)|(.*` would become
+/// `^(?:orders)|(.*)$` and match every topic). A pattern that compiles on its
+/// own has balanced groups, so the wrapped form anchors all of it. The
+/// shipper's config has the same function (`shipper::config`): the crates
+/// share no config code.
+fn whole_name_regex(name: &'static str, pattern: &str) -> Result<Regex, ConfigError> {
+    Regex::new(pattern).map_err(|e| field(name, format!("invalid regex {pattern:?}: {e}")))?;
+    Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+        field(
+            name,
+            format!("regex {pattern:?} cannot be anchored to the whole topic name: {e}"),
+        )
+    })
 }
 
 /// A validated configuration.
@@ -150,12 +170,8 @@ impl ApplierConfig {
             manifest::layout::validate_cluster_id(c)
                 .map_err(|e| field("cluster_id", e.to_string()))?;
         }
-        let anchored = |name: &'static str,
-                        re: &Option<String>|
-         -> Result<Option<Regex>, ConfigError> {
-            re.as_ref()
-                .map(|r| Regex::new(&format!("^(?:{r})$")).map_err(|e| field(name, e.to_string())))
-                .transpose()
+        let anchored = |name: &'static str, re: &Option<String>| {
+            re.as_deref().map(|r| whole_name_regex(name, r)).transpose()
         };
         let poll_ms = self.poll_interval_ms.unwrap_or(1000);
         if poll_ms == 0 || poll_ms > 3_600_000 {
@@ -220,6 +236,48 @@ mod tests {
         )
         .expect("parse");
         assert_eq!(c.validate(true).expect_err("id").field, "source_cluster_id");
+    }
+
+    #[test]
+    fn topic_patterns_match_whole_names_and_cannot_escape_their_anchors() {
+        let validate = |extra: &str| {
+            ApplierConfig::from_toml(&format!("log_dir = \"/x\"\n{extra}"))
+                .expect("parse")
+                .validate(false)
+        };
+        // Closing the anchoring group early is refused, naming the field.
+        for (extra, name) in [
+            ("topics = \"orders)|(.*\"", "topics"),
+            ("exclude = \"tmp)|(.*\"", "exclude"),
+            ("topics = \"a)(b\"", "topics"),
+        ] {
+            let e = validate(extra).expect_err(extra);
+            assert_eq!(e.field, name, "{e}");
+            assert!(e.reason.contains("invalid regex"), "{e}");
+        }
+        let re = validate("topics = \"orders|payments\"")
+            .expect("valid")
+            .options
+            .topics
+            .expect("topics");
+        for t in ["orders", "payments"] {
+            assert!(re.is_match(t), "{t}");
+        }
+        for t in [
+            "orders2",
+            "xorders",
+            "payments-x",
+            "orderspayments",
+            "orders|payments",
+        ] {
+            assert!(!re.is_match(t), "{t}");
+        }
+        let re = validate("exclude = \"tmp-.*\"")
+            .expect("valid")
+            .options
+            .exclude
+            .expect("exclude");
+        assert!(re.is_match("tmp-1") && !re.is_match("xtmp-1"));
     }
 
     #[test]

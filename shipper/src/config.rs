@@ -212,6 +212,26 @@ fn bad(field: &'static str, reason: impl Into<String>) -> ConfigError {
     }
 }
 
+/// Compiles the topic pattern `pattern` of config field `field` to match
+/// whole topic names only.
+///
+/// The pattern is compiled on its own first: wrapped unchecked in
+/// `^(?:...)$`, a pattern that is not valid by itself can close the group
+/// early and escape the anchors (`orders)|(.*` would become
+/// `^(?:orders)|(.*)$` and match every topic). A pattern that compiles on its
+/// own has balanced groups, so the wrapped form anchors all of it. The
+/// applier's config has the same function (`applier::config`): the crates
+/// share no config code.
+fn whole_name_regex(field: &'static str, pattern: &str) -> Result<Regex, ConfigError> {
+    Regex::new(pattern).map_err(|e| bad(field, format!("invalid regex {pattern:?}: {e}")))?;
+    Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+        bad(
+            field,
+            format!("regex {pattern:?} cannot be anchored to the whole topic name: {e}"),
+        )
+    })
+}
+
 /// The shipper's validated settings, as the library takes them. Build with
 /// [`ShipperOptions::new`] (defaults) or from a [`ShipperConfig`].
 #[derive(Debug, Clone)]
@@ -498,11 +518,9 @@ impl ShipperConfig {
             Some(id) => id.clone(),
             None => default_shipper_id(),
         };
-        let anchored = |field: &'static str,
-                        re: &Option<String>|
-         -> Result<Option<Regex>, ConfigError> {
-            re.as_ref()
-                .map(|r| Regex::new(&format!("^(?:{r})$")).map_err(|e| bad(field, e.to_string())))
+        let anchored = |field: &'static str, re: &Option<String>| {
+            re.as_deref()
+                .map(|r| whole_name_regex(field, r))
                 .transpose()
         };
         let mut o = ShipperOptions::new(self.log_dirs.clone(), cluster_id);
@@ -778,6 +796,42 @@ error_backoff = "2m"
                 .starts_with("config field `upload_concurrency`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn topic_patterns_match_whole_names_and_cannot_escape_their_anchors() {
+        let validate = |extra: &str| {
+            ShipperConfig::from_toml(&format!("{MINIMAL}{extra}"))
+                .expect("parse")
+                .validate()
+        };
+        // Closing the anchoring group early is refused, naming the field.
+        for (extra, name) in [
+            ("topics = \"orders)|(.*\"", "topics"),
+            ("exclude = \"tmp)|(.*\"", "exclude"),
+            ("topics = \"a)(b\"", "topics"),
+        ] {
+            let e = validate(extra).expect_err(extra);
+            assert_eq!(e.field, name, "{e}");
+            assert!(e.reason.contains("invalid regex"), "{e}");
+        }
+        let o = validate("topics = \"orders|payments\"")
+            .expect("valid")
+            .options;
+        for t in ["orders", "payments"] {
+            assert!(o.selects(t), "{t}");
+        }
+        for t in [
+            "orders2",
+            "xorders",
+            "payments-x",
+            "orderspayments",
+            "orders|payments",
+        ] {
+            assert!(!o.selects(t), "{t}");
+        }
+        let o = validate("exclude = \"tmp-.*\"").expect("valid").options;
+        assert!(!o.selects("tmp-1") && o.selects("xtmp-1") && o.selects("orders"));
     }
 
     #[test]

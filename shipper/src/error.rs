@@ -84,6 +84,21 @@ pub enum ShipperError {
         /// This shipper's id.
         ours: String,
     },
+    /// A data upload failed (a create-if-absent PUT answered "already
+    /// exists", or a multipart completion that failed) and the object found
+    /// at its key (which holds an upload id only this shipper uses) is not
+    /// the one it uploaded: another size or CRC-32C. The object is left as it is
+    /// (never overwritten); the range is uploaded again, under a new key,
+    /// after the error back-off.
+    #[error("{tp}: {key} already exists and is not the object uploaded there: {reason}")]
+    ExistingObjectDiffers {
+        /// The partition.
+        tp: TopicPartition,
+        /// The data key.
+        key: String,
+        /// What differs.
+        reason: String,
+    },
     /// A manifest could not be built (an invariant would break).
     #[error("{tp}: refusing to commit an inconsistent manifest: {reason}")]
     Inconsistent {
@@ -115,6 +130,7 @@ impl ShipperError {
                 matches!(**source, kafkalog::Error::Io { .. })
             }
             ShipperError::CorruptSource { .. }
+            | ShipperError::ExistingObjectDiffers { .. }
             | ShipperError::Fenced { .. }
             | ShipperError::Inconsistent { .. } => false,
         }
@@ -127,6 +143,7 @@ impl ShipperError {
             ShipperError::Source { .. } => "source",
             ShipperError::SourceChanged { .. } => "source_changed",
             ShipperError::Store { .. } => "store",
+            ShipperError::ExistingObjectDiffers { .. } => "existing_object_differs",
             ShipperError::Fenced { .. } => "fenced",
             ShipperError::Inconsistent { .. } => "inconsistent",
         }

@@ -11,6 +11,17 @@
 //!   file changed since it was planned), the upload is aborted before it is
 //!   completed, so no object appears.
 //!
+//! A create-if-absent PUT answered "already exists" is not a lost race:
+//! data keys hold an upload id only this upload uses, so the object there
+//! is normally this upload's own, written by an attempt whose answer was
+//! lost (the store client retried and its retry found the object). The
+//! same goes for a multipart completion that fails: it may have landed.
+//! The uploader then reads the key back, a HEAD for the size and a GET for
+//! the CRC-32C (both counted by the request metrics like any request), and
+//! counts the range as uploaded when they are those it wrote; another
+//! object there fails the range with [`ShipperError::ExistingObjectDiffers`]
+//! and is left alone, and no object at all leaves the original error.
+//!
 //! Memory per upload: about 4 MiB of channel, the part being filled and
 //! two parts in flight, so at most `upload_concurrency * (3 * part_size +
 //! 4 MiB)` for all uploads. Multipart uploads that a crash interrupts are
@@ -24,10 +35,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use futures::TryStreamExt;
 use kafkalog::TopicPartition;
 use manifest::store::{ManifestStore, StoreError};
-use object_store::WriteMultipart;
 use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStoreExt, WriteMultipart};
 use tokio::sync::mpsc;
 
 use crate::error::ShipperError;
@@ -207,7 +219,16 @@ pub(crate) async fn upload_range(
         if let Some(l) = limiter {
             l.acquire(total).await;
         }
-        store.put_new(&key, bytes).await.map_err(store_err)?;
+        match store.put_new(&key, bytes).await {
+            Ok(()) => {}
+            Err(e @ StoreError::Conflict { .. }) => {
+                match verify_own_object(store, tp, &key, total, crc, &e).await? {
+                    Found::Ours => {}
+                    Found::Nothing => return Err(store_err(e)),
+                }
+            }
+            Err(e) => return Err(store_err(e)),
+        }
     } else {
         let location = ObjectPath::from(key.as_str());
         let upload = store
@@ -247,19 +268,118 @@ pub(crate) async fn upload_range(
             }
             return Err(f);
         }
-        writer.finish().await.map_err(|e| {
-            store_err(StoreError::Store {
+        // `finish` aborts the upload when the completion fails and then
+        // returns the abort's error if that fails too, as it does when the
+        // completion landed: whatever the error, look at the key.
+        if let Err(e) = writer.finish().await {
+            let e = StoreError::Store {
                 op: "complete_multipart",
                 key: key.clone(),
                 source: e,
-            })
-        })?;
+            };
+            match verify_own_object(store, tp, &key, total, crc, &e).await? {
+                Found::Ours => {}
+                Found::Nothing => return Err(store_err(e)),
+            }
+        }
     }
     Ok(Uploaded {
         key,
         bytes: total,
         crc32c: crc,
     })
+}
+
+/// What [`verify_own_object`] found at a data key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// No object.
+    Nothing,
+    /// The object just uploaded: same size and CRC-32C.
+    Ours,
+}
+
+/// Called when a write of `key`, one of this shipper's data keys, failed
+/// with `answer` (a create-if-absent PUT answered "already exists", or a
+/// multipart completion that failed): looks at what is there. The object
+/// just uploaded (`bytes` long, CRC-32C `crc32c`) counts as uploaded: the
+/// write landed and its answer was lost. A HEAD first (no object, or a
+/// wrong size, needs no download), then a GET streamed through the CRC.
+/// Another object there is [`ShipperError::ExistingObjectDiffers`] and
+/// stays as it is; a failed request is a (retryable) store error.
+async fn verify_own_object(
+    store: &ManifestStore,
+    tp: &TopicPartition,
+    key: &str,
+    bytes: u64,
+    crc32c: u32,
+    answer: &StoreError,
+) -> Result<Found, ShipperError> {
+    let location = ObjectPath::from(key);
+    let request_err = |op: &'static str, e: object_store::Error| {
+        let source = match e {
+            object_store::Error::NotFound { .. } => StoreError::NotFound {
+                key: key.to_string(),
+            },
+            e => StoreError::Store {
+                op,
+                key: key.to_string(),
+                source: e,
+            },
+        };
+        ShipperError::store(tp.to_string(), source)
+    };
+    let differs = |reason: String| ShipperError::ExistingObjectDiffers {
+        tp: tp.clone(),
+        key: key.to_string(),
+        reason,
+    };
+    let os = store.object_store();
+    let meta = match os.head(&location).await {
+        Ok(meta) => meta,
+        Err(object_store::Error::NotFound { .. }) => return Ok(Found::Nothing),
+        Err(e) => return Err(request_err("head", e)),
+    };
+    if meta.size != bytes {
+        return Err(differs(format!(
+            "it is {} bytes long where {bytes} were uploaded",
+            meta.size
+        )));
+    }
+    let mut body = os
+        .get(&location)
+        .await
+        .map_err(|e| request_err("get", e))?
+        .into_stream();
+    let (mut crc, mut read) = (0u32, 0u64);
+    while let Some(chunk) = body.try_next().await.map_err(|e| request_err("get", e))? {
+        crc = crc32c::crc32c_append(crc, &chunk);
+        read += chunk.len() as u64;
+    }
+    if read != bytes {
+        // HEAD said the size is right: a short or long read, not another object.
+        return Err(request_err(
+            "get",
+            object_store::Error::Generic {
+                store: "shipper",
+                source: format!("read {read} bytes of an object HEAD says is {bytes} bytes long")
+                    .into(),
+            },
+        ));
+    }
+    if crc != crc32c {
+        return Err(differs(format!(
+            "its CRC-32C is {crc:#010x} where the upload's is {crc32c:#010x} (same size, {bytes} bytes)"
+        )));
+    }
+    tracing::warn!(
+        partition = %tp,
+        key,
+        bytes,
+        answer = %answer,
+        "a data upload failed but its object is there and, read back, is the one uploaded (same size and CRC-32C): the write landed and its answer was lost (a store client's retry of a create-if-absent PUT is answered \"already exists\"); counted as uploaded"
+    );
+    Ok(Found::Ours)
 }
 
 #[cfg(test)]

@@ -848,3 +848,138 @@ async fn sealed_pages_through_sweeps_cuts_and_retention() {
         assert!(pages.is_empty(), "{pages:?}");
     }
 }
+
+/// Opens two partitions, one holding a single small batch (one PUT) and
+/// one holding about 60 KiB (objects of up to 32 KiB in 8 KiB parts off
+/// S3: multipart uploads).
+fn small_and_large(dir: &LogDir) -> Vec<(TopicPartition, u8, kafkalog::PartitionLog)> {
+    let (small, large) = (tp("exists", 0), tp("exists", 1));
+    let mut ls = open_log(dir, &small, topic_id(30), 1 << 20);
+    let mut ll = open_log(dir, &large, topic_id(30), 1 << 20);
+    append_n(&mut ls, 1, 3, 0, 100);
+    append_n(&mut ll, 20, 3, 0, 1000);
+    vec![(small, 30, ls), (large, 30, ll)]
+}
+
+/// The value on the first line of the rendered metrics that starts with
+/// `prefix`.
+fn metric(text: &str, prefix: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_upload_answered_already_exists_by_its_own_retry_counts_as_uploaded() {
+    for b in backends() {
+        let src = tempfile::tempdir().expect("tempdir");
+        let root = src.path().to_path_buf();
+        let dir = LogDir::open(&root).expect("log dir");
+        let logs = small_and_large(&dir);
+        let clock = ManualClock::new();
+        let faulty = FaultyStore::new(b.store());
+        let metrics = Arc::new(shipper::Metrics::new(Some(b.counting.clone())));
+        let mut s = shipper_with(options(&root, &b, "a"), faulty.clone(), &clock)
+            .with_metrics(Arc::clone(&metrics));
+        // Every data write lands and is answered "already exists".
+        faulty.answer_already_exists("/data/", Tamper::Nothing);
+        let before = b.counting.snapshot();
+        let r = s.run_cycle().await;
+        let requests = b.counting.snapshot().since(&before);
+        assert!(r.errors.is_empty(), "[{}] {r:?}", b.name);
+        assert_eq!(r.committed, 2, "[{}] {r:?}", b.name);
+        assert!(r.objects >= 3, "[{}] {r:?}", b.name);
+        // Each object was read back once: a HEAD and a GET, counted.
+        assert_eq!(requests.head, r.objects, "[{}] {requests:?}", b.name);
+        assert!(requests.get >= r.objects, "[{}] {requests:?}", b.name);
+        let text = metrics.render();
+        assert!(
+            metric(
+                &text,
+                "segmirror_shipper_object_store_requests_total{kind=\"head\"}"
+            )
+            .is_some_and(|n| n >= r.objects),
+            "[{}] {text}",
+            b.name
+        );
+        // Nothing is uploaded again and nothing is left over.
+        faulty.disarm();
+        let r2 = s.ship_available().await;
+        assert!(
+            r2.errors.is_empty() && r2.objects == 0,
+            "[{}] {r2:?}",
+            b.name
+        );
+        let ms = b.manifests();
+        for (t, n, log) in &logs {
+            let m = latest(&ms, t, topic_id(*n)).await.expect("manifest");
+            assert_eq!(m.shipped_end_offset, log.log_end_offset());
+            assert_shipped_matches_source(&ms, &m, &root, t, log.log_end_offset()).await;
+            assert_eq!(data_keys(&b, t, *n).await, referenced(&b, &m).await);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_key_found_holding_another_object_is_an_error_naming_it() {
+    for tamper in [Tamper::SameSize, Tamper::Longer] {
+        for b in backends() {
+            let src = tempfile::tempdir().expect("tempdir");
+            let root = src.path().to_path_buf();
+            let dir = LogDir::open(&root).expect("log dir");
+            let logs = small_and_large(&dir);
+            let clock = ManualClock::new();
+            let faulty = FaultyStore::new(b.store());
+            let mut s = shipper_with(options(&root, &b, "a"), faulty.clone(), &clock);
+            faulty.answer_already_exists("/data/", tamper);
+            let r = s.run_cycle().await;
+            let what = format!("[{} {tamper:?}] {r:?}", b.name);
+            assert_eq!(r.objects, 0, "{what}");
+            assert_eq!(r.errors.len(), 2, "{what}");
+            let mut named_keys = Vec::new();
+            for (t, n, _) in &logs {
+                let msg = &r
+                    .errors
+                    .iter()
+                    .find(|(p, _)| *p == t.to_string())
+                    .expect("an error per partition")
+                    .1;
+                assert!(
+                    msg.contains("already exists and is not the object uploaded there"),
+                    "{what}"
+                );
+                // The error names the key, and the object there is left alone.
+                let keys = data_keys(&b, t, *n).await;
+                let named: Vec<_> = keys.iter().filter(|k| msg.contains(k.as_str())).collect();
+                assert_eq!(named.len(), 1, "{what}: {keys:?}");
+                named_keys.push(named[0].clone());
+            }
+            assert!(s.partitions().iter().all(|p| p.state == "failed"), "{what}");
+            // After the error back-off the ranges go again, under new keys.
+            faulty.disarm();
+            clock.advance(Duration::from_secs(6 * 60));
+            let r = s.ship_available().await;
+            assert!(
+                r.errors.is_empty() && r.committed == 2,
+                "[{}] {r:?}",
+                b.name
+            );
+            let ms = b.manifests();
+            for (t, n, log) in &logs {
+                let m = latest(&ms, t, topic_id(*n)).await.expect("manifest");
+                assert_shipped_matches_source(&ms, &m, &root, t, log.log_end_offset()).await;
+                let keys = data_keys(&b, t, *n).await;
+                let live = referenced(&b, &m).await;
+                assert!(live.iter().all(|k| keys.contains(k)), "{keys:?}");
+                // The object found there is still there, unreferenced (the
+                // sweep deletes it after the grace).
+                let named = named_keys.iter().find(|k| keys.contains(k));
+                assert!(
+                    named.is_some_and(|k| !live.contains(k)),
+                    "[{}] {named_keys:?} {keys:?} {live:?}",
+                    b.name
+                );
+            }
+        }
+    }
+}

@@ -462,6 +462,50 @@ pub fn raw_partition(root: &Path, t: &TopicPartition, id: TopicId, batches: usiz
     .expect("metadata");
 }
 
+/// What [`FaultyStore::answer_already_exists`] does to an object after it
+/// landed and before the write is answered `AlreadyExists`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tamper {
+    /// Nothing: the object is the one written (a lost answer).
+    Nothing,
+    /// Flips a bit of its last byte: same size, another CRC-32C.
+    SameSize,
+    /// Appends a byte.
+    Longer,
+}
+
+impl Tamper {
+    /// Rewrites the object at `location` of `store` as `self` says.
+    async fn apply(
+        self,
+        store: &Arc<dyn ObjectStore>,
+        location: &ObjectPath,
+    ) -> object_store::Result<()> {
+        use object_store::ObjectStoreExt;
+        if self == Tamper::Nothing {
+            return Ok(());
+        }
+        let mut bytes = store.get(location).await?.bytes().await?.to_vec();
+        match self {
+            Tamper::SameSize => {
+                if let Some(b) = bytes.last_mut() {
+                    *b ^= 0x01;
+                }
+            }
+            Tamper::Longer => bytes.push(0),
+            Tamper::Nothing => {}
+        }
+        store.put(location, bytes.into()).await.map(|_| ())
+    }
+}
+
+fn already_exists(location: &ObjectPath) -> object_store::Error {
+    object_store::Error::AlreadyExists {
+        path: location.to_string(),
+        source: "injected: the store client's retry of a create-if-absent write whose first attempt landed".into(),
+    }
+}
+
 /// A store that fails `put_opts` on keys containing a pattern while armed
 /// (to leave a cycle's uploads without their manifest, as a crash would).
 #[derive(Debug)]
@@ -470,6 +514,9 @@ pub struct FaultyStore {
     pattern: std::sync::Mutex<Option<String>>,
     /// Write, then report a failure (a lost answer), instead of failing.
     lose_answer: std::sync::atomic::AtomicBool,
+    /// Write (single PUTs and multipart completions), tamper, then answer
+    /// `AlreadyExists`, instead of failing.
+    already_exists: std::sync::Mutex<Option<Tamper>>,
 }
 
 impl FaultyStore {
@@ -479,7 +526,23 @@ impl FaultyStore {
             inner,
             pattern: std::sync::Mutex::new(None),
             lose_answer: std::sync::atomic::AtomicBool::new(false),
+            already_exists: std::sync::Mutex::new(None),
         })
+    }
+
+    /// Writes to keys containing `pattern`, single PUTs and multipart
+    /// completions, land and are answered `AlreadyExists`, as object_store's
+    /// retry of a create-if-absent write whose answer was lost sees it; the
+    /// object is first changed as `tamper` says.
+    pub fn answer_already_exists(&self, pattern: &str, tamper: Tamper) {
+        *self.already_exists.lock().expect("lock") = Some(tamper);
+        self.arm(pattern);
+    }
+
+    /// True when writes of `location` are to be faulted.
+    fn armed_for(&self, location: &ObjectPath) -> bool {
+        let armed = self.pattern.lock().expect("lock").clone();
+        armed.is_some_and(|p| location.as_ref().contains(&p))
     }
 
     /// Fails puts to keys containing `pattern` from now on.
@@ -498,6 +561,34 @@ impl FaultyStore {
     /// Back to normal.
     pub fn disarm(&self) {
         *self.pattern.lock().expect("lock") = None;
+        *self.already_exists.lock().expect("lock") = None;
+    }
+}
+
+/// A multipart upload whose completion lands, is tampered with, and is
+/// answered `AlreadyExists`.
+#[derive(Debug)]
+struct AnswerAlreadyExists {
+    upload: Box<dyn object_store::MultipartUpload>,
+    store: Arc<dyn ObjectStore>,
+    location: ObjectPath,
+    tamper: Tamper,
+}
+
+#[async_trait::async_trait]
+impl object_store::MultipartUpload for AnswerAlreadyExists {
+    fn put_part(&mut self, data: object_store::PutPayload) -> object_store::UploadPart {
+        self.upload.put_part(data)
+    }
+
+    async fn complete(&mut self) -> object_store::Result<object_store::PutResult> {
+        self.upload.complete().await?;
+        self.tamper.apply(&self.store, &self.location).await?;
+        Err(already_exists(&self.location))
+    }
+
+    async fn abort(&mut self) -> object_store::Result<()> {
+        self.upload.abort().await
     }
 }
 
@@ -515,8 +606,13 @@ impl ObjectStore for FaultyStore {
         payload: object_store::PutPayload,
         opts: object_store::PutOptions,
     ) -> object_store::Result<object_store::PutResult> {
-        let armed = self.pattern.lock().expect("lock").clone();
-        if armed.is_some_and(|p| location.as_ref().contains(&p)) {
+        if self.armed_for(location) {
+            let tamper = *self.already_exists.lock().expect("lock");
+            if let Some(tamper) = tamper {
+                self.inner.put_opts(location, payload, opts).await?;
+                tamper.apply(&self.inner, location).await?;
+                return Err(already_exists(location));
+            }
             if self.lose_answer.load(std::sync::atomic::Ordering::SeqCst) {
                 self.inner.put_opts(location, payload, opts).await?;
             }
@@ -533,7 +629,17 @@ impl ObjectStore for FaultyStore {
         location: &ObjectPath,
         opts: object_store::PutMultipartOptions,
     ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
+        let upload = self.inner.put_multipart_opts(location, opts).await?;
+        let tamper = *self.already_exists.lock().expect("lock");
+        match tamper {
+            Some(tamper) if self.armed_for(location) => Ok(Box::new(AnswerAlreadyExists {
+                upload,
+                store: Arc::clone(&self.inner),
+                location: location.clone(),
+                tamper,
+            })),
+            _ => Ok(upload),
+        }
     }
 
     async fn get_opts(
