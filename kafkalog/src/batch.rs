@@ -513,11 +513,11 @@ impl<'a> Iterator for BatchIter<'a> {
             }
         };
         let bytes = &rest[..header.size()];
-        if self.verify {
-            if let Err(e) = verify_crc(&header, bytes) {
-                self.failed = true;
-                return Some(Err(e));
-            }
+        if self.verify
+            && let Err(e) = verify_crc(&header, bytes)
+        {
+            self.failed = true;
+            return Some(Err(e));
         }
         self.pos += header.size();
         Some(Ok((header, bytes)))

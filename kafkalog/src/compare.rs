@@ -116,11 +116,14 @@ pub fn compare_partition(a: &Path, b: &Path, tp: &TopicPartition) -> Result<Comp
             b.display()
         )));
     }
+    // Lineages are compared below `end`, the shorter log end: an entry at
+    // or past it (an epoch bump, or epochs the mirror has not reached yet)
+    // is not a difference. An empty mirror (`end` 0) has nothing to compare.
     let ea = ra.epoch_entries()?;
     let eb = rb.epoch_entries()?;
     let clip = |v: &[crate::checkpoint::EpochEntry]| -> Vec<(i32, i64)> {
         v.iter()
-            .filter(|e| e.start_offset < end.max(1))
+            .filter(|e| e.start_offset < end)
             .map(|e| (e.epoch, e.start_offset.max(start)))
             .collect()
     };
@@ -145,4 +148,88 @@ pub fn compare_partition(a: &Path, b: &Path, tp: &TopicPartition) -> Result<Comp
         });
     }
     Ok(Comparison::Identical)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::tests::raw_batch;
+    use crate::log::LEADER_EPOCH_CHECKPOINT;
+    use crate::reader::MIRROR_RECORD_FILE;
+    use crate::{LogConfig, LogDir};
+
+    fn tp() -> TopicPartition {
+        TopicPartition::new("orders", 0).expect("valid")
+    }
+
+    /// A log dir at `root/name` holding `tp` with `(base, epoch)` batches of
+    /// two records each; marked as a mirror when `mirror`.
+    fn log_dir(root: &Path, name: &str, spec: &[(i64, i32)], mirror: bool) -> std::path::PathBuf {
+        let path = root.join(name);
+        let dir = LogDir::open(&path).expect("open");
+        let mut log = dir
+            .open_or_create_partition(&tp(), None, LogConfig::default())
+            .expect("create");
+        if !spec.is_empty() {
+            let bytes: Vec<u8> = spec
+                .iter()
+                .flat_map(|&(base, epoch)| raw_batch(base, epoch, 1, b"x"))
+                .collect();
+            log.append_replicated(&bytes).expect("append");
+        }
+        if mirror {
+            std::fs::write(log.dir().join(MIRROR_RECORD_FILE), b"{}").expect("mirror record");
+        }
+        log.close().expect("close");
+        path
+    }
+
+    #[test]
+    fn an_empty_mirror_is_a_prefix_of_its_source() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let source = log_dir(root.path(), "source", &[(0, 1), (2, 1), (4, 3)], false);
+        let mirror = log_dir(root.path(), "mirror", &[], true);
+        for (a, b) in [(&source, &mirror), (&mirror, &source)] {
+            match compare_partition(a, b, &tp()).expect("compare") {
+                Comparison::IdenticalUpTo { offset, longer } => {
+                    assert_eq!(offset, 0);
+                    assert!(longer.ends_with("continues to 6"), "{longer}");
+                }
+                other => panic!("expected a prefix, got {other:?}"),
+            }
+        }
+        // An empty partition that is not a mirror is still a difference.
+        let plain = log_dir(root.path(), "plain", &[], false);
+        match compare_partition(&source, &plain, &tp()).expect("compare") {
+            Comparison::Different(d) => assert!(d.contains("log end offsets differ"), "{d}"),
+            other => panic!("expected a difference, got {other:?}"),
+        }
+        // Two empty logs are identical.
+        assert_eq!(
+            compare_partition(&mirror, &plain, &tp()).expect("compare"),
+            Comparison::Identical
+        );
+    }
+
+    #[test]
+    fn a_lagging_mirror_is_a_prefix_unless_its_lineage_differs() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let source = log_dir(root.path(), "source", &[(0, 1), (2, 1), (4, 3)], false);
+        let mirror = log_dir(root.path(), "mirror", &[(0, 1), (2, 1)], true);
+        // The source's epoch 3 starts at the mirror's end: not compared.
+        assert_eq!(
+            compare_partition(&source, &mirror, &tp()).expect("compare"),
+            Comparison::IdenticalUpTo {
+                offset: 4,
+                longer: format!("{} continues to 6", source.display()),
+            }
+        );
+        // A lineage that differs below the mirror's end is a difference.
+        let checkpoint = mirror.join(tp().dir_name()).join(LEADER_EPOCH_CHECKPOINT);
+        std::fs::write(&checkpoint, "0\n2\n0 0\n1 2\n").expect("rewrite checkpoint");
+        match compare_partition(&source, &mirror, &tp()).expect("compare") {
+            Comparison::Different(d) => assert!(d.contains("epoch lineages differ"), "{d}"),
+            other => panic!("expected a difference, got {other:?}"),
+        }
+    }
 }

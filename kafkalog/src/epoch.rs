@@ -50,10 +50,11 @@ impl EpochCache {
         if epoch < 0 || start_offset < 0 {
             return false;
         }
-        if let Some(latest) = self.latest() {
-            if latest.epoch == epoch && latest.start_offset <= start_offset {
-                return false;
-            }
+        if let Some(latest) = self.latest()
+            && latest.epoch == epoch
+            && latest.start_offset <= start_offset
+        {
+            return false;
         }
         self.entries
             .retain(|e| e.epoch < epoch && e.start_offset < start_offset);

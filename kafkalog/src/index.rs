@@ -192,6 +192,12 @@ impl OffsetIndex {
         self.entries.truncate(keep);
     }
 
+    /// Keeps the first `len` entries (undoes appends made since the index
+    /// had `len` entries).
+    pub(crate) fn truncate_len(&mut self, len: usize) {
+        self.entries.truncate(len);
+    }
+
     /// Size in bytes of [`OffsetIndex::to_bytes`].
     pub fn size_in_bytes(&self) -> usize {
         self.entries.len().saturating_mul(OFFSET_INDEX_ENTRY_SIZE)
@@ -331,6 +337,12 @@ impl TimeIndex {
     pub fn truncate_to(&mut self, offset: i64) {
         let keep = self.entries.partition_point(|e| e.offset < offset);
         self.entries.truncate(keep);
+    }
+
+    /// Keeps the first `len` entries (undoes appends made since the index
+    /// had `len` entries).
+    pub(crate) fn truncate_len(&mut self, len: usize) {
+        self.entries.truncate(len);
     }
 
     /// Size in bytes of [`TimeIndex::to_bytes`].
@@ -518,6 +530,12 @@ impl TransactionIndex {
         if let Some(cut) = self.entries.iter().position(|t| t.last_offset >= offset) {
             self.entries.truncate(cut);
         }
+    }
+
+    /// Keeps the first `len` entries (undoes appends made since the index
+    /// had `len` entries).
+    pub(crate) fn truncate_len(&mut self, len: usize) {
+        self.entries.truncate(len);
     }
 
     /// Kafka's `TransactionIndex.collectAbortedTxns`: the aborted

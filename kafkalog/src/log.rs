@@ -14,7 +14,54 @@
 //!   immutable until retention or truncation deletes them.
 //! - After [`PartitionLog::open`] the active segment ends on a batch boundary:
 //!   a torn or corrupt tail is cut and reported in [`RecoveryReport`].
-//! - The epoch cache never names an offset at or beyond the log end offset.
+//! - The epoch cache never names an offset beyond the log end offset (one
+//!   at the log end is an epoch bump: [`PartitionLog::bump_epoch`]).
+//! - `leader-epoch-checkpoint` knows the epoch of every batch in the log.
+//! - A failed append leaves the log exactly as it was, on disk and in memory
+//!   (see "Failed appends" below).
+//!
+//! # Failed appends
+//! An append (leader, coordinator or replicated) writes all its batches or
+//! none: when it returns an error, the segment files, their indexes, the log
+//! end offset, the epoch cache and the transaction state are as they were,
+//! so the caller may retry it at the same offsets. IO failures (a full disk
+//! included) come back as [`Error::Io`] naming the operation and the file.
+//! An append:
+//! 1. validates everything first (CRCs, offsets, epochs, the records of
+//!    transaction markers); nothing has changed when that fails;
+//! 2. (a) when its batches start a new leader epoch, writes
+//!    `leader-epoch-checkpoint` with the new entries (temp file, fsync,
+//!    rename) *before* any of their bytes, so the segments never hold a
+//!    batch of an epoch the checkpoint does not know. When that write fails
+//!    the append fails with nothing changed: the in-memory cache takes the
+//!    new entries only when the whole append has succeeded;
+//! 3. (b) writes the bytes, one segment at a time, and only then updates the
+//!    in-memory state to match (segment size, log end offset, offset, time
+//!    and transaction indexes, max timestamp, open transactions), so that
+//!    (d) no index entry, in memory or in an index file, ever points past
+//!    the bytes of its segment;
+//! 4. (c) when a write, an fsync or a roll fails, undoes itself: the
+//!    segments it rolled into are deleted (newest first, indexes before the
+//!    `.log`), the segment that was active is cut back to its length
+//!    (`set_len`, which also removes a torn batch a short write left) and
+//!    its in-memory state restored; if a roll rewrote that segment's index
+//!    files they are rewritten from the restored state, or removed when
+//!    that fails (open rebuilds an active segment's indexes from its
+//!    batches). Then `leader-epoch-checkpoint` is put back as it was. When
+//!    even that fails, the file keeps the failed append's entries, which all
+//!    start at or beyond the log end: one at the log end is what an epoch
+//!    bump writes (open keeps it, and a retry of the append assigns the same
+//!    entry), later ones open drops; and the log marks the file stale, so
+//!    that the next append rewrites it before writing anything;
+//! 5. should the undo itself fail (the truncation or a deletion), reopens the
+//!    log from disk, which cuts a torn tail as open always does; when that
+//!    fails too, the next append or roll reopens it first.
+//!
+//! A roll creates the new segment only after the old one's indexes are
+//! written, and deletes it again when the directory fsync fails, so a failed
+//! roll leaves no half-created segment behind. A crash between the epoch
+//! checkpoint and the bytes leaves an entry at (kept) or beyond (dropped at
+//! open) the log end.
 //!
 //! # Durability (fsync policy)
 //! Every append is written with `write(2)` before it returns, so a process
@@ -32,13 +79,13 @@
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::ops::ControlFlow;
+use std::ops::{Bound, ControlFlow};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::batch::{self, BatchHeader, BatchIter};
-use crate::checkpoint::{self, PartitionMetadata};
+use crate::checkpoint::{self, EpochEntry, PartitionMetadata};
 use crate::epoch::EpochCache;
 use crate::error::{Error, Result};
 use crate::fsutil;
@@ -197,6 +244,49 @@ impl ActiveSegment {
     }
 }
 
+/// How full the active segment is, as far as rolling goes.
+#[derive(Debug, Clone, Copy)]
+struct Fill {
+    base_offset: i64,
+    size: u64,
+    roll_base_ms: Option<i64>,
+}
+
+impl Fill {
+    /// Counts a batch in, as [`PartitionLog::index_batch`] will.
+    fn add(&mut self, h: &BatchHeader) {
+        if self.size == 0 && self.roll_base_ms.is_none() {
+            self.roll_base_ms = Some(h.max_timestamp);
+        }
+        self.size += h.size() as u64;
+    }
+}
+
+/// What an append may change in memory, taken before it writes anything,
+/// so that a failed append can be undone (see "Failed appends" in the
+/// module docs).
+#[derive(Debug)]
+struct AppendMark {
+    /// The active segment's state.
+    base_offset: i64,
+    size: u64,
+    next_offset: i64,
+    bytes_since_index: u64,
+    max_timestamp: i64,
+    offset_of_max_timestamp: i64,
+    roll_base_ms: Option<i64>,
+    /// Entry counts of its in-memory indexes.
+    offset_index_len: usize,
+    time_index_len: usize,
+    txn_index_len: usize,
+    ongoing_txns: BTreeMap<i64, OpenTransaction>,
+    /// The segment that was active, once a roll has closed it.
+    replaced: Option<ActiveSegment>,
+    /// A roll was attempted: the index files of the segment that was active
+    /// may have been rewritten.
+    rolled: bool,
+}
+
 /// A partition log open for writing. Created through
 /// [`crate::LogDir::open_partition`], which holds the log dir's lock.
 #[derive(Debug)]
@@ -214,6 +304,16 @@ pub struct PartitionLog {
     /// Producer id -> first offset of its open transaction.
     ongoing_txns: BTreeMap<i64, OpenTransaction>,
     recovery: RecoveryReport,
+    /// `leader-epoch-checkpoint` may differ from `epochs` (a write of it
+    /// failed): the next append rewrites it before writing any batch.
+    epoch_checkpoint_stale: bool,
+    /// Undoing a failed append failed and so did reopening the log: the
+    /// next write reopens it (recovery) before anything else.
+    needs_reopen: bool,
+    /// Test hook: bytes segment writes may still write before failing as a
+    /// full disk would (`None`: no limit).
+    #[cfg(test)]
+    write_budget: Option<u64>,
 }
 
 fn now_ms() -> i64 {
@@ -416,7 +516,7 @@ impl PartitionLog {
         // epoch bump) is kept; entries beyond the log end are not.
         epochs.truncate_from_end(next_offset + 1);
         epochs.truncate_from_start(log_start_offset);
-        let log = PartitionLog {
+        let mut log = PartitionLog {
             shared,
             dir,
             tp,
@@ -428,6 +528,10 @@ impl PartitionLog {
             log_start_offset,
             ongoing_txns: ongoing,
             recovery: report,
+            epoch_checkpoint_stale: false,
+            needs_reopen: false,
+            #[cfg(test)]
+            write_budget: None,
         };
         if log.epochs != epochs_before {
             log.write_epoch_checkpoint()?;
@@ -534,21 +638,22 @@ impl PartitionLog {
     /// records the mirror itself must write while the partition is
     /// read-only (transaction markers during failover).
     pub fn append_as_coordinator(&mut self, batches: &mut [u8], epoch: i32) -> Result<AppendInfo> {
+        self.reopen_if_needed()?;
         if epoch < 0 {
             return Err(Error::InvalidArgument(format!(
                 "{}: leader epoch {epoch} is negative",
                 self.tp
             )));
         }
-        if let Some(latest) = self.epochs.latest_epoch() {
-            if epoch < latest {
-                return Err(Error::EpochOutOfOrder {
-                    topic_partition: self.tp.to_string(),
-                    base_offset: self.log_end_offset(),
-                    epoch,
-                    latest_epoch: latest,
-                });
-            }
+        if let Some(latest) = self.epochs.latest_epoch()
+            && epoch < latest
+        {
+            return Err(Error::EpochOutOfOrder {
+                topic_partition: self.tp.to_string(),
+                base_offset: self.log_end_offset(),
+                epoch,
+                latest_epoch: latest,
+            });
         }
         // Validate everything before changing anything.
         let mut sizes = Vec::new();
@@ -581,6 +686,7 @@ impl PartitionLog {
     /// increase (gaps allowed); epochs may not decrease. The write guard does
     /// not apply.
     pub fn append_replicated(&mut self, batches: &[u8]) -> Result<AppendInfo> {
+        self.reopen_if_needed()?;
         let mut expected = self.log_end_offset();
         let mut latest_epoch = self.epochs.latest_epoch().unwrap_or(-1);
         let mut any = false;
@@ -619,16 +725,9 @@ impl PartitionLog {
         self.append_validated(batches)
     }
 
-    /// Writes already validated batches, rolling segments as needed.
+    /// Writes already validated batches, rolling segments as needed. All or
+    /// nothing: see "Failed appends" in the module docs.
     fn append_validated(&mut self, batches: &[u8]) -> Result<AppendInfo> {
-        let mut info = AppendInfo {
-            first_offset: -1,
-            last_offset: -1,
-            batches: 0,
-            bytes: batches.len() as u64,
-        };
-        let mut pending_from = 0usize;
-        let mut epochs_changed = false;
         let headers: Vec<BatchHeader> = BatchIter::new(batches, 0)
             .map(|r| r.map(|(h, _)| h))
             .collect::<std::result::Result<_, _>>()
@@ -636,57 +735,224 @@ impl PartitionLog {
                 topic_partition: self.tp.to_string(),
                 source,
             })?;
-        for h in &headers {
+        let (Some(first), Some(last)) = (headers.first(), headers.last()) else {
+            return Err(Error::InvalidArgument(format!(
+                "{}: nothing to append",
+                self.tp
+            )));
+        };
+        let info = AppendInfo {
+            first_offset: first.base_offset,
+            last_offset: last.last_offset(),
+            batches: headers.len(),
+            bytes: batches.len() as u64,
+        };
+        // Transaction markers are decoded now, so that tracking them cannot
+        // fail once bytes are written.
+        for h in headers.iter().filter(|h| is_transaction_marker(h)) {
             let pos = h.position as usize;
-            if self.should_roll(h) {
-                self.write_active(&batches[pending_from..pos])?;
-                pending_from = pos;
-                self.roll(h.base_offset)?;
-            }
-            let bytes = &batches[pos..pos + h.size()];
-            self.index_batch(h);
-            track_transaction(
-                &mut self.ongoing_txns,
-                &mut self.active.txn_index,
-                self.active.base_offset,
-                h,
-                bytes,
-            )?;
-            epochs_changed |= self
-                .epochs
-                .assign_if_newer(h.partition_leader_epoch, h.base_offset);
-            if info.first_offset < 0 {
-                info.first_offset = h.base_offset;
-            }
-            info.last_offset = h.last_offset();
-            info.batches += 1;
+            control_marker(h, &batches[pos..pos + h.size()])?;
         }
-        self.write_active(&batches[pending_from..])?;
+        // (a) A new leader epoch reaches the checkpoint before its batches
+        // reach the segment. The cache itself takes the new entries only
+        // when the append succeeds.
+        let mut epochs = self.epochs.clone();
+        let mut new_epoch = false;
+        for h in &headers {
+            new_epoch |= epochs.assign_if_newer(h.partition_leader_epoch, h.base_offset);
+        }
+        if new_epoch || self.epoch_checkpoint_stale {
+            let written = write_epochs(&self.dir, epochs.entries());
+            self.note_epoch_checkpoint(&written);
+            written?;
+        }
+        // (b) Bytes first, then the in-memory state; (c) undone on failure.
+        let mut mark = self.mark();
+        if let Err(e) = self.write_batches(batches, &headers, &mut mark) {
+            self.undo_append(mark);
+            if new_epoch {
+                // Best effort: when this fails too, the file keeps entries
+                // at or beyond the log end and is marked stale.
+                let _ = self.write_epoch_checkpoint();
+            }
+            return Err(e);
+        }
+        self.epochs = epochs;
+        Ok(info)
+    }
+
+    /// Writes `headers`' batches from `batches` segment by segment: each
+    /// run of batches that fits the active segment is written, then indexed
+    /// and tracked in memory; a segment that is full is rolled first.
+    /// Records in `mark` what a failure must undo.
+    fn write_batches(
+        &mut self,
+        batches: &[u8],
+        headers: &[BatchHeader],
+        mark: &mut AppendMark,
+    ) -> Result<()> {
+        let mut start = 0;
+        while let Some(first) = headers.get(start) {
+            let mut fill = self.fill();
+            let mut end = start;
+            while let Some(h) = headers.get(end) {
+                if self.should_roll(&fill, h) {
+                    break;
+                }
+                fill.add(h);
+                end += 1;
+            }
+            if end == start {
+                // A roll rewrites the index files of the segment it closes.
+                mark.rolled = true;
+                let closed = self.roll(first.base_offset)?;
+                mark.replaced.get_or_insert(closed);
+                continue;
+            }
+            let run = &headers[start..end];
+            let from = first.position as usize;
+            let to = run.last().map_or(from, |h| h.position as usize + h.size());
+            self.write_active(&batches[from..to])?;
+            for h in run {
+                self.index_batch(h);
+                let pos = h.position as usize;
+                track_transaction(
+                    &mut self.ongoing_txns,
+                    &mut self.active.txn_index,
+                    self.active.base_offset,
+                    h,
+                    &batches[pos..pos + h.size()],
+                )?;
+            }
+            start = end;
+        }
         if self.config.flush == FlushPolicy::Always {
             self.active
                 .file
                 .sync_data()
                 .map_err(Error::io("fsync", &self.active.path))?;
         }
-        if epochs_changed {
-            self.write_epoch_checkpoint()?;
-        }
-        Ok(info)
-    }
-
-    fn write_active(&mut self, bytes: &[u8]) -> Result<()> {
-        if bytes.is_empty() {
-            return Ok(());
-        }
-        self.active
-            .file
-            .write_all(bytes)
-            .map_err(Error::io("write", &self.active.path))?;
         Ok(())
     }
 
-    /// Updates the active segment's indexes and counters for a batch about to
-    /// be written at the segment's current end (Kafka's `LogSegment.append`).
+    /// What an append may change in memory, taken before it starts.
+    fn mark(&self) -> AppendMark {
+        let a = &self.active;
+        AppendMark {
+            base_offset: a.base_offset,
+            size: a.size,
+            next_offset: a.next_offset,
+            bytes_since_index: a.bytes_since_index,
+            max_timestamp: a.max_timestamp,
+            offset_of_max_timestamp: a.offset_of_max_timestamp,
+            roll_base_ms: a.roll_base_ms,
+            offset_index_len: a.offset_index.len(),
+            time_index_len: a.time_index.len(),
+            txn_index_len: a.txn_index.len(),
+            ongoing_txns: self.ongoing_txns.clone(),
+            replaced: None,
+            rolled: false,
+        }
+    }
+
+    /// Puts the log back as it was at `mark` (step (c) of "Failed appends"
+    /// in the module docs). The epoch checkpoint is the caller's.
+    fn undo_append(&mut self, mark: AppendMark) {
+        let mut consistent = true;
+        if let Some(original) = mark.replaced {
+            // The segments this append rolled into, newest first, so that a
+            // crash in between never leaves a hole.
+            let created: Vec<i64> = std::iter::once(self.active.base_offset)
+                .chain(
+                    self.rolled
+                        .range((Bound::Excluded(mark.base_offset), Bound::Unbounded))
+                        .rev()
+                        .map(|(&base, _)| base),
+                )
+                .collect();
+            for base in created {
+                consistent &= delete_segment_files(&self.dir, base).is_ok();
+            }
+            self.rolled.retain(|&base, _| base < mark.base_offset);
+            self.active = original;
+            // Best effort: only the durability of the deletions is at stake.
+            let _ = fsutil::fsync_dir(&self.dir);
+        }
+        let a = &mut self.active;
+        consistent &= a.file.set_len(mark.size).is_ok();
+        a.size = mark.size;
+        a.next_offset = mark.next_offset;
+        a.bytes_since_index = mark.bytes_since_index;
+        a.max_timestamp = mark.max_timestamp;
+        a.offset_of_max_timestamp = mark.offset_of_max_timestamp;
+        a.roll_base_ms = mark.roll_base_ms;
+        a.offset_index.truncate_len(mark.offset_index_len);
+        a.time_index.truncate_len(mark.time_index_len);
+        a.txn_index.truncate_len(mark.txn_index_len);
+        self.ongoing_txns = mark.ongoing_txns;
+        if mark.rolled {
+            consistent &= self.restore_active_index_files();
+        }
+        if !consistent && self.reopen().is_err() {
+            self.needs_reopen = true;
+        }
+    }
+
+    /// After a failed roll, makes the active segment's index files match its
+    /// in-memory indexes again: rewritten, or removed when that fails (open
+    /// rebuilds an active segment's indexes from its batches). Returns false
+    /// when neither worked.
+    fn restore_active_index_files(&self) -> bool {
+        let a = &self.active;
+        let txn_path = segment::file_path(&self.dir, a.base_offset, TXN_INDEX_SUFFIX);
+        let rewritten = a.write_indexes(&self.dir).and_then(|()| {
+            if a.txn_index.is_empty() {
+                remove_if_exists(&txn_path)
+            } else {
+                Ok(())
+            }
+        });
+        if rewritten.is_ok() {
+            return true;
+        }
+        let mut removed = true;
+        for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
+            removed &=
+                remove_if_exists(&segment::file_path(&self.dir, a.base_offset, suffix)).is_ok();
+        }
+        removed
+    }
+
+    /// Reopens the log when undoing a failed append could not restore it.
+    fn reopen_if_needed(&mut self) -> Result<()> {
+        if self.needs_reopen {
+            self.reopen()?;
+        }
+        Ok(())
+    }
+
+    fn write_active(&mut self, bytes: &[u8]) -> Result<()> {
+        let a = &mut self.active;
+        #[cfg(test)]
+        if let Some(budget) = self.write_budget.as_mut() {
+            if bytes.len() as u64 > *budget {
+                let (head, _) = bytes.split_at(*budget as usize);
+                *budget = 0;
+                a.file
+                    .write_all(head)
+                    .map_err(Error::io("write", &a.path))?;
+                return Err(Error::io("write", &a.path)(std::io::Error::new(
+                    std::io::ErrorKind::StorageFull,
+                    "no space left on device (injected)",
+                )));
+            }
+            *budget -= bytes.len() as u64;
+        }
+        a.file.write_all(bytes).map_err(Error::io("write", &a.path))
+    }
+
+    /// Updates the active segment's indexes and counters for a batch just
+    /// written at the segment's end (Kafka's `LogSegment.append`).
     fn index_batch(&mut self, h: &BatchHeader) {
         let a = &mut self.active;
         if h.max_timestamp > a.max_timestamp {
@@ -708,34 +974,51 @@ impl PartitionLog {
         a.next_offset = h.next_offset();
     }
 
-    fn should_roll(&self, h: &BatchHeader) -> bool {
-        let a = &self.active;
-        if a.size == 0 {
+    /// How full the active segment is.
+    fn fill(&self) -> Fill {
+        Fill {
+            base_offset: self.active.base_offset,
+            size: self.active.size,
+            roll_base_ms: self.active.roll_base_ms,
+        }
+    }
+
+    /// Whether `h` must go to a new segment, the active one being `fill`.
+    fn should_roll(&self, fill: &Fill, h: &BatchHeader) -> bool {
+        if fill.size == 0 {
             return false;
         }
-        if a.size + h.size() as u64 > self.config.segment_bytes {
+        if fill.size + h.size() as u64 > self.config.segment_bytes {
             return true;
         }
-        if h.last_offset() - a.base_offset > i64::from(i32::MAX) {
+        if h.last_offset() - fill.base_offset > i64::from(i32::MAX) {
             return true;
         }
-        if let (Some(ms), Some(base)) = (self.config.segment_ms, a.roll_base_ms) {
-            if now_ms().saturating_sub(base) > ms {
-                return true;
-            }
+        if let (Some(ms), Some(base)) = (self.config.segment_ms, fill.roll_base_ms)
+            && now_ms().saturating_sub(base) > ms
+        {
+            return true;
         }
         false
     }
 
     /// Closes the active segment (final time index entry, index files
-    /// written, data fsynced) and starts a new one at `new_base`.
-    fn roll(&mut self, new_base: i64) -> Result<()> {
+    /// written, data fsynced) and starts a new one at `new_base`; returns the
+    /// closed segment. A failure after the new file was created removes it
+    /// again, so a failed roll leaves no half-created segment behind and the
+    /// old segment stays active.
+    fn roll(&mut self, new_base: i64) -> Result<ActiveSegment> {
         self.finish_active()?;
         let fresh = ActiveSegment::create(&self.dir, new_base)?;
-        fsutil::fsync_dir(&self.dir)?;
+        if let Err(e) = fsutil::fsync_dir(&self.dir) {
+            let path = fresh.path.clone();
+            drop(fresh);
+            let _ = remove_if_exists(&path);
+            return Err(e);
+        }
         let old = std::mem::replace(&mut self.active, fresh);
         self.rolled.insert(old.base_offset, old.size);
-        Ok(())
+        Ok(old)
     }
 
     fn finish_active(&mut self) -> Result<()> {
@@ -821,6 +1104,7 @@ impl PartitionLog {
     /// renamed instead of left behind. No-op when the active segment already
     /// starts at `base`.
     pub fn roll_to(&mut self, base: i64) -> Result<()> {
+        self.reopen_if_needed()?;
         if base == self.active.base_offset {
             return Ok(());
         }
@@ -833,16 +1117,27 @@ impl PartitionLog {
         }
         if self.active.size == 0 {
             let old = self.active.base_offset;
-            self.active = ActiveSegment::create(&self.dir, base)?;
-            delete_segment_files(&self.dir, old)?;
-            fsutil::fsync_dir(&self.dir)?;
-            if self.rolled.is_empty() && self.log_start_offset < base {
+            let fresh = ActiveSegment::create(&self.dir, base)?;
+            if let Err(e) = delete_segment_files(&self.dir, old) {
+                // The old `.log` goes last, so it is still there: it stays
+                // the active segment and the new one goes.
+                let path = fresh.path.clone();
+                drop(fresh);
+                let _ = remove_if_exists(&path);
+                return Err(e);
+            }
+            self.active = fresh;
+            let raise_start = self.rolled.is_empty() && self.log_start_offset < base;
+            if raise_start {
                 self.log_start_offset = base;
+            }
+            fsutil::fsync_dir(&self.dir)?;
+            if raise_start {
                 self.shared.update_log_start(&self.tp, base)?;
             }
             return Ok(());
         }
-        self.roll(base)
+        self.roll(base).map(drop)
     }
 
     /// Replaces a rolled segment wholly below the log end with `batches`
@@ -1098,12 +1393,21 @@ impl PartitionLog {
         self.flush()
     }
 
-    fn write_epoch_checkpoint(&self) -> Result<()> {
-        checkpoint::write_leader_epoch_checkpoint(
-            &self.dir.join(LEADER_EPOCH_CHECKPOINT),
-            self.epochs.entries(),
-            true,
-        )
+    /// Writes the epoch cache to `leader-epoch-checkpoint`.
+    fn write_epoch_checkpoint(&mut self) -> Result<()> {
+        let written = write_epochs(&self.dir, self.epochs.entries());
+        self.note_epoch_checkpoint(&written);
+        written
+    }
+
+    /// Records, after a write of `leader-epoch-checkpoint`, whether the file
+    /// may now differ from the cache: only a failed write can leave it so
+    /// (for instance when the rename happened but the directory fsync did
+    /// not), and then the file is read back to tell.
+    fn note_epoch_checkpoint(&mut self, written: &Result<()>) {
+        self.epoch_checkpoint_stale = written.is_err()
+            && checkpoint::read_leader_epoch_checkpoint(&self.dir.join(LEADER_EPOCH_CHECKPOINT))
+                .map_or(true, |on_disk| on_disk != self.epochs.entries());
     }
 }
 
@@ -1130,18 +1434,12 @@ fn track_transaction(
         });
         return Ok(());
     }
+    // Decoded before anything changes.
+    let marker = control_marker(h, bytes)?;
     let first = ongoing
         .remove(&h.producer_id)
         .map_or(segment_base, |t| t.first_offset);
-    let recs = records::decode_records(h, bytes)?;
-    let Some(record) = recs.first() else {
-        return Ok(());
-    };
-    let marker = records::parse_control_record(record).map_err(|reason| Error::Records {
-        base_offset: h.base_offset,
-        reason: reason.to_string(),
-    })?;
-    if marker.kind == ControlType::Abort {
+    if marker == Some(ControlType::Abort) {
         let lso = ongoing
             .values()
             .map(|t| t.first_offset)
@@ -1156,6 +1454,32 @@ fn track_transaction(
         });
     }
     Ok(())
+}
+
+/// True for a transaction marker that [`track_transaction`] decodes: a
+/// transactional control batch of a producer.
+fn is_transaction_marker(h: &BatchHeader) -> bool {
+    h.is_transactional() && h.producer_id >= 0 && h.is_control()
+}
+
+/// The type of a control batch's marker record (`None` when the batch holds
+/// no record).
+fn control_marker(h: &BatchHeader, bytes: &[u8]) -> Result<Option<ControlType>> {
+    let recs = records::decode_records(h, bytes)?;
+    let Some(record) = recs.first() else {
+        return Ok(None);
+    };
+    let marker = records::parse_control_record(record).map_err(|reason| Error::Records {
+        base_offset: h.base_offset,
+        reason: reason.to_string(),
+    })?;
+    Ok(Some(marker.kind))
+}
+
+/// Writes `entries` to the partition dir's `leader-epoch-checkpoint`
+/// (atomically, fsynced).
+fn write_epochs(dir: &Path, entries: &[EpochEntry]) -> Result<()> {
+    checkpoint::write_leader_epoch_checkpoint(&dir.join(LEADER_EPOCH_CHECKPOINT), entries, true)
 }
 
 /// Index state built while scanning a segment from its start.
@@ -1641,5 +1965,421 @@ mod tests {
             dir.open_or_create_partition(&tp(), Some(other), LogConfig::default()),
             Err(Error::TopicIdMismatch { .. })
         ));
+    }
+
+    /// The state a failed append must leave exactly as it was.
+    #[derive(Debug, PartialEq)]
+    struct Observed {
+        log_end_offset: i64,
+        size_bytes: u64,
+        segments: Vec<i64>,
+        files: Vec<(String, u64)>,
+        epochs: Vec<(i32, i64)>,
+        checkpoint: String,
+        /// Length and CRC-32C of everything `read` returns.
+        bytes: (usize, u32),
+        indexes: (usize, usize, usize),
+        open_transactions: Vec<OpenTransaction>,
+    }
+
+    /// The segment and checkpoint files of the partition dir (temp files
+    /// included) with their lengths, and the rest of [`Observed`]. Index
+    /// files are checked by [`assert_index_files_within`].
+    fn observe(log: &PartitionLog) -> Observed {
+        let mut files: Vec<(String, u64)> = std::fs::read_dir(log.dir())
+            .expect("list")
+            .map(|e| e.expect("entry"))
+            // Directories are the tests' blockers, not the log's.
+            .filter(|e| !e.file_type().expect("type").is_dir())
+            .map(|e| {
+                let len = e.metadata().expect("stat").len();
+                (e.file_name().to_string_lossy().into_owned(), len)
+            })
+            .filter(|(name, _)| {
+                name.ends_with(LOG_SUFFIX) || name.starts_with(LEADER_EPOCH_CHECKPOINT)
+            })
+            .collect();
+        files.sort();
+        Observed {
+            log_end_offset: log.log_end_offset(),
+            size_bytes: log.size_bytes(),
+            segments: log.segment_base_offsets(),
+            files,
+            epochs: log
+                .epochs()
+                .entries()
+                .iter()
+                .map(|e| (e.epoch, e.start_offset))
+                .collect(),
+            checkpoint: std::fs::read_to_string(log.dir().join(LEADER_EPOCH_CHECKPOINT))
+                .expect("checkpoint"),
+            bytes: {
+                let all = log.read(log.log_start_offset(), usize::MAX).expect("read");
+                (all.len(), crc32c::crc32c(&all))
+            },
+            indexes: (
+                log.active.offset_index.len(),
+                log.active.time_index.len(),
+                log.active.txn_index.len(),
+            ),
+            open_transactions: log.open_transactions(),
+        }
+    }
+
+    /// No entry of a segment's `.index` file points past its `.log`.
+    fn assert_index_files_within(log: &PartitionLog) {
+        for base in log.segment_base_offsets() {
+            let len = std::fs::metadata(segment::file_path(log.dir(), base, LOG_SUFFIX))
+                .expect("stat")
+                .len();
+            let path = segment::file_path(log.dir(), base, INDEX_SUFFIX);
+            if let Some(bytes) = fsutil::read_optional(&path).expect("read") {
+                let index = OffsetIndex::parse(&bytes, base, &path).expect("parse");
+                for e in index.entries() {
+                    assert!(u64::from(e.position) < len, "{e:?} past {len} in {path:?}");
+                }
+            }
+        }
+    }
+
+    fn assert_verifies(root: &Path) {
+        let mut stats = crate::verify::VerifyStats::default();
+        let verified = crate::verify::verify_partition(
+            root,
+            &tp(),
+            crate::verify::VerifyOptions::default(),
+            &mut stats,
+        )
+        .expect("verify");
+        assert_eq!(verified, Ok(()));
+    }
+
+    fn assert_disk_full(err: Error, file_suffix: &str) {
+        match err {
+            Error::Io { op, path, source } => {
+                assert_eq!(op, "write");
+                assert!(path.to_string_lossy().ends_with(file_suffix), "{path:?}");
+                assert_eq!(source.kind(), std::io::ErrorKind::StorageFull);
+            }
+            other => panic!("expected an IO error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_log_as_it_was_and_a_retry_appends_in_place() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::open(root.path()).expect("open");
+        let config = LogConfig {
+            index_interval_bytes: 100,
+            ..LogConfig::default()
+        };
+        let mut log = dir
+            .open_or_create_partition(&tp(), None, config.clone())
+            .expect("create");
+        let first = batches(&[(0, 0), (2, 0)]);
+        log.append_replicated(&first).expect("append");
+        let before = observe(&log);
+        // The disk fills up in the middle of the second of three batches.
+        let more = batches(&[(4, 0), (6, 0), (8, 0)]);
+        log.write_budget = Some(150);
+        let err = log.append_replicated(&more).expect_err("disk full");
+        assert_disk_full(err, LOG_SUFFIX);
+        assert_eq!(observe(&log), before, "in memory and on disk");
+
+        // Space is back: the retry appends at the same place.
+        log.write_budget = None;
+        let info = log.append_replicated(&more).expect("retry");
+        assert_eq!((info.first_offset, info.last_offset), (4, 9));
+        let mut all = first.clone();
+        all.extend_from_slice(&more);
+        assert_eq!(log.read(0, usize::MAX).expect("read"), all);
+        assert_eq!(
+            log.active.offset_index.len(),
+            4,
+            "an entry for every batch after the first"
+        );
+        log.close().expect("close");
+        let log = dir.open_partition(&tp(), config).expect("reopen");
+        assert!(
+            log.recovery_report().is_clean(),
+            "{:?}",
+            log.recovery_report()
+        );
+        assert_eq!(log.log_end_offset(), 10);
+        assert_verifies(root.path());
+    }
+
+    #[test]
+    fn a_failed_write_after_a_roll_removes_the_new_segments_and_the_new_epoch() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::open(root.path()).expect("open");
+        let mut log = dir
+            .open_or_create_partition(&tp(), None, small())
+            .expect("create");
+        log.append_replicated(&batches(&[(0, 0)])).expect("append");
+        let before = observe(&log);
+        assert_eq!(before.checkpoint, "0\n1\n0 0\n");
+        // Two batches fit a segment: 2 joins segment 0, 4 and 6 go to a new
+        // segment 4, 8 and 10 to a segment 8, where the disk fills up. Epoch
+        // 1 starts at 6.
+        let more = batches(&[(2, 0), (4, 0), (6, 1), (8, 1), (10, 1)]);
+        log.write_budget = Some(101 + 202 + 50);
+        let err = log.append_replicated(&more).expect_err("disk full");
+        assert_disk_full(err, &segment::file_name(8, LOG_SUFFIX));
+        assert_eq!(observe(&log), before, "in memory and on disk");
+        assert!(!log.epoch_checkpoint_stale);
+        assert_index_files_within(&log);
+        for base in [4, 8] {
+            for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                let path = segment::file_path(log.dir(), base, suffix);
+                assert!(!path.exists(), "{path:?} left behind");
+            }
+        }
+
+        log.write_budget = None;
+        log.append_replicated(&more).expect("retry");
+        assert_eq!(log.segment_base_offsets(), vec![0, 4, 8]);
+        assert_eq!(log.log_end_offset(), 12);
+        let text =
+            std::fs::read_to_string(log.dir().join(LEADER_EPOCH_CHECKPOINT)).expect("checkpoint");
+        assert_eq!(text, "0\n2\n0 0\n1 6\n");
+        log.close().expect("close");
+        let log = dir.open_partition(&tp(), small()).expect("reopen");
+        assert!(
+            log.recovery_report().is_clean(),
+            "{:?}",
+            log.recovery_report()
+        );
+        assert_eq!(log.log_end_offset(), 12);
+        assert_verifies(root.path());
+    }
+
+    #[test]
+    fn a_new_epoch_that_cannot_be_checkpointed_writes_no_batch() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::open(root.path()).expect("open");
+        let mut log = dir
+            .open_or_create_partition(&tp(), None, small())
+            .expect("create");
+        log.append_replicated(&batches(&[(0, 0)])).expect("append");
+        let before = observe(&log);
+        // The checkpoint's temp file cannot be created (as on a full disk).
+        let tmp = log.dir().join(format!("{LEADER_EPOCH_CHECKPOINT}.tmp"));
+        std::fs::create_dir(&tmp).expect("block the temp file");
+        match log.append_replicated(&batches(&[(2, 1)])) {
+            Err(Error::Io { path, .. }) => assert_eq!(path, tmp),
+            other => panic!("expected an IO error, got {other:?}"),
+        }
+        let mut b = batches(&[(0, 0)]);
+        assert!(matches!(
+            log.append_as_leader(&mut b, 3),
+            Err(Error::Io { .. })
+        ));
+        assert_eq!(observe(&log), before, "no batch of an unrecorded epoch");
+        assert!(!log.epoch_checkpoint_stale, "the file is untouched");
+        // Batches of a known epoch need no checkpoint write.
+        log.append_replicated(&batches(&[(2, 0)]))
+            .expect("same epoch");
+        std::fs::remove_dir(&tmp).expect("unblock");
+        log.append_replicated(&batches(&[(4, 1)])).expect("retry");
+        let text =
+            std::fs::read_to_string(log.dir().join(LEADER_EPOCH_CHECKPOINT)).expect("checkpoint");
+        assert_eq!(text, "0\n2\n0 0\n1 4\n");
+        drop(log);
+        assert_verifies(root.path());
+    }
+
+    #[test]
+    fn a_stale_epoch_checkpoint_is_rewritten_before_the_next_append() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::open(root.path()).expect("open");
+        let mut log = dir
+            .open_or_create_partition(&tp(), None, small())
+            .expect("create");
+        log.append_replicated(&batches(&[(0, 0)])).expect("append");
+        let tmp = log.dir().join(format!("{LEADER_EPOCH_CHECKPOINT}.tmp"));
+        std::fs::create_dir(&tmp).expect("block the temp file");
+        // The cache takes epoch 5 at the log end; the file cannot.
+        assert!(log.bump_epoch(5).is_err());
+        assert!(log.epoch_checkpoint_stale);
+        // An append of epoch 5 is not a new epoch for the cache, but the
+        // file must learn it first.
+        assert!(matches!(
+            log.append_replicated(&batches(&[(2, 5)])),
+            Err(Error::Io { .. })
+        ));
+        assert_eq!(log.log_end_offset(), 2);
+        std::fs::remove_dir(&tmp).expect("unblock");
+        log.append_replicated(&batches(&[(2, 5)])).expect("append");
+        assert!(!log.epoch_checkpoint_stale);
+        let text =
+            std::fs::read_to_string(log.dir().join(LEADER_EPOCH_CHECKPOINT)).expect("checkpoint");
+        assert_eq!(text, "0\n2\n0 0\n5 2\n");
+        drop(log);
+        assert_verifies(root.path());
+    }
+
+    #[test]
+    fn a_failed_roll_leaves_no_half_created_segment() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::open(root.path()).expect("open");
+        let mut log = dir
+            .open_or_create_partition(&tp(), None, small())
+            .expect("create");
+        log.append_replicated(&batches(&[(0, 0)])).expect("append");
+        let before = observe(&log);
+        // 2 joins segment 0 (adding an index entry), then the roll for 4
+        // writes segment 0's `.index` and fails on its `.timeindex`.
+        let tmp = log
+            .dir()
+            .join(format!("{}.tmp", segment::file_name(0, TIME_INDEX_SUFFIX)));
+        std::fs::create_dir(&tmp).expect("block the time index");
+        let more = batches(&[(2, 0), (4, 0)]);
+        assert!(matches!(
+            log.append_replicated(&more),
+            Err(Error::Io { .. })
+        ));
+        assert_eq!(observe(&log), before, "in memory and on disk");
+        assert_index_files_within(&log);
+        assert!(!segment::file_path(log.dir(), 4, LOG_SUFFIX).exists());
+
+        // A roll that fails on its own (the source's next segment) too.
+        assert!(matches!(log.roll_to(4), Err(Error::Io { .. })));
+        assert_eq!(log.segment_base_offsets(), vec![0]);
+        assert!(!segment::file_path(log.dir(), 4, LOG_SUFFIX).exists());
+
+        std::fs::remove_dir(&tmp).expect("unblock");
+        log.append_replicated(&more).expect("retry");
+        assert_eq!(log.segment_base_offsets(), vec![0, 4]);
+        log.close().expect("close");
+        let log = dir.open_partition(&tp(), small()).expect("reopen");
+        assert!(
+            log.recovery_report().is_clean(),
+            "{:?}",
+            log.recovery_report()
+        );
+        assert_eq!(log.log_end_offset(), 6);
+        assert_verifies(root.path());
+    }
+
+    #[test]
+    fn a_failed_append_keeps_the_open_transactions() {
+        use crate::builder::{BatchSpec, RecordInput, build_batch, build_control_batch};
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::open(root.path()).expect("open");
+        let mut log = dir
+            .open_or_create_partition(&tp(), None, LogConfig::default())
+            .expect("create");
+        let mut spec = BatchSpec::new(0, 0);
+        spec.transactional = true;
+        spec.producer_id = 7;
+        spec.producer_epoch = 1;
+        let record = RecordInput {
+            timestamp: 1,
+            key: None,
+            value: Some(b"v".to_vec()),
+            headers: vec![],
+        };
+        let mut data = build_batch(&spec, std::slice::from_ref(&record)).expect("batch");
+        log.append_as_leader(&mut data, 0).expect("append");
+        let before = observe(&log);
+        assert_eq!(before.open_transactions.len(), 1);
+        // The abort marker, failing half way: the transaction stays open and
+        // the transaction index gains nothing.
+        let mut abort = build_control_batch(ControlType::Abort, 1, 0, 7, 1, 2, 0);
+        log.write_budget = Some(10);
+        assert!(log.append_as_coordinator(&mut abort, 0).is_err());
+        assert_eq!(observe(&log), before);
+        log.write_budget = None;
+        log.append_as_coordinator(&mut abort, 0).expect("retry");
+        assert!(log.open_transactions().is_empty());
+        assert_eq!(log.active.txn_index.len(), 1);
+    }
+
+    /// A real full disk: a 1 MiB tmpfs. Needs root to mount it; skipped
+    /// otherwise.
+    #[test]
+    fn a_full_disk_fails_appends_cleanly() {
+        let root_user = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("Uid:"))
+                    .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
+            })
+            .unwrap_or(false);
+        if !root_user {
+            eprintln!("skipped: needs root to mount a tmpfs");
+            return;
+        }
+        let root = tempfile::tempdir().expect("tempdir");
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+            .arg(root.path())
+            .status();
+        if !mounted.is_ok_and(|s| s.success()) {
+            eprintln!("skipped: cannot mount a tmpfs here");
+            return;
+        }
+        struct Unmount(std::path::PathBuf);
+        impl Drop for Unmount {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("umount")
+                    .arg("-l")
+                    .arg(&self.0)
+                    .status();
+            }
+        }
+        let _unmount = Unmount(root.path().to_path_buf());
+        let dir = LogDir::open(root.path()).expect("open");
+        // No roll: the write itself runs out of space.
+        let config = LogConfig {
+            index_interval_bytes: 100,
+            ..LogConfig::default()
+        };
+        let mut log = dir
+            .open_or_create_partition(&tp(), None, config.clone())
+            .expect("create");
+        log.append_replicated(&batches(&[(0, 0), (2, 0)]))
+            .expect("append");
+        let filler = root.path().join("filler");
+        let mut f = File::create(&filler).expect("filler");
+        let page = vec![0u8; 4096];
+        while f.write_all(&page).is_ok() {}
+        while f.write_all(&page[..1]).is_ok() {}
+        drop(f);
+        let before = observe(&log);
+
+        // 10 KB of batches: the segment's last page takes some of them and
+        // the write fails part way.
+        let spec: Vec<(i64, i32)> = (2..102).map(|i| (2 * i, 0)).collect();
+        let more = batches(&spec);
+        match log.append_replicated(&more) {
+            Err(Error::Io { op, path, source }) => {
+                assert_eq!(source.kind(), std::io::ErrorKind::StorageFull, "{source}");
+                assert_eq!((op, path), ("write", log.active.path.clone()));
+            }
+            other => panic!("expected ENOSPC, got {other:?}"),
+        }
+        assert_eq!(observe(&log), before, "the torn write is cut");
+        assert_index_files_within(&log);
+        // A new epoch cannot be checkpointed: nothing is written.
+        assert!(log.append_replicated(&batches(&[(4, 1)])).is_err());
+        assert_eq!(observe(&log), before);
+
+        std::fs::remove_file(&filler).expect("free space");
+        log.append_replicated(&more).expect("retry");
+        log.append_replicated(&batches(&[(204, 1)]))
+            .expect("new epoch");
+        assert_eq!(log.log_end_offset(), 206);
+        log.close().expect("close");
+        let log = dir.open_partition(&tp(), config).expect("reopen");
+        assert!(
+            log.recovery_report().is_clean(),
+            "{:?}",
+            log.recovery_report()
+        );
+        drop(log);
+        assert_verifies(root.path());
     }
 }

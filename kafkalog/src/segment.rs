@@ -159,10 +159,8 @@ pub fn scan(
             Err(e) => return end(pos, ScanStop::Corrupt(e)),
         };
         let bytes = &visible[..header.size()];
-        if verify {
-            if let Err(e) = batch::verify_crc(&header, bytes) {
-                return end(pos, ScanStop::Corrupt(e));
-            }
+        if verify && let Err(e) = batch::verify_crc(&header, bytes) {
+            return end(pos, ScanStop::Corrupt(e));
         }
         pos += header.size() as u64;
         let flow = visit(&header, bytes);

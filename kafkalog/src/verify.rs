@@ -141,10 +141,8 @@ pub fn verify_partition(
             .and_then(|n| n.to_str())
             .and_then(|n| segment::parse_file_name(n, segment::SNAPSHOT_SUFFIX))
             .is_some();
-        if is_snapshot {
-            if let Err(e) = crate::snapshot::read_snapshot(&path) {
-                return Ok(Err(from_error(&path, e)));
-            }
+        if is_snapshot && let Err(e) = crate::snapshot::read_snapshot(&path) {
+            return Ok(Err(from_error(&path, e)));
         }
     }
 
@@ -216,14 +214,14 @@ pub fn verify_partition(
                     return ControlFlow::Break(());
                 }
             }
-            if let Some(expected) = epochs.epoch_for_offset(h.last_offset()) {
-                if h.partition_leader_epoch != expected {
-                    found = Some(here(format!(
-                        "leader epoch {} differs from {} that leader-epoch-checkpoint assigns to this offset",
-                        h.partition_leader_epoch, expected
-                    )));
-                    return ControlFlow::Break(());
-                }
+            if let Some(expected) = epochs.epoch_for_offset(h.last_offset())
+                && h.partition_leader_epoch != expected
+            {
+                found = Some(here(format!(
+                    "leader epoch {} differs from {} that leader-epoch-checkpoint assigns to this offset",
+                    h.partition_leader_epoch, expected
+                )));
+                return ControlFlow::Break(());
             }
             stats.batches += 1;
             stats.bytes += h.size() as u64;
@@ -259,26 +257,27 @@ pub fn verify_partition(
             prev = Some((seg.path.clone(), last));
         }
     }
-    if let Some(gap) = pending_gap {
-        if !opts.allow_gaps && !compaction_seen {
-            return Ok(Err(gap));
-        }
+    if let Some(gap) = pending_gap
+        && !opts.allow_gaps
+        && !compaction_seen
+    {
+        return Ok(Err(gap));
     }
     // Every epoch checkpoint entry must start at or below the log end.
-    if let (Some(latest), Some((_, last))) = (epochs.latest(), prev.as_ref()) {
-        if latest.start_offset > last.last + 1 {
-            return Ok(Err(problem(
-                &epoch_path,
-                None,
-                Some(latest.start_offset),
-                format!(
-                    "epoch {} starts at {}, beyond the log end offset {}",
-                    latest.epoch,
-                    latest.start_offset,
-                    last.last + 1
-                ),
-            )));
-        }
+    if let (Some(latest), Some((_, last))) = (epochs.latest(), prev.as_ref())
+        && latest.start_offset > last.last + 1
+    {
+        return Ok(Err(problem(
+            &epoch_path,
+            None,
+            Some(latest.start_offset),
+            format!(
+                "epoch {} starts at {}, beyond the log end offset {}",
+                latest.epoch,
+                latest.start_offset,
+                last.last + 1
+            ),
+        )));
     }
     Ok(Ok(()))
 }

@@ -374,7 +374,6 @@ async fn start_rereads_a_repaired_manifest() {
 /// ("epoch lineages differ") instead of "identical up to 0": the lineage
 /// clip keeps entries below `max(end, 1)`.
 #[test]
-#[ignore = "finding 8 (kafkalog): fails until compare treats an empty mirror as a prefix"]
 fn compare_calls_an_empty_mirror_a_prefix() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut writer =
@@ -457,7 +456,6 @@ async fn one_unwritable_partition_does_not_stop_the_others() {
 /// leader-epoch-checkpoint assigns to this offset") until a restart
 /// repairs it. Needs root (a tmpfs); skipped otherwise.
 #[tokio::test]
-#[ignore = "finding 5 (kafkalog): fails until the epoch checkpoint is written before the batches"]
 async fn a_full_disk_never_leaves_batches_of_an_unrecorded_epoch() {
     if !is_root() {
         eprintln!("skipped: needs root to mount a tmpfs");
@@ -586,7 +584,6 @@ async fn a_full_disk_shows_in_applier_status() {
 /// the shipped end and reports MIRRORING, caught up, over a segment that
 /// ends in a torn batch. Needs root (a tmpfs); skipped otherwise.
 #[tokio::test]
-#[ignore = "finding 11 (kafkalog/applier): fails until a failed segment write leaves the log as it was"]
 async fn a_daemon_recovers_cleanly_from_a_full_disk() {
     if !is_root() {
         eprintln!("skipped: needs root to mount a tmpfs");

@@ -93,14 +93,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<u8> {
     let tp = TopicPartition::new(&args.topic, args.partition)?;
     // The guard is checked before taking the lock, so a mirror partition
     // reports read-only even while the applier holds the log dir.
-    if let Ok(reader) = PartitionReader::open(&args.log_dir, &tp) {
-        if let Some(reason) = reader.read_only_reason()? {
-            return Err(kafkalog::Error::ReadOnly {
-                topic_partition: tp.to_string(),
-                reason,
-            }
-            .into());
+    if let Ok(reader) = PartitionReader::open(&args.log_dir, &tp)
+        && let Some(reason) = reader.read_only_reason()?
+    {
+        return Err(kafkalog::Error::ReadOnly {
+            topic_partition: tp.to_string(),
+            reason,
         }
+        .into());
     }
     let dir = LogDir::open(&args.log_dir)?;
     let config = LogConfig {
