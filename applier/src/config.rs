@@ -11,6 +11,7 @@
 //! exclude = "tmp-.*"                         # regex on the whole topic name
 //! poll_interval_ms = 1000
 //! download_concurrency = 4
+//! disk_reserve_bytes = 1048576               # kept free for the applier's own state (0: off)
 //! tiered_topics = ["archive"]                # remote.storage.enable=true here
 //! ```
 
@@ -43,6 +44,8 @@ pub struct ApplierConfig {
     pub poll_interval_ms: Option<u64>,
     /// Objects downloaded ahead.
     pub download_concurrency: Option<usize>,
+    /// Size of the disk reserve (`applier::reserve`), bytes; 0 disables it.
+    pub disk_reserve_bytes: Option<u64>,
     /// Destination topics with `remote.storage.enable=true`.
     #[serde(default)]
     pub tiered_topics: Vec<String>,
@@ -128,6 +131,7 @@ impl ApplierConfig {
             exclude,
             poll_interval_ms,
             download_concurrency,
+            disk_reserve_bytes,
             metrics_addr
         );
         if !over.tiered_topics.is_empty() {
@@ -203,6 +207,15 @@ impl ApplierConfig {
         options.topics = anchored("topics", &self.topics)?;
         options.exclude = anchored("exclude", &self.exclude)?;
         options.prefetch = concurrency;
+        if let Some(bytes) = self.disk_reserve_bytes {
+            if bytes > 1 << 30 {
+                return Err(field(
+                    "disk_reserve_bytes",
+                    "must be 0 to 1073741824 (1 GiB)",
+                ));
+            }
+            options.disk_reserve_bytes = bytes;
+        }
         options.tiered_topics = self.tiered_topics.clone();
         Ok(Validated {
             options,

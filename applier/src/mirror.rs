@@ -274,13 +274,19 @@ impl Mirror {
         let mut downloads = futures::stream::iter(ranges.into_iter().map(|r| {
             let tp = tp.clone();
             async move {
-                let bytes = store
-                    .get(&r.key)
-                    .await
-                    .map_err(|source| MirrorError::Store {
+                let get = || async {
+                    store.get(&r.key).await.map_err(|source| MirrorError::Store {
                         tp: tp.clone(),
                         source,
-                    })?;
+                    })
+                };
+                let mut bytes = get().await?;
+                if bytes.len() as u64 != r.bytes {
+                    // A short body is what a transport fault looks like:
+                    // read it once more before calling the object corrupt.
+                    tracing::warn!(partition = %tp, key = %r.key, got = bytes.len(), expected = r.bytes, "object body of the wrong size; reading it again");
+                    bytes = get().await?;
+                }
                 verify_object(&tp, &r, &bytes)?;
                 Ok::<_, MirrorError>((r, bytes))
             }
@@ -525,6 +531,66 @@ pub fn verify_object(
                 locate_corruption(r, bytes)
             ),
         });
+    }
+    check_batches_against_range(r, bytes).map_err(|detail| MirrorError::ObjectCorrupt {
+        tp: tp.clone(),
+        key: r.key.clone(),
+        detail,
+    })
+}
+
+/// Checks the batch headers of an object against its manifest entry:
+/// offsets strictly increasing from the range's base offset to its last
+/// offset, the range's batch count, and each batch's leader epoch the one
+/// the range's epochs assign to its base offset. Base offsets and leader
+/// epochs lie outside a batch's own CRC, so this catches what the
+/// object's CRC-32C cannot when the corruption happened before it was
+/// computed (a bad disk at the source, a bug in a shipper).
+fn check_batches_against_range(r: &ShippedRange, bytes: &[u8]) -> Result<(), String> {
+    let mut next = r.base_offset;
+    let mut count = 0u32;
+    let mut last = None;
+    for item in kafkalog::batch::BatchIter::new(bytes, 0) {
+        let (h, _) = item.map_err(|e| format!("batch header: {e}"))?;
+        if count == 0 && h.base_offset != r.base_offset {
+            return Err(format!(
+                "first batch at offset {} where the manifest's range starts at {}",
+                h.base_offset, r.base_offset
+            ));
+        }
+        if h.base_offset < next || h.last_offset() > r.last_offset {
+            return Err(format!(
+                "batch at offset {} (byte {}) is out of order or outside the range {}..={}",
+                h.base_offset, h.position, r.base_offset, r.last_offset
+            ));
+        }
+        let epoch = h.partition_leader_epoch;
+        if epoch >= 0 && !r.epochs.is_empty() {
+            let assigned = r
+                .epochs
+                .iter()
+                .rev()
+                .find(|e| e.start_offset <= h.base_offset)
+                .map(|e| e.epoch);
+            if assigned != Some(epoch) {
+                return Err(format!(
+                    "batch at offset {} has leader epoch {epoch} where the manifest's range says {}",
+                    h.base_offset,
+                    assigned.map_or("none".to_string(), |e| e.to_string())
+                ));
+            }
+        }
+        next = h.last_offset().saturating_add(1);
+        last = Some(h.last_offset());
+        count += 1;
+    }
+    if last != Some(r.last_offset) || count != r.batches {
+        return Err(format!(
+            "{count} batches ending at offset {} where the manifest says {} ending at {}",
+            last.map_or("-".to_string(), |o| o.to_string()),
+            r.batches,
+            r.last_offset
+        ));
     }
     Ok(())
 }

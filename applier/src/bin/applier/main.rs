@@ -61,6 +61,10 @@ pub(crate) struct Common {
     /// Objects downloaded ahead of the one being appended.
     #[arg(long, value_name = "N", env = "SEGMIRROR_DOWNLOAD_CONCURRENCY")]
     download_concurrency: Option<usize>,
+    /// Bytes kept free in <log-dir>/.segmirror/reserve so that a full disk's
+    /// failures can still be recorded; nothing is appended without it (0: off).
+    #[arg(long, value_name = "BYTES", env = "SEGMIRROR_DISK_RESERVE_BYTES")]
+    disk_reserve_bytes: Option<u64>,
     /// Serve Prometheus metrics on this address (host:port).
     #[arg(long, value_name = "ADDR", env = "SEGMIRROR_METRICS_ADDR")]
     metrics_addr: Option<String>,
@@ -84,6 +88,7 @@ impl Common {
             exclude: self.exclude.clone(),
             poll_interval_ms: self.poll_interval_ms,
             download_concurrency: self.download_concurrency,
+            disk_reserve_bytes: self.disk_reserve_bytes,
             tiered_topics: self.tiered_topics.clone(),
             metrics_addr: self.metrics_addr.clone(),
         }))
