@@ -18,6 +18,11 @@
 //!   head; under contention one more GET and PUT per lost race.
 //!
 //! Heads older than [`KEEP_HEADS`] versions are deleted by the writer.
+//!
+//! Format: compact JSON of [`Head`] with, since schema 1.1, the CRC-32C
+//! trailer of `codec` (`...,"crc32c":<u32 decimal>}`): a damaged head (say a
+//! flipped bit in a topic id) is refused as a format error instead of being
+//! adopted. Heads of schema 1.0 (no trailer) are still read, with a warning.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -25,7 +30,8 @@ use std::time::Duration;
 use kafkalog::topic::TopicId;
 use serde::{Deserialize, Serialize};
 
-use crate::partition::{ManifestFormatError, PartitionManifest, SchemaVersion, decode_versioned};
+use crate::codec::{self, ObjectKind};
+use crate::partition::{ManifestFormatError, PartitionManifest, SchemaVersion};
 
 /// How often a feed reader lists the head dir to resynchronise.
 pub const RESYNC_INTERVAL: Duration = Duration::from_secs(60);
@@ -111,14 +117,35 @@ impl Head {
         }
     }
 
-    /// Decodes a head object.
+    /// Decodes a head object: checks its CRC-32C trailer (schema 1.1 and
+    /// later; 1.0 heads are accepted with a warning) and its version. The
+    /// result's `schema` is [`SchemaVersion::CURRENT`].
     pub fn decode(bytes: &[u8]) -> Result<Head, ManifestFormatError> {
-        decode_versioned(bytes)
+        Self::decode_from(None, bytes)
     }
 
-    /// Encodes a head object.
+    /// [`Head::decode`] of the object at `key`.
+    pub(crate) fn decode_from(
+        key: Option<&str>,
+        bytes: &[u8],
+    ) -> Result<Head, ManifestFormatError> {
+        let mut head: Head = codec::decode(ObjectKind::Head, key, bytes)?;
+        head.schema = SchemaVersion::CURRENT;
+        Ok(head)
+    }
+
+    /// Encodes a head object as [`SchemaVersion::CURRENT`] with its CRC-32C
+    /// trailer.
     pub fn encode(&self) -> Result<Vec<u8>, ManifestFormatError> {
-        serde_json::to_vec(self).map_err(|e| ManifestFormatError::Malformed(e.to_string()))
+        if self.schema == SchemaVersion::CURRENT {
+            codec::encode(ObjectKind::Head, self)
+        } else {
+            let current = Head {
+                schema: SchemaVersion::CURRENT,
+                ..self.clone()
+            };
+            codec::encode(ObjectKind::Head, &current)
+        }
     }
 
     /// Merges `entries` into this head: an entry replaces the current one
@@ -168,5 +195,75 @@ mod tests {
         assert_eq!(h.partitions["t-0"].manifest_version, 3);
         let bytes = h.encode().expect("encode");
         assert_eq!(Head::decode(&bytes).expect("decode"), h);
+    }
+
+    fn sample() -> Head {
+        let mut h = Head::empty("src-1");
+        h.seq = 7;
+        h.written_at_ms = 1_700_000_000_300;
+        h.writer = "shipper-a".into();
+        h.merge([entry(0, 2), entry(1, 1)]);
+        h
+    }
+
+    const HEAD_1_0: &str = r#"{"schema":{"major":1,"minor":0},"seq":7,"source_cluster_id":"src-1","written_at_ms":1700000000300,"writer":"shipper-a","partitions":{"t-0":{"topic":"t","partition":0,"topic_id":"vVw7a5a_QkWcK7JvBD2t8Q","manifest_version":2,"shipped_end_offset":20,"log_start_offset":0,"source_high_watermark":20,"committed_at_ms":1,"deleted":false},"t-1":{"topic":"t","partition":1,"topic_id":"vVw7a5a_QkWcK7JvBD2t8Q","manifest_version":1,"shipped_end_offset":10,"log_start_offset":0,"source_high_watermark":10,"committed_at_ms":1,"deleted":false}}}"#;
+
+    /// 3571903147 = 0xd4e6eaab, checked against an independent bitwise CRC-32C.
+    const HEAD_1_1: &str = r#"{"schema":{"major":1,"minor":1},"seq":7,"source_cluster_id":"src-1","written_at_ms":1700000000300,"writer":"shipper-a","partitions":{"t-0":{"topic":"t","partition":0,"topic_id":"vVw7a5a_QkWcK7JvBD2t8Q","manifest_version":2,"shipped_end_offset":20,"log_start_offset":0,"source_high_watermark":20,"committed_at_ms":1,"deleted":false},"t-1":{"topic":"t","partition":1,"topic_id":"vVw7a5a_QkWcK7JvBD2t8Q","manifest_version":1,"shipped_end_offset":10,"log_start_offset":0,"source_high_watermark":10,"committed_at_ms":1,"deleted":false}},"crc32c":3571903147}"#;
+
+    #[test]
+    fn golden_bytes_are_pinned() {
+        let h = sample();
+        let bytes = h.encode().expect("encode");
+        assert_eq!(String::from_utf8(bytes.clone()).expect("utf-8"), HEAD_1_1);
+        assert_eq!(Head::decode(&bytes).expect("decode"), h);
+        assert_eq!(h.encode().expect("encode"), bytes, "deterministic");
+    }
+
+    #[test]
+    fn schema_1_0_heads_still_decode() {
+        let h = Head::decode(HEAD_1_0.as_bytes()).expect("a 1.0 head");
+        assert_eq!(h, sample());
+        assert_eq!(h.encode().expect("encode"), HEAD_1_1.as_bytes());
+        assert_eq!(
+            Head::decode(&crate::codec::testing::strip_trailer(HEAD_1_1.as_bytes())),
+            Err(ManifestFormatError::MissingChecksum {
+                object: ObjectKind::Head,
+                major: 1,
+                minor: 1
+            })
+        );
+    }
+
+    #[test]
+    fn every_single_bit_flip_of_a_head_is_refused() {
+        crate::codec::testing::every_bit_flip_is_refused(HEAD_1_1.as_bytes(), Head::decode);
+        crate::codec::testing::every_bit_flip_is_refused(
+            &Head::empty("c").encode().expect("encode"),
+            Head::decode,
+        );
+    }
+
+    #[test]
+    fn a_damaged_topic_id_is_a_checksum_mismatch() {
+        // The shape of reliability finding 3b: a topic id character.
+        let at = HEAD_1_1.find("vVw7a5a").expect("id") + 3;
+        let mut bytes = HEAD_1_1.as_bytes().to_vec();
+        bytes[at] ^= 0x01;
+        let err = Head::decode(&bytes).expect_err("refused");
+        assert!(
+            matches!(
+                err,
+                ManifestFormatError::ChecksumMismatch {
+                    object: ObjectKind::Head,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().starts_with("head checksum mismatch"),
+            "{err}"
+        );
     }
 }

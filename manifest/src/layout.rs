@@ -21,6 +21,19 @@
 //! epoch of their first batch and a unique upload id, so a retried upload or
 //! a second shipper never overwrites an object that some manifest names.
 //!
+//! Object formats: `.batches` objects are the source's bytes, checked with
+//! the CRC-32C their manifest range records. The `.json` objects (heads,
+//! manifest versions, pages) are compact JSON of `feed::Head`,
+//! `partition::PartitionManifest` and `partition::Page` ending, since schema
+//! 1.1, with a CRC-32C trailer over all bytes before it:
+//!
+//! ```text
+//! {"schema":{"major":1,"minor":1},...,"crc32c":<u32 decimal>}
+//! ```
+//!
+//! so any damaged byte is a format error naming the object kind and key
+//! (see `codec`). Schema 1.0 objects (no trailer) are still read.
+//!
 //! Invariants: [`validate_cluster_id`] and kafkalog's topic name rules admit
 //! only `[A-Za-z0-9._-]` (never `.` or `..`), so no key built here can
 //! escape its prefix; every `parse_*` function is the inverse of its

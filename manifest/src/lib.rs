@@ -19,6 +19,8 @@
 //! - [`mirror_state`]: the applier's durable per-partition record, which a
 //!   shipper on the same log dir reads to publish the mirror origin.
 //! - [`feed`]: the change feed (head objects) an applier polls cheaply.
+//! - [`codec`]: the CRC-32C envelope every manifest, page and head carries,
+//!   so that damage in the bucket is a format error, never a wrong value.
 //! - [`store`]: reading and committing through one `ObjectStore` with
 //!   create-if-absent writes; the only module here that does IO, with
 //!   [`bucket`], which builds the store from a URL.
@@ -26,6 +28,7 @@
 //!   request-budget tests and metrics.
 
 pub mod bucket;
+pub mod codec;
 pub mod counting;
 pub mod feed;
 pub mod layout;

@@ -22,7 +22,19 @@
 //!
 //! Versioning: `schema.major` changes when an older reader would misread
 //! the object; a newer major is refused with a clear error. Minor changes
-//! only add fields: unknown fields are ignored.
+//! only add fields (or, like 1.1, an envelope an older reader ignores):
+//! unknown fields are ignored. History (the same for manifests, pages and
+//! heads):
+//! - 1.0: plain compact JSON.
+//! - 1.1: the same JSON ending with a CRC-32C of its own bytes,
+//!   `...,"crc32c":<u32 decimal>}` (see `codec`): any bit flip is a
+//!   [`ManifestFormatError::ChecksumMismatch`] (or
+//!   [`ManifestFormatError::MissingChecksum`] when the trailer itself is
+//!   damaged). 1.0 objects are still read, with a warning.
+//!
+//! Encoding is deterministic (fields in declaration order, no whitespace,
+//! maps ordered), so equal values encode to equal bytes and the golden
+//! bytes in the tests pin the format.
 //!
 //! Size bound: a poll reads one manifest version, which holds at most
 //! [`MAX_INLINE_RANGES`] ranges plus one [`PageRef`] per [`PAGE_RANGES`]
@@ -33,10 +45,13 @@ use kafkalog::checkpoint::EpochEntry;
 use kafkalog::topic::{TopicId, TopicPartition};
 use serde::{Deserialize, Serialize};
 
+use crate::codec::{self, ObjectKind};
+
 /// Current major version of the manifest format.
 pub const SCHEMA_MAJOR: u32 = 1;
-/// Current minor version of the manifest format.
-pub const SCHEMA_MINOR: u32 = 0;
+/// Current minor version of the manifest, page and head formats (1: with
+/// the CRC-32C trailer of `codec`).
+pub const SCHEMA_MINOR: u32 = 1;
 /// Most ranges kept inline in a manifest version.
 pub const MAX_INLINE_RANGES: usize = 512;
 /// Ranges per sealed page. When the inline ranges exceed
@@ -117,6 +132,40 @@ pub struct Page {
     pub ranges: Vec<ShippedRange>,
 }
 
+impl Page {
+    /// Decodes a sealed page object: checks its CRC-32C trailer (schema 1.1
+    /// and later; 1.0 pages are accepted with a warning) and its version.
+    /// The result's `schema` is [`SchemaVersion::CURRENT`].
+    pub fn decode(bytes: &[u8]) -> Result<Page, ManifestFormatError> {
+        Self::decode_from(None, bytes)
+    }
+
+    /// [`Page::decode`] of the object at `key`.
+    pub(crate) fn decode_from(
+        key: Option<&str>,
+        bytes: &[u8],
+    ) -> Result<Page, ManifestFormatError> {
+        let mut page: Page = codec::decode(ObjectKind::Page, key, bytes)?;
+        page.schema = SchemaVersion::CURRENT;
+        Ok(page)
+    }
+
+    /// Encodes the page as [`SchemaVersion::CURRENT`] with its CRC-32C
+    /// trailer. This, not `serde_json`, is how a page is written: a 1.1
+    /// page without the trailer is refused by readers.
+    pub fn encode(&self) -> Result<Vec<u8>, ManifestFormatError> {
+        if self.schema == SchemaVersion::CURRENT {
+            codec::encode(ObjectKind::Page, self)
+        } else {
+            let current = Page {
+                schema: SchemaVersion::CURRENT,
+                ..self.clone()
+            };
+            codec::encode(ObjectKind::Page, &current)
+        }
+    }
+}
+
 /// The partition's own mirror state at the source, when the source partition
 /// is itself a mirror (for example after a failover made this cluster the
 /// primary). Failback and the loop check read it.
@@ -191,6 +240,32 @@ pub enum ManifestFormatError {
     /// An invariant does not hold.
     #[error("inconsistent manifest: {0}")]
     Invalid(String),
+    /// The object's CRC-32C trailer does not match its bytes: it was damaged
+    /// after it was written.
+    #[error(
+        "{object} checksum mismatch: the object says CRC-32C {expected:#010x}, its bytes have {actual:#010x} (damaged in storage or transit)"
+    )]
+    ChecksumMismatch {
+        /// The kind of object.
+        object: ObjectKind,
+        /// The CRC the trailer states.
+        expected: u32,
+        /// The CRC of the covered bytes.
+        actual: u32,
+    },
+    /// An object whose schema version requires a CRC-32C trailer has none
+    /// (or a damaged one).
+    #[error(
+        "{object} schema {major}.{minor} requires a CRC-32C trailer (`,\"crc32c\":<n>}}` at the very end) and it is missing or malformed (damaged in storage or transit)"
+    )]
+    MissingChecksum {
+        /// The kind of object.
+        object: ObjectKind,
+        /// Major version found.
+        major: u32,
+        /// Minor version found.
+        minor: u32,
+    },
 }
 
 #[derive(Deserialize)]
@@ -198,7 +273,8 @@ struct Probe {
     schema: SchemaVersion,
 }
 
-/// Decodes any versioned object: refuses a newer major before reading the rest.
+/// Decodes a versioned object without an integrity envelope (the local
+/// mirror record): refuses a newer major before reading the rest.
 pub(crate) fn decode_versioned<T: for<'de> Deserialize<'de>>(
     bytes: &[u8],
 ) -> Result<T, ManifestFormatError> {
@@ -246,17 +322,39 @@ impl PartitionManifest {
             .map_err(|e| ManifestFormatError::Invalid(e.to_string()))
     }
 
-    /// Decodes and validates a manifest object.
+    /// Decodes and validates a manifest object: checks its CRC-32C trailer
+    /// (schema 1.1 and later; 1.0 objects are accepted with a warning) and
+    /// its version first. The result's `schema` is
+    /// [`SchemaVersion::CURRENT`], the version it encodes as.
     pub fn decode(bytes: &[u8]) -> Result<PartitionManifest, ManifestFormatError> {
-        let m: PartitionManifest = decode_versioned(bytes)?;
+        Self::decode_from(None, bytes)
+    }
+
+    /// [`PartitionManifest::decode`] of the object at `key` (named in the
+    /// warning about unchecked objects).
+    pub(crate) fn decode_from(
+        key: Option<&str>,
+        bytes: &[u8],
+    ) -> Result<PartitionManifest, ManifestFormatError> {
+        let mut m: PartitionManifest = codec::decode(ObjectKind::Manifest, key, bytes)?;
         m.validate()?;
+        m.schema = SchemaVersion::CURRENT;
         Ok(m)
     }
 
-    /// Encodes the manifest (validated first).
+    /// Encodes the manifest (validated first) as [`SchemaVersion::CURRENT`]
+    /// with its CRC-32C trailer, whatever its `schema` field says.
     pub fn encode(&self) -> Result<Vec<u8>, ManifestFormatError> {
         self.validate()?;
-        serde_json::to_vec(self).map_err(|e| ManifestFormatError::Malformed(e.to_string()))
+        if self.schema == SchemaVersion::CURRENT {
+            codec::encode(ObjectKind::Manifest, self)
+        } else {
+            let current = PartitionManifest {
+                schema: SchemaVersion::CURRENT,
+                ..self.clone()
+            };
+            codec::encode(ObjectKind::Manifest, &current)
+        }
     }
 
     /// Checks the invariants listed in the module docs.
@@ -445,38 +543,233 @@ mod tests {
         m
     }
 
+    /// The sample as schema 1.0 wrote it (no checksum): pinned before 1.1.
+    const GOLDEN_1_0: &str = r#"{"schema":{"major":1,"minor":0},"version":3,"source_cluster_id":"src-1","topic":"orders","topic_id":"vVw7a5a_QkWcK7JvBD2t8Q","partition":0,"log_start_offset":0,"shipped_end_offset":100,"source_high_watermark":100,"lineage":[{"epoch":0,"start_offset":0},{"epoch":2,"start_offset":30},{"epoch":3,"start_offset":70}],"pages":[],"ranges":[{"key":"k/data/a","base_offset":0,"last_offset":69,"bytes":7000,"batches":7,"crc32c":3735928559,"max_timestamp":1700000000000,"epochs":[{"epoch":0,"start_offset":0},{"epoch":2,"start_offset":30}],"segment_base_offset":0,"completes_segment":true,"segment_generation":0},{"key":"k/data/b","base_offset":70,"last_offset":99,"bytes":3000,"batches":3,"crc32c":1,"max_timestamp":1700000000100,"epochs":[{"epoch":3,"start_offset":70}],"segment_base_offset":70,"completes_segment":false,"segment_generation":0}],"mirror_origin":null,"deleted":false,"committed_at_ms":1700000000200,"writer":"shipper-a"}"#;
+
+    /// The sample as schema 1.1 writes it: the 1.0 fields, then the CRC-32C
+    /// of everything before `,"crc32c":` (727695309 = 0x2b5fbfcd, checked
+    /// against an independent bitwise CRC-32C).
+    const GOLDEN_1_1: &str = r#"{"schema":{"major":1,"minor":1},"version":3,"source_cluster_id":"src-1","topic":"orders","topic_id":"vVw7a5a_QkWcK7JvBD2t8Q","partition":0,"log_start_offset":0,"shipped_end_offset":100,"source_high_watermark":100,"lineage":[{"epoch":0,"start_offset":0},{"epoch":2,"start_offset":30},{"epoch":3,"start_offset":70}],"pages":[],"ranges":[{"key":"k/data/a","base_offset":0,"last_offset":69,"bytes":7000,"batches":7,"crc32c":3735928559,"max_timestamp":1700000000000,"epochs":[{"epoch":0,"start_offset":0},{"epoch":2,"start_offset":30}],"segment_base_offset":0,"completes_segment":true,"segment_generation":0},{"key":"k/data/b","base_offset":70,"last_offset":99,"bytes":3000,"batches":3,"crc32c":1,"max_timestamp":1700000000100,"epochs":[{"epoch":3,"start_offset":70}],"segment_base_offset":70,"completes_segment":false,"segment_generation":0}],"mirror_origin":null,"deleted":false,"committed_at_ms":1700000000200,"writer":"shipper-a","crc32c":727695309}"#;
+
     #[test]
     fn golden_bytes_are_pinned() {
         let m = sample();
         let bytes = m.encode().expect("encode");
-        let golden = r#"{"schema":{"major":1,"minor":0},"version":3,"source_cluster_id":"src-1","topic":"orders","topic_id":"vVw7a5a_QkWcK7JvBD2t8Q","partition":0,"log_start_offset":0,"shipped_end_offset":100,"source_high_watermark":100,"lineage":[{"epoch":0,"start_offset":0},{"epoch":2,"start_offset":30},{"epoch":3,"start_offset":70}],"pages":[],"ranges":[{"key":"k/data/a","base_offset":0,"last_offset":69,"bytes":7000,"batches":7,"crc32c":3735928559,"max_timestamp":1700000000000,"epochs":[{"epoch":0,"start_offset":0},{"epoch":2,"start_offset":30}],"segment_base_offset":0,"completes_segment":true,"segment_generation":0},{"key":"k/data/b","base_offset":70,"last_offset":99,"bytes":3000,"batches":3,"crc32c":1,"max_timestamp":1700000000100,"epochs":[{"epoch":3,"start_offset":70}],"segment_base_offset":70,"completes_segment":false,"segment_generation":0}],"mirror_origin":null,"deleted":false,"committed_at_ms":1700000000200,"writer":"shipper-a"}"#;
-        assert_eq!(String::from_utf8(bytes.clone()).expect("utf-8"), golden);
+        assert_eq!(String::from_utf8(bytes.clone()).expect("utf-8"), GOLDEN_1_1);
         assert_eq!(
-            PartitionManifest::decode(golden.as_bytes()).expect("decode"),
+            PartitionManifest::decode(GOLDEN_1_1.as_bytes()).expect("decode"),
             m
+        );
+        assert_eq!(
+            crate::codec::verify(ObjectKind::Manifest, GOLDEN_1_1.as_bytes()),
+            Ok(crate::codec::Integrity::Verified {
+                schema: SchemaVersion { major: 1, minor: 1 },
+                crc32c: 0x2b5f_bfcd
+            })
+        );
+    }
+
+    #[test]
+    fn schema_1_0_manifests_still_decode() {
+        let m = PartitionManifest::decode(GOLDEN_1_0.as_bytes()).expect("a 1.0 manifest");
+        assert_eq!(m, sample(), "read as the current schema");
+        assert_eq!(
+            crate::codec::verify(ObjectKind::Manifest, GOLDEN_1_0.as_bytes()),
+            Ok(crate::codec::Integrity::Unchecked {
+                schema: SchemaVersion { major: 1, minor: 0 }
+            })
+        );
+        // Rewritten, it gains the checksum.
+        assert_eq!(m.encode().expect("encode"), GOLDEN_1_1.as_bytes());
+    }
+
+    #[test]
+    fn every_single_bit_flip_of_a_manifest_is_refused() {
+        crate::codec::testing::every_bit_flip_is_refused(GOLDEN_1_1.as_bytes(), |b| {
+            PartitionManifest::decode(b)
+        });
+        // With a page reference and a mirror origin too.
+        let mut m = sample();
+        m.pages = vec![PageRef {
+            key: "k/pages/x".into(),
+            first_offset: -10,
+            last_offset: -1,
+            ranges: 1,
+            bytes: 9,
+        }];
+        m.mirror_origin = Some(MirrorOrigin {
+            source_cluster_id: "other".into(),
+            state: "STOPPED".into(),
+            lme: Some(4),
+        });
+        m.deleted = true;
+        let bytes = m.encode().expect("encode");
+        assert_eq!(PartitionManifest::decode(&bytes).expect("decode"), m);
+        crate::codec::testing::every_bit_flip_is_refused(&bytes, PartitionManifest::decode);
+    }
+
+    #[test]
+    fn a_1_1_manifest_without_its_checksum_is_refused() {
+        let bare = crate::codec::testing::strip_trailer(GOLDEN_1_1.as_bytes());
+        assert_eq!(
+            PartitionManifest::decode(&bare),
+            Err(ManifestFormatError::MissingChecksum {
+                object: ObjectKind::Manifest,
+                major: 1,
+                minor: 1
+            })
+        );
+        let text = String::from_utf8(bare).expect("utf-8");
+        for damaged in [
+            text.replace(
+                r#""writer":"shipper-a"}"#,
+                r#""writer":"shipper-a","crc32c":"727695309"}"#,
+            ),
+            text.replace(
+                r#""writer":"shipper-a"}"#,
+                r#""writer":"shipper-a","crc32c":727695309} "#,
+            ),
+            text.replace(
+                r#""writer":"shipper-a"}"#,
+                r#""writer":"shipper-a","crc32c":null}"#,
+            ),
+            text.replace(
+                r#""writer":"shipper-a"}"#,
+                r#""writer":"shipper-a", "crc32c":727695309}"#,
+            ),
+        ] {
+            assert!(
+                matches!(
+                    PartitionManifest::decode(damaged.as_bytes()),
+                    Err(ManifestFormatError::MissingChecksum { .. })
+                ),
+                "{damaged}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_damaged_lineage_offset_is_a_checksum_mismatch() {
+        // The shape of reliability finding 3: one digit of a lineage start
+        // offset, still valid JSON and a valid manifest.
+        let at = GOLDEN_1_1.find(r#""start_offset":30"#).expect("offset") + 16;
+        let mut bytes = GOLDEN_1_1.as_bytes().to_vec();
+        bytes[at] ^= 0x01;
+        let err = PartitionManifest::decode(&bytes).expect_err("refused");
+        assert_eq!(
+            err,
+            ManifestFormatError::ChecksumMismatch {
+                object: ObjectKind::Manifest,
+                expected: 727_695_309,
+                actual: crate::codec::crc32c(&bytes[..GOLDEN_1_1.len() - 20]),
+            }
+        );
+        let text = err.to_string();
+        assert!(
+            text.starts_with(
+                "manifest checksum mismatch: the object says CRC-32C 0x2b5fbfcd, its bytes have 0x"
+            ),
+            "{text}"
         );
     }
 
     #[test]
     fn newer_major_is_refused_and_unknown_fields_tolerated() {
-        let text = String::from_utf8(sample().encode().expect("encode")).expect("utf-8");
-        let newer = text.replace(r#""major":1,"minor":0"#, r#""major":2,"minor":0"#);
+        use crate::codec::testing::{reseal, strip_trailer};
+        let bytes = sample().encode().expect("encode");
+        let newer = reseal(&bytes, |t| {
+            t.replace(r#""major":1,"minor":1"#, r#""major":2,"minor":0"#)
+        });
         assert_eq!(
-            PartitionManifest::decode(newer.as_bytes()),
+            PartitionManifest::decode(&newer),
             Err(ManifestFormatError::UnsupportedSchema { major: 2, minor: 0 })
         );
-        let extra = text
-            .replace(
+        // A newer major that dropped the trailer is still "newer", not damaged.
+        assert_eq!(
+            PartitionManifest::decode(&strip_trailer(&newer)),
+            Err(ManifestFormatError::UnsupportedSchema { major: 2, minor: 0 })
+        );
+        let extra = reseal(&bytes, |t| {
+            t.replace(
                 r#""writer":"shipper-a""#,
                 r#""writer":"shipper-a","future_field":{"x":[1,2]}"#,
             )
-            .replace(r#""minor":0"#, r#""minor":7"#);
+            .replace(r#""minor":1"#, r#""minor":7"#)
+        });
+        let m = PartitionManifest::decode(&extra).expect("tolerated");
+        assert_eq!(m.writer, "shipper-a");
         assert_eq!(
-            PartitionManifest::decode(extra.as_bytes())
-                .expect("tolerated")
-                .writer,
-            "shipper-a"
+            m.schema,
+            SchemaVersion::CURRENT,
+            "rewritten as this build's version"
         );
+        // And in a 1.0 manifest.
+        let old = GOLDEN_1_0.replace(
+            r#""writer":"shipper-a""#,
+            r#""writer":"shipper-a","crc32c":5,"future_field":1"#,
+        );
+        assert_eq!(
+            PartitionManifest::decode(old.as_bytes()).expect("tolerated"),
+            sample()
+        );
+    }
+
+    #[test]
+    fn encoding_stamps_the_current_version() {
+        let mut m = sample();
+        m.schema = SchemaVersion { major: 1, minor: 0 };
+        assert_eq!(m.encode().expect("encode"), GOLDEN_1_1.as_bytes());
+    }
+
+    const PAGE_1_0: &str = r#"{"schema":{"major":1,"minor":0},"ranges":[{"key":"k/data/b","base_offset":70,"last_offset":99,"bytes":3000,"batches":3,"crc32c":1,"max_timestamp":1700000000100,"epochs":[{"epoch":3,"start_offset":70}],"segment_base_offset":70,"completes_segment":false,"segment_generation":0}]}"#;
+
+    /// 1430542767 = 0x554459af, checked against an independent bitwise CRC-32C.
+    const PAGE_1_1: &str = r#"{"schema":{"major":1,"minor":1},"ranges":[{"key":"k/data/b","base_offset":70,"last_offset":99,"bytes":3000,"batches":3,"crc32c":1,"max_timestamp":1700000000100,"epochs":[{"epoch":3,"start_offset":70}],"segment_base_offset":70,"completes_segment":false,"segment_generation":0}],"crc32c":1430542767}"#;
+
+    fn sample_page() -> Page {
+        Page {
+            schema: SchemaVersion::CURRENT,
+            ranges: sample().ranges[1..].to_vec(),
+        }
+    }
+
+    #[test]
+    fn page_golden_bytes_round_trip_and_flips() {
+        let page = sample_page();
+        let bytes = page.encode().expect("encode");
+        assert_eq!(String::from_utf8(bytes.clone()).expect("utf-8"), PAGE_1_1);
+        assert_eq!(Page::decode(&bytes).expect("decode"), page);
+        assert_eq!(
+            Page::decode(PAGE_1_0.as_bytes()).expect("a 1.0 page still decodes"),
+            page
+        );
+        assert_eq!(
+            Page::decode(&crate::codec::testing::strip_trailer(&bytes)),
+            Err(ManifestFormatError::MissingChecksum {
+                object: ObjectKind::Page,
+                major: 1,
+                minor: 1
+            })
+        );
+        crate::codec::testing::every_bit_flip_is_refused(&bytes, Page::decode);
+    }
+
+    #[test]
+    fn pages_sealed_by_push_range_encode_and_decode() {
+        let tp = TopicPartition::new("p", 0).expect("tp");
+        let mut m =
+            PartitionManifest::new("src-1", &tp, "vVw7a5a_QkWcK7JvBD2t8Q".parse().expect("id"));
+        let mut sealed = None;
+        for i in 0..=MAX_INLINE_RANGES as i64 {
+            let mut r = sample().ranges[0].clone();
+            r.base_offset = i * 10;
+            r.last_offset = i * 10 + 9;
+            sealed = sealed.or(m.push_range(r, |a, b| format!("pages/{a:020}-{b:020}.json")));
+        }
+        let (_, page) = sealed.expect("a page was sealed");
+        let bytes = page.encode().expect("encode");
+        assert_eq!(Page::decode(&bytes).expect("decode"), page);
+        assert_eq!(page.encode().expect("encode"), bytes, "deterministic");
     }
 
     #[test]
@@ -557,7 +850,72 @@ mod tests {
         assert!(m.inline_ranges_from(9_999_999).len() == 1);
     }
 
+    fn arb_manifest() -> impl proptest::strategy::Strategy<Value = PartitionManifest> {
+        use proptest::prelude::*;
+        (
+            "[a-z][a-z0-9._-]{0,20}",
+            0..1000i32,
+            proptest::collection::vec((1..1_000_000i64, 0..20i32, any::<u32>()), 0..6),
+            any::<i64>(),
+            "[ -~]{0,12}",
+            proptest::option::of(("[a-zA-Z0-9_-]{1,10}", proptest::option::of(any::<i32>()))),
+        )
+            .prop_map(|(topic, partition, steps, at, writer, origin)| {
+                let tp = TopicPartition::new(&topic, partition).expect("tp");
+                let mut m = PartitionManifest::new(
+                    "src-1",
+                    &tp,
+                    "vVw7a5a_QkWcK7JvBD2t8Q".parse().expect("id"),
+                );
+                let mut next = 0i64;
+                for (i, (len, epoch, crc)) in steps.into_iter().enumerate() {
+                    let mut r = sample().ranges[0].clone();
+                    r.key = format!("k/data/{i}");
+                    r.base_offset = next;
+                    r.last_offset = next + len - 1;
+                    r.crc32c = crc;
+                    r.epochs = vec![EpochEntry {
+                        epoch,
+                        start_offset: next,
+                    }];
+                    next += len;
+                    let _ = m.push_range(r, |a, b| format!("p/{a}-{b}"));
+                }
+                m.source_high_watermark = next;
+                m.committed_at_ms = at;
+                m.writer = writer;
+                m.mirror_origin = origin.map(|(c, lme)| MirrorOrigin {
+                    source_cluster_id: c,
+                    state: "MIRRORING".into(),
+                    lme,
+                });
+                m
+            })
+    }
+
     proptest::proptest! {
+        #[test]
+        fn manifests_round_trip_and_any_bit_flip_is_refused(
+            m in arb_manifest(),
+            bit in proptest::num::usize::ANY,
+        ) {
+            let bytes = m.encode().expect("encode");
+            proptest::prop_assert_eq!(&PartitionManifest::decode(&bytes).expect("decode"), &m);
+            proptest::prop_assert_eq!(&m.encode().expect("encode"), &bytes, "deterministic");
+            let bit = bit % (bytes.len() * 8);
+            let mut flipped = bytes.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            let decoded = PartitionManifest::decode(&flipped);
+            proptest::prop_assert!(
+                matches!(
+                    decoded,
+                    Err(ManifestFormatError::ChecksumMismatch { .. }
+                        | ManifestFormatError::MissingChecksum { .. })
+                ),
+                "bit {} gave {:?}", bit, decoded
+            );
+        }
+
         #[test]
         fn decode_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
             let _ = PartitionManifest::decode(&bytes);

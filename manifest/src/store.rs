@@ -270,9 +270,11 @@ impl ManifestStore {
     ) -> Result<PartitionManifest, StoreError> {
         let key = self.layout.manifest_key(p, version);
         let bytes = self.get(&key).await?;
-        let m = PartitionManifest::decode(&bytes).map_err(|source| StoreError::Format {
-            key: key.clone(),
-            source,
+        let m = PartitionManifest::decode_from(Some(&key), &bytes).map_err(|source| {
+            StoreError::Format {
+                key: key.clone(),
+                source,
+            }
         })?;
         let identity_ok = m.version == version
             && m.source_cluster_id == self.layout.cluster_id()
@@ -392,9 +394,9 @@ impl ManifestStore {
     /// Writes a sealed page (idempotent: an identical page may already be
     /// there from an earlier attempt).
     pub async fn put_page(&self, key: &str, page: &Page) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(page).map_err(|e| StoreError::Format {
+        let bytes = page.encode().map_err(|source| StoreError::Format {
             key: key.to_string(),
-            source: ManifestFormatError::Malformed(e.to_string()),
+            source,
         })?;
         match self.put_new(key, Bytes::from(bytes)).await {
             Ok(()) => Ok(()),
@@ -415,7 +417,7 @@ impl ManifestStore {
     /// Reads a sealed page.
     pub async fn get_page(&self, key: &str) -> Result<Page, StoreError> {
         let bytes = self.get(key).await?;
-        crate::partition::decode_versioned(&bytes).map_err(|source| StoreError::Format {
+        Page::decode_from(Some(key), &bytes).map_err(|source| StoreError::Format {
             key: key.to_string(),
             source,
         })
@@ -425,7 +427,7 @@ impl ManifestStore {
     pub async fn get_head(&self, seq: u64) -> Result<Head, StoreError> {
         let key = self.layout.head_key(seq);
         let bytes = self.get(&key).await?;
-        let head = Head::decode(&bytes).map_err(|source| StoreError::Format {
+        let head = Head::decode_from(Some(&key), &bytes).map_err(|source| StoreError::Format {
             key: key.clone(),
             source,
         })?;

@@ -11,7 +11,7 @@ use manifest::feed::HeadEntry;
 use manifest::layout::{ClusterLayout, PartitionKey};
 use manifest::partition::{PartitionManifest, ShippedRange};
 use manifest::store::{ManifestStore, StoreError};
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreExt};
 
 fn pk() -> PartitionKey {
     PartitionKey {
@@ -195,6 +195,98 @@ async fn manifests_are_checked_against_their_key() {
         // A missing version is NotFound and retryable.
         let e = ms.get_manifest(&pk(), 9).await.expect_err("missing");
         assert!(matches!(e, StoreError::NotFound { .. }) && e.is_retryable());
+    }
+}
+
+/// Overwrites `key` with its bytes with one bit flipped.
+async fn flip_a_bit(store: &Arc<dyn ObjectStore>, key: &str, at: usize) {
+    let path = object_store::path::Path::from(key);
+    let mut bytes = store
+        .get(&path)
+        .await
+        .expect("get")
+        .bytes()
+        .await
+        .expect("bytes")
+        .to_vec();
+    let at = at % bytes.len();
+    bytes[at] ^= 0x01;
+    store
+        .put(&path, object_store::PutPayload::from(bytes))
+        .await
+        .expect("put");
+}
+
+#[tokio::test]
+async fn damaged_manifests_pages_and_heads_are_format_errors_naming_kind_and_key() {
+    for (name, store, prefix, _dir) in backends() {
+        let ms = ManifestStore::new(store.clone(), layout(&prefix, "damage"));
+        let p = pk();
+        let mut m = manifest_at(1, 0, "a");
+        let mut page_key = None;
+        for i in 0..(manifest::partition::MAX_INLINE_RANGES as i64 + 1) {
+            let r = ShippedRange {
+                key: format!("k/data/{i}"),
+                base_offset: i * 10,
+                last_offset: i * 10 + 9,
+                bytes: 100,
+                batches: 1,
+                crc32c: 0,
+                max_timestamp: 0,
+                epochs: vec![],
+                segment_base_offset: 0,
+                completes_segment: false,
+                segment_generation: 0,
+            };
+            if let Some((key, page)) = m.push_range(r, |a, b| ms.layout().page_key(&p, a, b)) {
+                ms.put_page(&key, &page).await.expect("page");
+                page_key = Some(key);
+            }
+        }
+        ms.commit_manifest(&m).await.expect("commit");
+        let head = ms
+            .publish_head(None, "a", &[HeadEntry::for_manifest(&m)])
+            .await
+            .expect("head");
+        let page_key = page_key.expect("a page was sealed");
+        let manifest_key = ms.layout().manifest_key(&p, 1);
+        let head_key = ms.layout().head_key(head.seq);
+        // Undamaged, everything reads back.
+        assert_eq!(ms.get_manifest(&p, 1).await.expect("manifest"), m);
+        assert_eq!(ms.get_head(head.seq).await.expect("head"), head);
+        ms.get_page(&page_key).await.expect("page");
+
+        flip_a_bit(&store, &manifest_key, 300).await;
+        flip_a_bit(&store, &page_key, 200).await;
+        flip_a_bit(&store, &head_key, 100).await;
+        let errors = [
+            (
+                "manifest",
+                &manifest_key,
+                ms.get_manifest(&p, 1).await.err(),
+            ),
+            ("page", &page_key, ms.get_page(&page_key).await.err()),
+            ("head", &head_key, ms.get_head(head.seq).await.err()),
+        ];
+        for (kind, key, e) in errors {
+            let e = e.unwrap_or_else(|| panic!("{name}: a damaged {kind} was read"));
+            assert!(
+                matches!(e, StoreError::Format { .. }) && !e.is_retryable(),
+                "{name}: {e:?}"
+            );
+            let text = e.to_string();
+            assert!(
+                text.starts_with(&format!(
+                    "{key}: {kind} checksum mismatch: the object says CRC-32C 0x"
+                )),
+                "{name}: {text}"
+            );
+        }
+        // The walk to the latest version stops at the damage too.
+        assert!(matches!(
+            ms.latest_manifest(&p, None).await,
+            Err(StoreError::Format { .. })
+        ));
     }
 }
 

@@ -218,7 +218,6 @@ async fn a_corrupt_object_is_reported_with_the_offset_of_its_bad_batch() {
 /// which the applier adopts into its leader-epoch checkpoint; the
 /// destination's lineage then differs from the source's).
 #[tokio::test]
-#[ignore = "finding 3 (manifest): fails until manifests carry a checksum"]
 async fn a_bit_flip_in_a_manifest_is_a_format_error() {
     let s = shipped(3, 4).await;
     let original = s.store.get(&s.manifest_key()).await.expect("manifest");
@@ -263,7 +262,6 @@ async fn a_bit_flip_in_a_manifest_is_a_format_error() {
 /// partition stays stuck: `start` is refused in PREPARING, and its pinned
 /// topic id never matches again.
 #[tokio::test]
-#[ignore = "finding 3 (manifest/applier): fails until heads carry a checksum"]
 async fn a_bit_flip_in_a_head_does_not_poison_the_destination() {
     let s = shipped(1, 4).await;
     let seq = s

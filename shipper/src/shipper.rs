@@ -289,9 +289,9 @@ async fn write_page(
                 key,
                 "replacing a sealed page that no version names (left by a cut or a failed commit)"
             );
-            let bytes = serde_json::to_vec(page).map_err(|e| StoreError::Format {
+            let bytes = page.encode().map_err(|source| StoreError::Format {
                 key: key.to_string(),
-                source: manifest::partition::ManifestFormatError::Malformed(e.to_string()),
+                source,
             })?;
             store
                 .object_store()
