@@ -92,7 +92,7 @@ pub fn pages() -> Vec<Vec<u8>> {
         .map(|(_, pages)| {
             pages
                 .iter()
-                .filter_map(|p| serde_json::to_vec(p).ok())
+                .filter_map(|p| p.encode().ok())
                 .collect()
         })
         .unwrap_or_default()

@@ -1,9 +1,9 @@
-//! Bugs the reliability harnesses found, each pinned by a test that fails
-//! until it is fixed (see RELIABILITY.md, "Findings"). They are
-//! `#[ignore]`d so that `cargo test --workspace` stays green for the other
-//! crates; run them with
-//! `cargo test -p segmirror-reliability --test bugs -- --ignored`, and
-//! remove a test's `ignore` with its fix. Finding 1 is fixed: its test runs.
+//! Bugs the reliability harnesses found, each pinned by a test that failed
+//! until it was fixed (see RELIABILITY.md, "Findings"). All twelve are
+//! fixed; the tests stay as regression tests and run with the workspace
+//! (`cargo test -p segmirror-reliability --test bugs`). The tests that need
+//! a tmpfs skip themselves when not run as root. A new finding gets a
+//! failing test here, `#[ignore]`d with its reason until it is fixed.
 
 use std::sync::Arc;
 use std::time::Duration;
