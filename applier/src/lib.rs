@@ -9,6 +9,8 @@
 //! - [`commands`]: how `applier start|pause|resume|stop` reach a running
 //!   daemon, or act alone when none runs.
 //! - [`status`]: what `applier status` reports.
+//! - [`reserve`]: the disk reserve that keeps room to record a full disk's
+//!   failures.
 
 pub mod commands;
 pub mod config;
