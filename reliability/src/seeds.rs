@@ -89,12 +89,7 @@ pub fn manifests() -> Vec<Vec<u8>> {
 /// Encoded pages.
 pub fn pages() -> Vec<Vec<u8>> {
     manifest_with(600, false)
-        .map(|(_, pages)| {
-            pages
-                .iter()
-                .filter_map(|p| p.encode().ok())
-                .collect()
-        })
+        .map(|(_, pages)| pages.iter().filter_map(|p| p.encode().ok()).collect())
         .unwrap_or_default()
 }
 
