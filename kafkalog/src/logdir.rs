@@ -20,6 +20,15 @@
 //! The root checkpoints are shared by all partitions of the dir: each update
 //! rewrites the file atomically with this process's view merged into what
 //! the file held when the dir was opened.
+//!
+//! A writer that flushes many partitions in one pass (the applier) may
+//! [`LogDir::defer_checkpoints`]: flushes then only record their recovery
+//! point, log start and high watermark in memory, and
+//! [`LogDir::write_checkpoints`] writes the files once for all of them. A
+//! crash before that leaves checkpoints that lag the flushed data, which
+//! costs a longer recovery scan and nothing else. A log start that moves, a
+//! recovery point that goes back (truncation) and a deleted partition are
+//! always written at once.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -46,6 +55,10 @@ struct RootCheckpoints {
     log_start: BTreeMap<TopicPartition, i64>,
     high_watermark: BTreeMap<TopicPartition, i64>,
     has_high_watermark_file: bool,
+    /// Flushes record in memory only; [`LogDir::write_checkpoints`] writes.
+    deferred: bool,
+    /// Something recorded since the files were last written.
+    dirty: bool,
 }
 
 /// State shared by a log dir and the partition logs opened from it.
@@ -82,10 +95,21 @@ impl Shared {
         high_watermark: i64,
     ) -> Result<()> {
         let mut c = self.lock();
+        // A log start that moves or a recovery point that goes back (a
+        // truncation) is written at once even when deferred: only a
+        // recovery point that lags the flushed data is harmless.
+        let must_write = c.log_start.get(tp) != Some(&log_start)
+            || c.recovery_point
+                .get(tp)
+                .is_some_and(|&p| recovery_point < p);
         c.recovery_point.insert(tp.clone(), recovery_point);
         c.log_start.insert(tp.clone(), log_start);
         c.high_watermark.insert(tp.clone(), high_watermark);
-        self.write_all(&c)
+        if c.deferred && !must_write {
+            c.dirty = true;
+            return Ok(());
+        }
+        self.write_all(&mut c)
     }
 
     /// Records a partition's log start offset durably.
@@ -104,14 +128,14 @@ impl Shared {
         c.recovery_point.remove(tp);
         c.log_start.remove(tp);
         c.high_watermark.remove(tp);
-        self.write_all(&c)
+        self.write_all(&mut c)
     }
 
     /// Rewrites the root checkpoints. The high watermark file is kept only
     /// when the dir had one (a broker's dir): a log of our own has one
     /// replica and commits every append, and a missing file is what tells a
     /// shipper to ship up to the log end.
-    fn write_all(&self, c: &RootCheckpoints) -> Result<()> {
+    fn write_all(&self, c: &mut RootCheckpoints) -> Result<()> {
         checkpoint::write_offset_checkpoint(
             &self.root.join(RECOVERY_POINT_OFFSET_CHECKPOINT),
             &c.recovery_point,
@@ -129,6 +153,7 @@ impl Shared {
                 true,
             )?;
         }
+        c.dirty = false;
         Ok(())
     }
 }
@@ -180,6 +205,8 @@ impl LogDir {
                 &root.join(REPLICATION_OFFSET_CHECKPOINT),
             )?,
             has_high_watermark_file: root.join(REPLICATION_OFFSET_CHECKPOINT).exists(),
+            deferred: false,
+            dirty: false,
         };
         Ok(LogDir {
             shared: Arc::new(Shared {
@@ -188,6 +215,31 @@ impl LogDir {
                 checkpoints: Mutex::new(checkpoints),
             }),
         })
+    }
+
+    /// Whether partition flushes write the root checkpoints themselves
+    /// (`false`, the default) or only record them for
+    /// [`LogDir::write_checkpoints`] (`true`). Turning deferral off writes
+    /// what was recorded.
+    pub fn defer_checkpoints(&self, deferred: bool) -> Result<()> {
+        let mut c = self.shared.lock();
+        c.deferred = deferred;
+        if !deferred && c.dirty {
+            self.shared.write_all(&mut c)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the root checkpoints if a flush recorded something since they
+    /// were last written; returns whether it wrote. On an error the record
+    /// is kept and the next call tries again.
+    pub fn write_checkpoints(&self) -> Result<bool> {
+        let mut c = self.shared.lock();
+        if !c.dirty {
+            return Ok(false);
+        }
+        self.shared.write_all(&mut c)?;
+        Ok(true)
     }
 
     /// The root path.
@@ -226,5 +278,58 @@ impl LogDir {
             crate::fsutil::fsync_dir(self.root())?;
         }
         self.shared.forget(tp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::tests::raw_batch;
+
+    fn recovery_points(root: &Path) -> BTreeMap<TopicPartition, i64> {
+        checkpoint::read_offset_checkpoint(&root.join(RECOVERY_POINT_OFFSET_CHECKPOINT))
+            .expect("read checkpoint")
+    }
+
+    #[test]
+    fn deferred_flushes_write_the_root_checkpoints_once_and_truncation_at_once() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::open(root.path()).expect("open");
+        dir.defer_checkpoints(true).expect("defer");
+        let tp = TopicPartition::new("orders", 0).expect("valid");
+        let mut log = dir
+            .open_or_create_partition(&tp, None, LogConfig::default())
+            .expect("create");
+        let input: Vec<u8> = (0..4)
+            .flat_map(|i| raw_batch(i * 2, 0, 1, &[b'x'; 40]))
+            .collect();
+        // A partition's first flush records its log start: written at once.
+        log.append_replicated(&input[..input.len() / 2])
+            .expect("append");
+        log.flush().expect("flush");
+        assert_eq!(recovery_points(root.path()).get(&tp), Some(&4));
+        log.append_replicated(&input[input.len() / 2..])
+            .expect("append");
+        log.flush().expect("flush");
+        assert_eq!(recovery_points(root.path()).get(&tp), Some(&4), "deferred");
+        assert!(
+            dir.write_checkpoints().expect("write"),
+            "something to write"
+        );
+        assert_eq!(recovery_points(root.path()).get(&tp), Some(&8));
+        assert!(!dir.write_checkpoints().expect("write"), "nothing new");
+
+        // A truncation moves the recovery point back: written at once.
+        log.truncate_to(4).expect("truncate");
+        log.flush().expect("flush");
+        assert_eq!(recovery_points(root.path()).get(&tp), Some(&4));
+
+        // Turning deferral off writes what was recorded.
+        log.append_replicated(&raw_batch(4, 0, 1, &[b'y'; 40]))
+            .expect("append");
+        log.flush().expect("flush");
+        assert_eq!(recovery_points(root.path()).get(&tp), Some(&4));
+        dir.defer_checkpoints(false).expect("undefer");
+        assert_eq!(recovery_points(root.path()).get(&tp), Some(&6));
     }
 }
