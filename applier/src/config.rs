@@ -11,6 +11,7 @@
 //! exclude = "tmp-.*"                         # regex on the whole topic name
 //! poll_interval_ms = 1000
 //! download_concurrency = 4
+//! download_memory = 33554432                 # bytes of objects held at once (at least one object)
 //! disk_reserve_bytes = 1048576               # kept free for the applier's own state (0: off)
 //! tiered_topics = ["archive"]                # remote.storage.enable=true here
 //! ```
@@ -44,6 +45,9 @@ pub struct ApplierConfig {
     pub poll_interval_ms: Option<u64>,
     /// Objects downloaded ahead.
     pub download_concurrency: Option<usize>,
+    /// Bytes of downloaded objects held at once (downloaded or being
+    /// appended); one object is always fetched, whatever its size.
+    pub download_memory: Option<u64>,
     /// Size of the disk reserve (`applier::reserve`), bytes; 0 disables it.
     pub disk_reserve_bytes: Option<u64>,
     /// Destination topics with `remote.storage.enable=true`.
@@ -52,6 +56,11 @@ pub struct ApplierConfig {
     /// Address for Prometheus metrics (`host:port`).
     pub metrics_addr: Option<String>,
 }
+
+/// Smallest `download_memory`: 1 MiB.
+const MIN_DOWNLOAD_MEMORY: u64 = 1 << 20;
+/// Largest `download_memory`: 64 GiB.
+const MAX_DOWNLOAD_MEMORY: u64 = 64 << 30;
 
 /// A configuration error naming the field.
 #[derive(Debug, thiserror::Error)]
@@ -131,6 +140,7 @@ impl ApplierConfig {
             exclude,
             poll_interval_ms,
             download_concurrency,
+            download_memory,
             disk_reserve_bytes,
             metrics_addr
         );
@@ -185,6 +195,17 @@ impl ApplierConfig {
         if concurrency == 0 || concurrency > 64 {
             return Err(field("download_concurrency", "must be 1 to 64"));
         }
+        let download_memory = self
+            .download_memory
+            .unwrap_or(crate::engine::DEFAULT_DOWNLOAD_MEMORY);
+        if !(MIN_DOWNLOAD_MEMORY..=MAX_DOWNLOAD_MEMORY).contains(&download_memory) {
+            return Err(field(
+                "download_memory",
+                format!(
+                    "must be {MIN_DOWNLOAD_MEMORY} (1 MiB) to {MAX_DOWNLOAD_MEMORY} (64 GiB) bytes"
+                ),
+            ));
+        }
         for t in &self.tiered_topics {
             kafkalog::topic::validate_topic_name(t)
                 .map_err(|e| field("tiered_topics", e.to_string()))?;
@@ -207,6 +228,7 @@ impl ApplierConfig {
         options.topics = anchored("topics", &self.topics)?;
         options.exclude = anchored("exclude", &self.exclude)?;
         options.prefetch = concurrency;
+        options.download_memory = download_memory;
         if let Some(bytes) = self.disk_reserve_bytes {
             if bytes > 1 << 30 {
                 return Err(field(
@@ -249,6 +271,26 @@ mod tests {
         )
         .expect("parse");
         assert_eq!(c.validate(true).expect_err("id").field, "source_cluster_id");
+        for bad in ["0", "1048575", "68719476737"] {
+            let c = ApplierConfig::from_toml(&format!("log_dir = \"/x\"\ndownload_memory = {bad}"))
+                .expect("parse");
+            let e = c.validate(false).expect_err(bad);
+            assert_eq!(e.field, "download_memory", "{e}");
+        }
+    }
+
+    #[test]
+    fn download_memory_defaults_to_32_mib_and_is_taken_from_the_file() {
+        let v = ApplierConfig::from_toml("log_dir = \"/x\"")
+            .expect("parse")
+            .validate(false)
+            .expect("valid");
+        assert_eq!(v.options.download_memory, 32 << 20);
+        let v = ApplierConfig::from_toml("log_dir = \"/x\"\ndownload_memory = 1048576")
+            .expect("parse")
+            .validate(false)
+            .expect("valid");
+        assert_eq!(v.options.download_memory, 1 << 20);
     }
 
     #[test]

@@ -11,6 +11,16 @@
 //! Every transition goes through `manifest::state::next`; this module only
 //! performs the actions it returns, in order. A failure is isolated to its
 //! partition.
+//!
+//! What an idle cycle costs: one GET (the next feed head), no partition
+//! walk when the head did not change (`discover` runs on a new head, or
+//! while a partition it found is waiting for its manifest), the live status
+//! and the metrics rebuilt only when something they show changed (a new
+//! head, an append, a transition, a failure, a command) or their refresh is
+//! due (live status: every 30 s; metrics: every cycle while a partition
+//! lags, since its lag in seconds grows, else every 10 s), and the log
+//! dir's root checkpoints written once per cycle, only when a flush changed
+//! them.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -31,6 +41,9 @@ use crate::error::MirrorError;
 use crate::mirror::{Mirror, MirrorContext, guard_reason, new_record, refuse_topic};
 use crate::status::{LivePartition, LiveStatus};
 
+/// Default of [`ApplierOptions::download_memory`]: 32 MiB.
+pub const DEFAULT_DOWNLOAD_MEMORY: u64 = 32 << 20;
+
 /// Settings of an applier.
 #[derive(Debug, Clone)]
 pub struct ApplierOptions {
@@ -50,6 +63,9 @@ pub struct ApplierOptions {
     pub exclude: Option<Regex>,
     /// Objects downloaded ahead of the one being appended.
     pub prefetch: usize,
+    /// Bytes of objects held in memory at once, downloaded or being
+    /// appended (at least one object, whatever its size).
+    pub download_memory: u64,
     /// Destination topics with `remote.storage.enable=true`.
     pub tiered_topics: Vec<String>,
     /// First retry delay; doubles per retry up to [`ApplierOptions::max_backoff`].
@@ -72,6 +88,7 @@ impl ApplierOptions {
             topics: None,
             exclude: None,
             prefetch: 4,
+            download_memory: DEFAULT_DOWNLOAD_MEMORY,
             tiered_topics: Vec::new(),
             base_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(60),
@@ -102,6 +119,13 @@ pub struct CycleReport {
     pub transitions: u64,
 }
 
+/// How often the live status is rewritten when nothing changed.
+const LIVE_REFRESH: Duration = Duration::from_secs(30);
+
+/// How often the metrics are re-rendered when nothing changed and no
+/// partition lags (for `segmirror_applier_cycles_total`).
+const METRICS_REFRESH: Duration = Duration::from_secs(10);
+
 /// Mirror partitions that must stay on their source's segment boundaries:
 /// the destination never rolls by size or time on its own.
 pub fn mirror_log_config() -> LogConfig {
@@ -128,6 +152,14 @@ pub struct Applier {
     metrics: Option<crate::metrics::Exposition>,
     waiting: BTreeMap<TopicPartition, String>,
     last_live: Option<(LiveStatus, Instant)>,
+    /// Something the live status or the metrics show may have changed since
+    /// they were last built.
+    live_dirty: bool,
+    /// When the metrics were last rendered, and whether a partition lagged.
+    last_metrics: Option<(Instant, bool)>,
+    /// The feed head `discover` last went through with no partition left
+    /// to retry.
+    discovered: Option<u64>,
     /// Mirror partitions whose files could not be opened (permission
     /// denied, say), with the error; opened again every cycle.
     unopened: BTreeMap<TopicPartition, String>,
@@ -144,6 +176,8 @@ impl Applier {
         store: Option<Arc<dyn ObjectStore>>,
     ) -> anyhow::Result<Applier> {
         let logdir = LogDir::open(&opts.log_dir)?;
+        // Root checkpoints once per cycle (`run_once`), not per flush.
+        logdir.defer_checkpoints(true)?;
         let store = match store {
             Some(s) => {
                 let ms = ManifestStore::new(
@@ -173,6 +207,9 @@ impl Applier {
             metrics: None,
             waiting: BTreeMap::new(),
             last_live: None,
+            live_dirty: true,
+            last_metrics: None,
+            discovered: None,
             unopened: BTreeMap::new(),
             reserve,
         };
@@ -194,6 +231,7 @@ impl Applier {
         for tp in stopping {
             applier.complete_failover(&tp);
         }
+        applier.write_checkpoints();
         Ok(applier)
     }
 
@@ -237,6 +275,13 @@ impl Applier {
 
     /// Opens again the partitions that could not be opened before.
     fn reopen_unopened(&mut self) {
+        if self.unopened.is_empty() {
+            return;
+        }
+        self.live_dirty = true;
+        // A partition opened now may turn out not to be a mirror: a
+        // candidate for `discover` again.
+        self.discovered = None;
         let tps: Vec<TopicPartition> = self.unopened.keys().cloned().collect();
         for tp in tps {
             match self.open_mirror(&tp) {
@@ -274,6 +319,7 @@ impl Applier {
             local_cluster_id: self.opts.local_cluster_id.clone(),
             tiered_storage: self.opts.tiered_topics.iter().any(|t| t == &tp.topic),
             prefetch: self.opts.prefetch,
+            download_memory: self.opts.download_memory,
         }
     }
 
@@ -287,6 +333,7 @@ impl Applier {
         let Some(m) = self.mirrors.get_mut(tp) else {
             return Ok(PartitionState::Failed);
         };
+        self.live_dirty = true;
         let (next, actions) = state::next(&m.record.state, event)?;
         for action in actions {
             let result = match action {
@@ -328,6 +375,7 @@ impl Applier {
     }
 
     fn fail(&mut self, tp: &TopicPartition, e: MirrorError) -> bool {
+        self.live_dirty = true;
         if e.is_waiting() {
             // Replication has not delivered it yet: wait, keep the state.
             tracing::info!(partition = %tp, reason = %e, "waiting for the bucket");
@@ -384,6 +432,7 @@ impl Applier {
         match newest {
             Some(h) => {
                 self.head = Some(h);
+                self.live_dirty = true;
                 Ok(true)
             }
             None => Ok(false),
@@ -397,6 +446,11 @@ impl Applier {
         let Some(include) = &self.opts.topics else {
             return;
         };
+        let seq = head.seq;
+        if self.discovered == Some(seq) {
+            // The same head as last time, with nothing left to retry.
+            return;
+        }
         let candidates: Vec<(TopicPartition, TopicId, u64)> = head
             .partitions
             .values()
@@ -420,15 +474,20 @@ impl Applier {
                     && !self.unopened.contains_key(tp)
             })
             .collect();
+        let mut complete = true;
         for (tp, topic_id, version) in candidates {
             if !self.confirm_identity(&tp, topic_id, version).await {
+                // Its manifest is not readable yet: look again next cycle.
+                complete = false;
                 continue;
             }
             if let Err(reason) = self.adopt(&tp, topic_id) {
                 tracing::error!(partition = %tp, %reason, "not mirrored");
                 self.refused.insert(tp, reason);
+                self.live_dirty = true;
             }
         }
+        self.discovered = complete.then_some(seq);
     }
 
     /// Before a partition is created from a feed entry: reads the manifest
@@ -451,6 +510,7 @@ impl Applier {
             tp: tp.clone(),
             topic_id,
         };
+        self.live_dirty = true;
         match store.get_manifest(&key, version).await {
             Ok(m) => {
                 self.waiting.remove(tp);
@@ -509,6 +569,7 @@ impl Applier {
         }
         tracing::info!(partition = %tp, source = %self.opts.source_cluster_id, "started mirroring");
         self.mirrors.insert(tp.clone(), mirror);
+        self.live_dirty = true;
         Ok(())
     }
 
@@ -548,6 +609,7 @@ impl Applier {
                 source,
             })?;
         self.manifests.insert(tp.clone(), manifest.clone());
+        self.live_dirty = true;
         Ok(Some(manifest))
     }
 
@@ -611,7 +673,9 @@ impl Applier {
                 let Some(m) = self.mirrors.get_mut(tp) else {
                     return false;
                 };
-                match m.apply(&store, &manifest, &ctx).await {
+                let applied = m.apply(&store, &manifest, &ctx).await;
+                self.live_dirty = true;
+                match applied {
                     Ok(r) => {
                         self.waiting.remove(tp);
                         report.batches += r.batches;
@@ -654,6 +718,7 @@ impl Applier {
                 self.retry_at.remove(tp);
                 // What failed may have been a manifest since repaired.
                 self.manifests.remove(tp);
+                self.live_dirty = true;
                 self.transition(tp, Event::RetryDue).is_ok()
             }
             PartitionState::Paused | PartitionState::Stopped => false,
@@ -705,17 +770,52 @@ impl Applier {
                 }
             }
         }
+        // Once per cycle for every partition flushed in it.
+        self.write_checkpoints();
+        let changed = self.live_dirty;
         self.write_live_status();
         self.counters.batches += report.batches;
         self.counters.bytes += report.bytes;
         self.counters.cycles += 1;
-        if let Some(exposition) = &self.metrics {
-            let rows = self.status_rows();
-            if let Ok(mut text) = exposition.lock() {
-                *text = crate::metrics::render(&rows, &self.counters);
+        self.render_metrics(changed);
+        report
+    }
+
+    /// Re-renders the metrics when something they show changed, every cycle
+    /// while a partition lags (its lag in seconds grows with the clock),
+    /// and every [`METRICS_REFRESH`] otherwise (the cycle counter).
+    fn render_metrics(&mut self, changed: bool) {
+        let Some(exposition) = &self.metrics else {
+            return;
+        };
+        let due = changed
+            || self
+                .last_metrics
+                .is_none_or(|(at, lagging)| lagging || at.elapsed() >= METRICS_REFRESH);
+        if !due {
+            return;
+        }
+        let rows = self.status_rows();
+        let lagging = rows.iter().any(|r| r.lag_offsets.is_some_and(|l| l > 0));
+        if let Ok(mut text) = exposition.lock() {
+            *text = crate::metrics::render(&rows, &self.counters);
+        }
+        self.last_metrics = Some((Instant::now(), lagging));
+    }
+
+    /// Writes the log dir's root checkpoints if a flush changed them (see
+    /// [`LogDir::defer_checkpoints`]). A failure is logged and retried next
+    /// cycle: checkpoints that lag only make recovery scan more.
+    fn write_checkpoints(&mut self) {
+        let mut written = self.logdir.write_checkpoints();
+        if let Err(e) = &written {
+            if crate::reserve::is_disk_full(e) && self.reserve.release() {
+                written = self.logdir.write_checkpoints();
             }
         }
-        report
+        if let Err(e) = written {
+            tracing::warn!(error = %e, "could not write the log dir's root checkpoints; retrying next cycle");
+        }
     }
 
     /// Every mirror partition's status, from memory (no file is read).
@@ -786,17 +886,24 @@ impl Applier {
             // keep what a daemon last wrote.
             return;
         }
-        let live = self.live_status();
-        // Rewritten only when something but the clock changed.
-        let mut unstamped = live.clone();
-        unstamped.written_at_ms = 0;
-        let fresh_enough = self
+        let refresh_due = self
             .last_live
             .as_ref()
-            .is_some_and(|(l, at)| *l == unstamped && at.elapsed() < Duration::from_secs(30));
-        if fresh_enough {
+            .is_none_or(|(_, at)| at.elapsed() >= LIVE_REFRESH);
+        if !self.live_dirty && !refresh_due {
+            // Nothing it shows changed since it was last built.
             return;
         }
+        self.live_dirty = false;
+        let mut live = self.live_status();
+        // Rewritten only when something but the clock changed.
+        let stamp = live.written_at_ms;
+        live.written_at_ms = 0;
+        let unchanged = self.last_live.as_ref().is_some_and(|(l, _)| *l == live);
+        if unchanged && !refresh_due {
+            return;
+        }
+        live.written_at_ms = stamp;
         let mut written = crate::status::write_live(&self.opts.log_dir, &live);
         if let Err(e) = &written {
             if crate::reserve::is_disk_full(e) && self.reserve.release() {
@@ -806,7 +913,8 @@ impl Applier {
         if let Err(e) = written {
             tracing::warn!(error = %e, "could not write the live status");
         }
-        self.last_live = Some((unstamped, Instant::now()));
+        live.written_at_ms = 0;
+        self.last_live = Some((live, Instant::now()));
     }
 
     /// The live numbers of every partition the feed names.
@@ -961,6 +1069,9 @@ impl Applier {
         for tp in tps {
             out.push(self.command_one(command, &tp).await);
         }
+        self.live_dirty = true;
+        self.discovered = None;
+        self.write_checkpoints();
         self.write_live_status();
         out
     }

@@ -10,7 +10,12 @@
 //!   local log end offset, and batches are appended only when they continue
 //!   it (`append_replicated` refuses anything else).
 //! - Every object's size and CRC-32C are checked against the manifest, and
-//!   every batch's CRC before it is appended.
+//!   every batch's CRC before it is appended. No batch of an object is
+//!   appended before the whole object has passed those checks, so a corrupt
+//!   object leaves nothing of itself in the log.
+//! - Memory: objects are held whole, at most `prefetch` of them and
+//!   `download_memory` bytes at once (but always one, whatever its size), so
+//!   the peak is about `max(download_memory, largest object)`.
 //! - The destination's segments start where the source's do (`roll_to`), so
 //!   the `.log` files are byte-identical for the same base offset.
 //! - Failover records the LME durably before changing the log, and reuses a
@@ -39,8 +44,11 @@ pub struct MirrorContext {
     pub local_cluster_id: Option<String>,
     /// Whether the destination topic has `remote.storage.enable=true`.
     pub tiered_storage: bool,
-    /// Objects downloaded ahead of the one being appended.
+    /// Objects downloaded ahead of the one being appended (at most).
     pub prefetch: usize,
+    /// Bytes of objects held at once, downloaded or being appended (at
+    /// least one object is always fetched, whatever its size).
+    pub download_memory: u64,
 }
 
 /// What a step changed.
@@ -270,30 +278,35 @@ impl Mirror {
             ranges.extend(page.ranges.into_iter().filter(|r| r.last_offset >= leo));
         }
         ranges.extend(m.inline_ranges_from(leo).iter().cloned());
+        // Objects are fetched ahead of the one being appended, within two
+        // bounds: `prefetch` objects and `download_memory` bytes held at
+        // once (downloaded, or being appended); one object always goes,
+        // whatever its size. Each object is appended only once it has been
+        // downloaded whole and verified (size, CRC-32C, batch headers
+        // against its range), so a corrupt object leaves nothing of itself
+        // in the log.
+        let limit = ctx.prefetch.max(1);
+        let budget = ctx.download_memory.max(1);
         let tp = self.tp.clone();
-        let mut downloads = futures::stream::iter(ranges.into_iter().map(|r| {
-            let tp = tp.clone();
-            async move {
-                let get = || async {
-                    store.get(&r.key).await.map_err(|source| MirrorError::Store {
-                        tp: tp.clone(),
-                        source,
-                    })
-                };
-                let mut bytes = get().await?;
-                if bytes.len() as u64 != r.bytes {
-                    // A short body is what a transport fault looks like:
-                    // read it once more before calling the object corrupt.
-                    tracing::warn!(partition = %tp, key = %r.key, got = bytes.len(), expected = r.bytes, "object body of the wrong size; reading it again");
-                    bytes = get().await?;
-                }
-                verify_object(&tp, &r, &bytes)?;
-                Ok::<_, MirrorError>((r, bytes))
-            }
-        }))
-        .buffered(ctx.prefetch.max(1));
+        let mut pending = ranges.into_iter().peekable();
+        let mut in_flight = futures::stream::FuturesOrdered::new();
+        let mut in_flight_bytes = 0u64;
         let mut appended_any = false;
-        while let Some(item) = downloads.next().await {
+        loop {
+            while let Some(next) = pending.peek() {
+                let fits = in_flight.is_empty()
+                    || (in_flight.len() < limit
+                        && in_flight_bytes.saturating_add(next.bytes) <= budget);
+                if !fits {
+                    break;
+                }
+                let Some(r) = pending.next() else { break };
+                in_flight_bytes = in_flight_bytes.saturating_add(r.bytes);
+                in_flight.push_back(download(store, &tp, r));
+            }
+            let Some(item) = in_flight.next().await else {
+                break;
+            };
             let (range, bytes) = match item {
                 Ok(x) => x,
                 Err(e) => {
@@ -304,11 +317,15 @@ impl Mirror {
                     return Err(e);
                 }
             };
-            let (b, n) = self.append_range(&range, &bytes)?;
+            let appended = self.append_range(&range, &bytes);
+            drop(bytes);
+            in_flight_bytes = in_flight_bytes.saturating_sub(range.bytes);
+            let (b, n) = appended?;
             report.batches += b;
             report.bytes += n;
             appended_any |= b > 0;
         }
+        drop(in_flight);
         // Epoch starts that fall in compaction gaps come from the manifest.
         self.log.adopt_lineage(&m.lineage).map_err(self.log_err())?;
         if appended_any || report.truncated != 0 {
@@ -507,6 +524,33 @@ pub fn refuse_topic(tp: &TopicPartition) -> Result<(), MirrorError> {
     Ok(())
 }
 
+/// Downloads one object whole and verifies it against its manifest entry.
+async fn download(
+    store: &ManifestStore,
+    tp: &TopicPartition,
+    r: ShippedRange,
+) -> Result<(ShippedRange, Bytes), MirrorError> {
+    let get = || async {
+        store
+            .get(&r.key)
+            .await
+            .map_err(|source| MirrorError::Store {
+                tp: tp.clone(),
+                source,
+            })
+    };
+    let mut bytes = get().await?;
+    if bytes.len() as u64 != r.bytes {
+        // A short body is what a transport fault looks like: read it once
+        // more before calling the object corrupt.
+        tracing::warn!(partition = %tp, key = %r.key, got = bytes.len(), expected = r.bytes, "object body of the wrong size; reading it again");
+        drop(bytes);
+        bytes = get().await?;
+    }
+    verify_object(tp, &r, &bytes)?;
+    Ok((r, bytes))
+}
+
 /// Checks an object's size and CRC-32C against its manifest entry.
 pub fn verify_object(
     tp: &TopicPartition,
@@ -520,7 +564,7 @@ pub fn verify_object(
             detail: format!("size {} where the manifest says {}", bytes.len(), r.bytes),
         });
     }
-    let crc = crc32c::crc32c(bytes);
+    let crc = kafkalog::batch::crc32c(bytes);
     if crc != r.crc32c {
         return Err(MirrorError::ObjectCorrupt {
             tp: tp.clone(),

@@ -61,6 +61,11 @@ pub(crate) struct Common {
     /// Objects downloaded ahead of the one being appended.
     #[arg(long, value_name = "N", env = "SEGMIRROR_DOWNLOAD_CONCURRENCY")]
     download_concurrency: Option<usize>,
+    /// Bytes of downloaded objects held in memory at once (downloaded or
+    /// being appended; at least one object, whatever its size). Default
+    /// 33554432 (32 MiB).
+    #[arg(long, value_name = "BYTES", env = "SEGMIRROR_DOWNLOAD_MEMORY")]
+    download_memory: Option<u64>,
     /// Bytes kept free in <log-dir>/.segmirror/reserve so that a full disk's
     /// failures can still be recorded; nothing is appended without it (0: off).
     #[arg(long, value_name = "BYTES", env = "SEGMIRROR_DISK_RESERVE_BYTES")]
@@ -88,6 +93,7 @@ impl Common {
             exclude: self.exclude.clone(),
             poll_interval_ms: self.poll_interval_ms,
             download_concurrency: self.download_concurrency,
+            download_memory: self.download_memory,
             disk_reserve_bytes: self.disk_reserve_bytes,
             tiered_topics: self.tiered_topics.clone(),
             metrics_addr: self.metrics_addr.clone(),
