@@ -421,6 +421,40 @@ pub fn crc32c(data: &[u8]) -> u32 {
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, data) as u32
 }
 
+/// A CRC-32C computed over data given in pieces (the same value as
+/// [`crc32c`] of their concatenation).
+#[derive(Clone)]
+pub struct Crc32cDigest(crc_fast::Digest);
+
+impl Crc32cDigest {
+    /// An empty digest.
+    pub fn new() -> Crc32cDigest {
+        Crc32cDigest(crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi))
+    }
+
+    /// Adds `data` after what was added before.
+    pub fn update(&mut self, data: &[u8]) {
+        self.0.update(data);
+    }
+
+    /// The CRC-32C of everything added so far.
+    pub fn value(&self) -> u32 {
+        self.0.finalize() as u32
+    }
+}
+
+impl Default for Crc32cDigest {
+    fn default() -> Crc32cDigest {
+        Crc32cDigest::new()
+    }
+}
+
+impl std::fmt::Debug for Crc32cDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Crc32cDigest({:#010x})", self.value())
+    }
+}
+
 /// CRC-32C of a batch's covered bytes (attributes to the end).
 pub fn compute_crc(batch: &[u8]) -> u32 {
     crc32c(batch.get(ATTRIBUTES_OFFSET..).unwrap_or(&[]))
@@ -580,6 +614,21 @@ pub(crate) mod tests {
             assert_eq!(crc32c(data), ::crc32c::crc32c(data));
         }
         assert_eq!(crc32c(b"123456789"), 0xe306_9283, "the CRC-32C check value");
+    }
+
+    #[test]
+    fn a_digest_fed_in_pieces_equals_the_crc_of_the_whole() {
+        let data: Vec<u8> = (0..40_000u32).map(|i| (i * 7 + i / 13) as u8).collect();
+        for cuts in [&[][..], &[0, 1][..], &[3, 64, 65, 1000, 39_999][..]] {
+            let mut digest = Crc32cDigest::new();
+            let mut from = 0;
+            for &cut in cuts.iter().chain(std::iter::once(&data.len())) {
+                digest.update(&data[from..cut]);
+                from = cut;
+            }
+            assert_eq!(digest.value(), ::crc32c::crc32c(&data), "cuts {cuts:?}");
+        }
+        assert_eq!(Crc32cDigest::default().value(), 0);
     }
 
     #[test]

@@ -117,7 +117,13 @@ pub fn scan(
     file.seek(SeekFrom::Start(from))
         .map_err(Error::io("seek", path))?;
     let mut window = Window {
-        buf: vec![0u8; READ_BUFFER],
+        // No bigger than what is left to read (the window grows for a
+        // batch larger than it): a scan at the end allocates nothing.
+        buf: vec![
+            0u8;
+            READ_BUFFER
+                .min(usize::try_from(file_size.saturating_sub(from)).unwrap_or(READ_BUFFER))
+        ],
         start: 0,
         end: 0,
     };
