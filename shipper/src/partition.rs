@@ -791,14 +791,14 @@ fn same_bytes(path: &std::path::Path, ranges: &[&ShippedRange]) -> std::io::Resu
     let mut buf = vec![0u8; 1 << 20];
     for r in ranges {
         let mut left = r.bytes;
-        let mut crc = 0u32;
+        let mut digest = kafkalog::batch::Crc32cDigest::new();
         while left > 0 {
             let n = (left as usize).min(buf.len());
             f.read_exact(&mut buf[..n])?;
-            crc = crc32c::crc32c_append(crc, &buf[..n]);
+            digest.update(&buf[..n]);
             left -= n as u64;
         }
-        if crc != r.crc32c {
+        if digest.value() != r.crc32c {
             return Ok(false);
         }
     }

@@ -132,7 +132,6 @@ fn read_range(
     let mut reader = BufReader::with_capacity(CHUNK, file);
     let mut summary = RangeSummary::new();
     let mut out = BytesMut::with_capacity(CHUNK + 64 * 1024);
-    let mut batch = Vec::with_capacity(64 * 1024);
     let mut pos = start;
     while pos < end {
         let mut prefix = [0u8; kafkalog::batch::LOG_OVERHEAD];
@@ -144,20 +143,23 @@ fn read_range(
                 "no batch boundary where the plan had one (byte {pos})"
             )));
         }
-        batch.clear();
-        batch.extend_from_slice(&prefix);
-        batch.resize(total as usize, 0);
+        // The batch is read straight into the chunk: one copy per byte.
+        let at = out.len();
+        out.extend_from_slice(&prefix);
+        out.resize(at + total as usize, 0);
         reader
-            .read_exact(&mut batch[kafkalog::batch::LOG_OVERHEAD..])
+            .read_exact(&mut out[at + kafkalog::batch::LOG_OVERHEAD..])
             .map_err(ReadFailure::Io)?;
-        let h = kafkalog::batch::parse_batch(&batch, pos).map_err(|e| {
+        let h = kafkalog::batch::parse_batch(&out[at..], pos).map_err(|e| {
             ReadFailure::Changed(format!("the batch at byte {pos} is now invalid: {e}"))
         })?;
         summary.add(&h);
-        out.extend_from_slice(&batch);
         pos += total as u64;
         if out.len() >= CHUNK {
-            tx.blocking_send(out.split().freeze())
+            // A fresh buffer of full size for the next chunk, so that
+            // filling it never re-allocates.
+            let full = std::mem::replace(&mut out, BytesMut::with_capacity(CHUNK + 64 * 1024));
+            tx.blocking_send(full.freeze())
                 .map_err(|_| ReadFailure::Cancelled)?;
         }
     }
@@ -205,7 +207,7 @@ pub(crate) async fn upload_range(
             Ok(Err(ReadFailure::Cancelled)) => Err(changed("upload cancelled".into())),
             Err(e) => Err(changed(format!("reader task failed: {e}"))),
         };
-    let mut crc = 0u32;
+    let crc;
     let mut total = 0u64;
     if plan.bytes() <= part_size as u64 {
         let mut buf = BytesMut::with_capacity(plan.bytes() as usize);
@@ -214,7 +216,7 @@ pub(crate) async fn upload_range(
         }
         finish_reader(reader.await)?;
         let bytes = buf.freeze();
-        crc = crc32c::crc32c(&bytes);
+        crc = kafkalog::batch::crc32c(&bytes);
         total = bytes.len() as u64;
         if let Some(l) = limiter {
             l.acquire(total).await;
@@ -243,9 +245,10 @@ pub(crate) async fn upload_range(
                 })
             })?;
         let mut writer = WriteMultipart::new_with_chunk_size(upload, part_size);
+        let mut digest = kafkalog::batch::Crc32cDigest::new();
         let mut failure: Option<ShipperError> = None;
         while let Some(chunk) = rx.recv().await {
-            crc = crc32c::crc32c_append(crc, &chunk);
+            digest.update(&chunk);
             total += chunk.len() as u64;
             if let Some(l) = limiter {
                 l.acquire(chunk.len() as u64).await;
@@ -261,6 +264,7 @@ pub(crate) async fn upload_range(
             writer.put(chunk);
         }
         drop(rx);
+        crc = digest.value();
         let read = finish_reader(reader.await);
         if let Some(f) = failure.or(read.err()) {
             if let Err(e) = writer.abort().await {
@@ -351,9 +355,9 @@ async fn verify_own_object(
         .await
         .map_err(|e| request_err("get", e))?
         .into_stream();
-    let (mut crc, mut read) = (0u32, 0u64);
+    let (mut digest, mut read) = (kafkalog::batch::Crc32cDigest::new(), 0u64);
     while let Some(chunk) = body.try_next().await.map_err(|e| request_err("get", e))? {
-        crc = crc32c::crc32c_append(crc, &chunk);
+        digest.update(&chunk);
         read += chunk.len() as u64;
     }
     if read != bytes {
@@ -367,6 +371,7 @@ async fn verify_own_object(
             },
         ));
     }
+    let crc = digest.value();
     if crc != crc32c {
         return Err(differs(format!(
             "its CRC-32C is {crc:#010x} where the upload's is {crc32c:#010x} (same size, {bytes} bytes)"
