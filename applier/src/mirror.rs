@@ -642,17 +642,50 @@ fn check_batches_against_range(r: &ShippedRange, bytes: &[u8]) -> Result<(), Str
 /// Names the first batch of an object whose CRC-32C mismatched that does
 /// not verify on its own (by the offset it should start at, since its own
 /// header may be the corrupt part), so that an operator knows where to look.
+/// When every batch's own CRC holds, the damage is in what that CRC does not
+/// cover (base offset, leader epoch): the first batch whose base offset does
+/// not follow its predecessor, or whose epoch is not the one the range
+/// assigns, is named instead.
 fn locate_corruption(r: &ShippedRange, bytes: &[u8]) -> String {
     let mut expected = r.base_offset;
+    let mut suspect: Option<String> = None;
     for item in kafkalog::batch::BatchIter::verified(bytes, 0) {
         match item {
-            Ok((h, _)) => expected = h.last_offset().saturating_add(1),
+            Ok((h, _)) => {
+                if suspect.is_none() {
+                    let assigned = r
+                        .epochs
+                        .iter()
+                        .rev()
+                        .find(|e| e.start_offset <= expected)
+                        .map(|e| e.epoch);
+                    if h.base_offset != expected {
+                        // A gap is legitimate in a compacted range: only a
+                        // hint, used when nothing else is found.
+                        suspect = Some(format!(
+                            "first batch that does not follow at offset {expected} (byte {}): its header says base offset {}",
+                            h.position, h.base_offset
+                        ));
+                    } else if assigned.is_some_and(|a| a != h.partition_leader_epoch) {
+                        suspect = Some(format!(
+                            "first batch with an unexpected leader epoch at offset {expected} (byte {}): {} where the range says {}",
+                            h.position,
+                            h.partition_leader_epoch,
+                            assigned.unwrap_or_default()
+                        ));
+                    }
+                }
+                expected = h.last_offset().saturating_add(1);
+            }
             Err(e) => {
                 return format!("first bad batch at offset {expected}: {e}");
             }
         }
     }
-    "every batch verifies on its own: the object differs from what was shipped (bytes replaced whole, or the manifest's CRC is wrong)".to_string()
+    match suspect {
+        Some(s) => format!("every batch's own CRC holds; {s}"),
+        None => "every batch verifies on its own: the object differs from what was shipped (bytes replaced whole, or the manifest's CRC is wrong)".to_string(),
+    }
 }
 
 /// A new record for a partition starting to mirror `source_cluster_id`.

@@ -212,6 +212,39 @@ async fn a_corrupt_object_is_reported_with_the_offset_of_its_bad_batch() {
     );
 }
 
+/// Finding 2, second half: a flip outside every batch's own CRC (the base
+/// offset) is named by the offset the batch should have, not "every batch
+/// verifies on its own".
+#[tokio::test]
+async fn a_flipped_base_offset_is_reported_with_the_offset_it_should_have() {
+    let s = shipped(1, 4).await;
+    let range = &s.manifest.ranges[0];
+    let original = s.store.get(&range.key).await.expect("object");
+    let batches: Vec<(usize, i64)> = kafkalog::batch::BatchIter::new(&original, 0)
+        .filter_map(Result::ok)
+        .map(|(h, _)| (h.position as usize, h.base_offset))
+        .collect();
+    let (pos, base) = batches[2];
+    let mut flipped = original.to_vec();
+    // The low byte of the third batch's base offset.
+    flipped[pos + 7] ^= 0x10;
+    s.put(&range.key, flipped.into()).await;
+    let mut a = s.applier();
+    drain(&mut a).await;
+    assert_eq!(a.state_of(&s.tp), Some(PartitionState::Failed));
+    let message = applier::status::collect(&s.dest())
+        .expect("status")
+        .into_iter()
+        .find(|r| r.topic == s.tp.topic && r.partition == s.tp.partition)
+        .and_then(|r| r.last_error)
+        .expect("an error");
+    assert!(message.contains(&range.key), "{message}");
+    assert!(
+        message.contains(&format!("offset {base} (byte {pos})")),
+        "the error should name the batch whose base offset was flipped (offset {base}, byte {pos}): {message}"
+    );
+}
+
 /// Finding 3a: manifests carry no checksum. A single bit flip in a digit
 /// of a manifest still decodes and validates, so it is applied as if the
 /// shipper had written it (here: an epoch's start offset in the lineage,
