@@ -204,6 +204,11 @@ impl Shipped {
     }
 }
 
+/// The applier's disk reserve here: 16 KiB instead of the default 1 MiB, so
+/// that the small tmpfs of the disk-full case fills in the middle of a range
+/// (the hard case) rather than when the reserve is first made.
+const DISK_RESERVE: &str = "16384";
+
 /// How the applier child is run.
 #[derive(Debug, Clone, Default)]
 struct Runner {
@@ -266,6 +271,7 @@ fn applier_once(
         .command(bins)
         .args(applier_args("once", dest, url))
         .env("RUST_LOG", "warn")
+        .env("SEGMIRROR_DISK_RESERVE_BYTES", DISK_RESERVE)
         .stdin(Stdio::null())
         .output()
         .context("running applier once")?;
@@ -286,6 +292,7 @@ fn applier_run_until(
     let mut child = Command::new(&bins.applier)
         .args(applier_args("run", dest, url))
         .env("RUST_LOG", "warn")
+        .env("SEGMIRROR_DISK_RESERVE_BYTES", DISK_RESERVE)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
