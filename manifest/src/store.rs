@@ -226,17 +226,43 @@ impl ManifestStore {
             .map_err(|e| self.store_err("put", key, e))
     }
 
-    /// Reads a whole object.
+    /// Reads a whole object. A body of another length than the store
+    /// announced for it is a transport fault (a cut connection, a broken
+    /// proxy): the object is read once more, and a second short body is a
+    /// store error (transient, so callers retry), never bytes to decode.
     pub async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
-        let result = self
-            .store
-            .get(&Path::from(key))
-            .await
-            .map_err(|e| self.store_err("get", key, e))?;
-        result
-            .bytes()
-            .await
-            .map_err(|e| self.store_err("get", key, e))
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let result = self
+                .store
+                .get(&Path::from(key))
+                .await
+                .map_err(|e| self.store_err("get", key, e))?;
+            let announced = result.range.end.saturating_sub(result.range.start);
+            let bytes = result
+                .bytes()
+                .await
+                .map_err(|e| self.store_err("get", key, e))?;
+            if bytes.len() as u64 == announced {
+                return Ok(bytes);
+            }
+            let detail = format!(
+                "body of {} bytes where the store announced {announced}",
+                bytes.len()
+            );
+            if attempt >= 2 {
+                return Err(self.store_err(
+                    "get",
+                    key,
+                    object_store::Error::Generic {
+                        store: "segmirror",
+                        source: detail.into(),
+                    },
+                ));
+            }
+            tracing::warn!(key, %detail, "short object body; reading it again");
+        }
     }
 
     /// Deletes an object (absent is fine).

@@ -780,4 +780,31 @@ mod tests {
         assert!(r.is_err());
         assert!(inner.head(&m).await.is_ok(), "written despite the error");
     }
+
+    /// `ManifestStore::get` never hands a short body to a decoder: it reads
+    /// once more, and a body that is short every time is a store error.
+    #[tokio::test]
+    async fn manifest_store_refuses_a_short_body() {
+        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let key = "p/manifest/00000000000000000001.json";
+        inner
+            .put(&Path::from(key), Bytes::from(vec![7u8; 1000]).into())
+            .await
+            .expect("put");
+        let layout = manifest::layout::ClusterLayout::new("p", "src").expect("layout");
+        let mut plan = FaultPlan::none(9);
+        plan.truncate = 1.0;
+        let faulty = FaultyStore::new(inner.clone(), plan);
+        let store = manifest::store::ManifestStore::new(faulty.as_dyn(), layout.clone());
+        let err = store.get(key).await.expect_err("short every time");
+        let text = err.to_string();
+        assert!(
+            text.contains(key) && text.contains("announced 1000"),
+            "{text}"
+        );
+        assert_eq!(faulty.stats().requests[&Kind::Get], 2, "read once more");
+        // Whole bodies pass.
+        let store = manifest::store::ManifestStore::new(inner, layout);
+        assert_eq!(store.get(key).await.expect("get").len(), 1000);
+    }
 }
