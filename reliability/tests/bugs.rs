@@ -183,32 +183,14 @@ async fn drain(a: &mut Applier) {
 /// batch.
 #[tokio::test]
 async fn a_corrupt_object_is_reported_with_the_offset_of_its_bad_batch() {
-    let s = shipped(1, 4).await;
-    let range = &s.manifest.ranges[0];
-    let original = s.store.get(&range.key).await.expect("object");
-    let batches: Vec<(usize, i64)> = kafkalog::batch::BatchIter::new(&original, 0)
-        .filter_map(Result::ok)
-        .map(|(h, _)| (h.position as usize, h.base_offset))
-        .collect();
     // A byte in the records of the third batch.
-    let (pos, base) = batches[2];
-    let mut flipped = original.to_vec();
-    flipped[pos + 70] ^= 0x01;
-    s.put(&range.key, flipped.into()).await;
-    let mut a = s.applier();
-    drain(&mut a).await;
-    assert_eq!(a.state_of(&s.tp), Some(PartitionState::Failed));
-    let message = applier::status::collect(&s.dest())
-        .expect("status")
-        .into_iter()
-        .find(|r| r.topic == s.tp.topic && r.partition == s.tp.partition)
-        .and_then(|r| r.last_error)
-        .expect("an error");
-    assert!(message.contains(&range.key), "{message}");
+    let f = flip_third_batch(70, 0x01).await;
     assert!(
-        message.contains(&format!("offset {base}")),
-        "the error should name the corrupt batch (base offset {base}, byte {}): {message}",
-        pos + 70
+        f.message.contains(&format!("offset {}", f.base)),
+        "the error should name the corrupt batch (base offset {}, byte {}): {}",
+        f.base,
+        f.pos + 70,
+        f.message
     );
 }
 
@@ -217,6 +199,30 @@ async fn a_corrupt_object_is_reported_with_the_offset_of_its_bad_batch() {
 /// verifies on its own".
 #[tokio::test]
 async fn a_flipped_base_offset_is_reported_with_the_offset_it_should_have() {
+    // The low byte of the third batch's base offset.
+    let f = flip_third_batch(7, 0x10).await;
+    assert!(
+        f.message
+            .contains(&format!("offset {} (byte {})", f.base, f.pos)),
+        "the error should name the batch whose base offset was flipped (offset {}, byte {}): {}",
+        f.base,
+        f.pos,
+        f.message
+    );
+}
+
+/// What the applier reported after one byte of a shipped object was flipped.
+struct Flipped {
+    /// The FAILED partition's last error (already checked to name the object).
+    message: String,
+    /// Base offset and byte position in the object of the flipped batch.
+    base: i64,
+    pos: usize,
+}
+
+/// Ships 4 batches, XORs byte `at` of the third batch of the first object
+/// with `mask`, applies, and returns the error the partition FAILED with.
+async fn flip_third_batch(at: usize, mask: u8) -> Flipped {
     let s = shipped(1, 4).await;
     let range = &s.manifest.ranges[0];
     let original = s.store.get(&range.key).await.expect("object");
@@ -226,8 +232,7 @@ async fn a_flipped_base_offset_is_reported_with_the_offset_it_should_have() {
         .collect();
     let (pos, base) = batches[2];
     let mut flipped = original.to_vec();
-    // The low byte of the third batch's base offset.
-    flipped[pos + 7] ^= 0x10;
+    flipped[pos + at] ^= mask;
     s.put(&range.key, flipped.into()).await;
     let mut a = s.applier();
     drain(&mut a).await;
@@ -239,10 +244,7 @@ async fn a_flipped_base_offset_is_reported_with_the_offset_it_should_have() {
         .and_then(|r| r.last_error)
         .expect("an error");
     assert!(message.contains(&range.key), "{message}");
-    assert!(
-        message.contains(&format!("offset {base} (byte {pos})")),
-        "the error should name the batch whose base offset was flipped (offset {base}, byte {pos}): {message}"
-    );
+    Flipped { message, base, pos }
 }
 
 /// Finding 3a: manifests carry no checksum. A single bit flip in a digit
