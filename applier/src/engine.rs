@@ -254,6 +254,7 @@ impl Applier {
             log,
             record,
             unsaved: None,
+            appended: (0, 0),
         };
         for action in restart {
             match action {
@@ -556,6 +557,7 @@ impl Applier {
             log,
             record,
             unsaved: None,
+            appended: (0, 0),
         };
         for action in actions {
             match action {
@@ -673,13 +675,15 @@ impl Applier {
                 let Some(m) = self.mirrors.get_mut(tp) else {
                     return false;
                 };
+                let before = m.appended;
                 let applied = m.apply(&store, &manifest, &ctx).await;
+                // What was appended, also when the pass failed part-way.
+                report.batches += m.appended.0 - before.0;
+                report.bytes += m.appended.1 - before.1;
                 self.live_dirty = true;
                 match applied {
                     Ok(r) => {
                         self.waiting.remove(tp);
-                        report.batches += r.batches;
-                        report.bytes += r.bytes;
                         if m.record.state.retries() > 0 {
                             let _ = self.transition(tp, Event::Progressed);
                         }

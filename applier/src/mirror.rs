@@ -75,6 +75,10 @@ pub struct Mirror {
     /// failed (the file then holds an older state; `applier status` shows
     /// this one from the live status).
     pub unsaved: Option<String>,
+    /// Batches and bytes appended since the partition was opened, counted
+    /// as they are appended (a pass that fails part-way still counts what
+    /// it appended before the failure).
+    pub appended: (u64, u64),
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -321,6 +325,8 @@ impl Mirror {
             drop(bytes);
             in_flight_bytes = in_flight_bytes.saturating_sub(range.bytes);
             let (b, n) = appended?;
+            self.appended.0 += b;
+            self.appended.1 += n;
             report.batches += b;
             report.bytes += n;
             appended_any |= b > 0;

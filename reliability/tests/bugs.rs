@@ -211,6 +211,36 @@ async fn a_flipped_base_offset_is_reported_with_the_offset_it_should_have() {
     );
 }
 
+/// A pass that fails part-way (its third object is corrupt) still reports
+/// the batches it appended before the failure: the cycle report (and the
+/// `batches_total` metric built from it) matches what the destination holds.
+#[tokio::test]
+async fn a_pass_that_fails_part_way_counts_what_it_appended() {
+    let s = shipped(3, 4).await;
+    assert!(s.manifest.ranges.len() >= 3, "{:?}", s.manifest.ranges);
+    let victim = &s.manifest.ranges[2];
+    let mut flipped = s.store.get(&victim.key).await.expect("object").to_vec();
+    let at = flipped.len() - 5;
+    flipped[at] ^= 0x01;
+    s.put(&victim.key, flipped.into()).await;
+    let mut a = s.applier();
+    let mut reported = 0;
+    for _ in 0..30 {
+        let r = a.run_once().await;
+        reported += r.batches;
+        if r.batches == 0 && r.transitions == 0 {
+            break;
+        }
+    }
+    assert_eq!(a.state_of(&s.tp), Some(PartitionState::Failed));
+    let held = verify_dir(&s.dest()).expect("destination verifies");
+    assert!(held > 0);
+    assert_eq!(
+        reported, held,
+        "batches reported by the cycles vs held by the destination"
+    );
+}
+
 /// What the applier reported after one byte of a shipped object was flipped.
 struct Flipped {
     /// The FAILED partition's last error (already checked to name the object).
