@@ -26,6 +26,8 @@
 //!   [`bucket`], which builds the store from a URL.
 //! - [`counting`]: an `ObjectStore` decorator counting requests by kind, for
 //!   request-budget tests and metrics.
+//! - [`topic_pattern`]: the `topics`/`exclude` regexes both services take,
+//!   matched against whole topic names.
 
 pub mod bucket;
 pub mod codec;
@@ -37,3 +39,4 @@ pub mod mirror_state;
 pub mod partition;
 pub mod state;
 pub mod store;
+pub mod topic_pattern;

@@ -212,24 +212,10 @@ fn bad(field: &'static str, reason: impl Into<String>) -> ConfigError {
     }
 }
 
-/// Compiles the topic pattern `pattern` of config field `field` to match
-/// whole topic names only.
-///
-/// The pattern is compiled on its own first: wrapped unchecked in
-/// `^(?:...)$`, a pattern that is not valid by itself can close the group
-/// early and escape the anchors (`orders)|(.*` would become
-/// `^(?:orders)|(.*)$` and match every topic). A pattern that compiles on its
-/// own has balanced groups, so the wrapped form anchors all of it. The
-/// applier's config has the same function (`applier::config`): the crates
-/// share no config code.
+/// The topic pattern of config field `field`, matching whole topic names only
+/// ([`manifest::topic_pattern`]).
 fn whole_name_regex(field: &'static str, pattern: &str) -> Result<Regex, ConfigError> {
-    Regex::new(pattern).map_err(|e| bad(field, format!("invalid regex {pattern:?}: {e}")))?;
-    Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
-        bad(
-            field,
-            format!("regex {pattern:?} cannot be anchored to the whole topic name: {e}"),
-        )
-    })
+    manifest::topic_pattern::whole_name(pattern).map_err(|reason| bad(field, reason))
 }
 
 /// The shipper's validated settings, as the library takes them. Build with
