@@ -50,6 +50,22 @@ pub fn tmp_path(path: &Path) -> Result<PathBuf> {
 /// the rename the temporary file is removed (best effort) and `path` is left
 /// untouched.
 pub fn write_atomic(path: &Path, contents: &[u8], sync: bool) -> Result<()> {
+    replace(path, contents, sync)?;
+    if sync {
+        fsync_dir(parent_dir(path))?;
+    }
+    Ok(())
+}
+
+/// [`write_atomic`] with the file fsynced but not its directory: the new
+/// content is durable, its name only once the caller fsyncs the parent
+/// directory (one [`fsync_dir`] for several files written together). Until
+/// then a crash leaves either the old file or the new one, whole.
+pub fn write_atomic_dir_unsynced(path: &Path, contents: &[u8]) -> Result<()> {
+    replace(path, contents, true)
+}
+
+fn replace(path: &Path, contents: &[u8], sync: bool) -> Result<()> {
     let tmp = tmp_path(path)?;
     if let Err(e) = write_file(&tmp, contents, sync) {
         // Best effort: the original error is the one worth reporting.
@@ -63,9 +79,6 @@ pub fn write_atomic(path: &Path, contents: &[u8], sync: bool) -> Result<()> {
             path: path.to_path_buf(),
             source,
         });
-    }
-    if sync {
-        fsync_dir(parent_dir(path))?;
     }
     Ok(())
 }

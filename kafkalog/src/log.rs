@@ -227,8 +227,8 @@ impl ActiveSegment {
     }
 
     /// Writes its index files as they stand (the transaction index only
-    /// when it has entries).
-    fn write_indexes(&self, dir: &Path) -> Result<()> {
+    /// when it has entries); see [`write_index_files`] for `sync_dir`.
+    fn write_indexes(&self, dir: &Path, sync_dir: bool) -> Result<()> {
         let txn = if self.txn_index.is_empty() {
             None
         } else {
@@ -240,6 +240,7 @@ impl ActiveSegment {
             &self.offset_index,
             &self.time_index,
             txn,
+            sync_dir,
         )
     }
 }
@@ -428,14 +429,28 @@ impl PartitionLog {
             // Scan: verify and (re)build indexes.
             let built = build_indexes(&path, base, config.index_interval_bytes)?;
             if !index_ok {
-                write_index_files(&dir, base, &built.offset_index, &built.time_index, None)?;
+                write_index_files(
+                    &dir,
+                    base,
+                    &built.offset_index,
+                    &built.time_index,
+                    None,
+                    true,
+                )?;
                 report.rebuilt_indexes.push(base);
             }
             if let Some(err) = built.error {
                 report.truncated_bytes += size - built.valid_end;
                 report.cut_reason = Some(format!("{}: {err}", path.display()));
                 truncate_file(&path, built.valid_end)?;
-                write_index_files(&dir, base, &built.offset_index, &built.time_index, None)?;
+                write_index_files(
+                    &dir,
+                    base,
+                    &built.offset_index,
+                    &built.time_index,
+                    None,
+                    true,
+                )?;
                 cut_at = Some(i);
                 break;
             }
@@ -905,7 +920,7 @@ impl PartitionLog {
     fn restore_active_index_files(&self) -> bool {
         let a = &self.active;
         let txn_path = segment::file_path(&self.dir, a.base_offset, TXN_INDEX_SUFFIX);
-        let rewritten = a.write_indexes(&self.dir).and_then(|()| {
+        let rewritten = a.write_indexes(&self.dir, true).and_then(|()| {
             if a.txn_index.is_empty() {
                 remove_if_exists(&txn_path)
             } else {
@@ -1029,7 +1044,9 @@ impl PartitionLog {
                 .time_index
                 .maybe_append(a.max_timestamp, a.offset_of_max_timestamp);
         }
-        a.write_indexes(&self.dir)
+        // The dir is fsynced by `roll` once the next segment exists: one
+        // fsync for the index renames and the new file.
+        a.write_indexes(&self.dir, false)
     }
 
     /// Transactions left open in the log (transactional batches with no
@@ -1183,6 +1200,7 @@ impl PartitionLog {
             &built.offset_index,
             &built.time_index,
             None,
+            true,
         )?;
         remove_if_exists(&segment::file_path(&self.dir, base, TXN_INDEX_SUFFIX))?;
         self.rolled.insert(base, batches.len() as u64);
@@ -1195,7 +1213,7 @@ impl PartitionLog {
     pub fn flush(&mut self) -> Result<()> {
         let a = &self.active;
         a.file.sync_all().map_err(Error::io("fsync", &a.path))?;
-        a.write_indexes(&self.dir)?;
+        a.write_indexes(&self.dir, true)?;
         self.shared.update_checkpoints(
             &self.tp,
             self.log_end_offset(),
@@ -1568,29 +1586,34 @@ fn build_indexes(path: &Path, base: i64, interval: u64) -> Result<BuiltIndexes> 
     })
 }
 
+/// Writes a segment's index files, each atomically and fsynced, then
+/// fsyncs the partition dir once for all of them (unless `sync_dir` is
+/// false: the caller fsyncs the dir itself, as a roll does after creating
+/// the next segment).
 fn write_index_files(
     dir: &Path,
     base: i64,
     offset_index: &OffsetIndex,
     time_index: &TimeIndex,
     txn: Option<&TransactionIndex>,
+    sync_dir: bool,
 ) -> Result<()> {
-    fsutil::write_atomic(
+    fsutil::write_atomic_dir_unsynced(
         &segment::file_path(dir, base, INDEX_SUFFIX),
         &offset_index.to_bytes(),
-        true,
     )?;
-    fsutil::write_atomic(
+    fsutil::write_atomic_dir_unsynced(
         &segment::file_path(dir, base, TIME_INDEX_SUFFIX),
         &time_index.to_bytes(),
-        true,
     )?;
     if let Some(txn) = txn {
-        fsutil::write_atomic(
+        fsutil::write_atomic_dir_unsynced(
             &segment::file_path(dir, base, TXN_INDEX_SUFFIX),
             &txn.to_bytes(),
-            true,
         )?;
+    }
+    if sync_dir {
+        fsutil::fsync_dir(dir)?;
     }
     Ok(())
 }
