@@ -265,10 +265,10 @@ impl Applier {
                 _ => {}
             }
         }
-        if mirror.record.state.state() == PartitionState::Stopped {
-            if let Some(e) = mirror.record.stop_epoch {
-                mirror.log.bump_epoch(e)?;
-            }
+        if mirror.record.state.state() == PartitionState::Stopped
+            && let Some(e) = mirror.record.stop_epoch
+        {
+            mirror.log.bump_epoch(e)?;
         }
         self.mirrors.insert(tp.clone(), mirror);
         Ok(())
@@ -412,10 +412,10 @@ impl Applier {
         let mut newest: Option<Head> = None;
         if resync || self.head.is_none() {
             self.last_list = Some(Instant::now());
-            if let Some(seq) = store.latest_head_seq().await? {
-                if self.head.as_ref().is_none_or(|h| h.seq != seq) {
-                    newest = Some(store.get_head(seq).await?);
-                }
+            if let Some(seq) = store.latest_head_seq().await?
+                && self.head.as_ref().is_none_or(|h| h.seq != seq)
+            {
+                newest = Some(store.get_head(seq).await?);
             }
         } else if let Some(cur) = &self.head {
             let mut seq = cur.seq;
@@ -594,10 +594,11 @@ impl Applier {
         let Some(entry) = entry else {
             return Err(MirrorError::NoManifest { tp: tp.clone() });
         };
-        if let Some(cached) = self.manifests.get(tp) {
-            if cached.version == entry.manifest_version && cached.topic_id == entry.topic_id {
-                return Ok(Some(cached.clone()));
-            }
+        if let Some(cached) = self.manifests.get(tp)
+            && cached.version == entry.manifest_version
+            && cached.topic_id == entry.topic_id
+        {
+            return Ok(Some(cached.clone()));
         }
         let key = PartitionKey {
             tp: tp.clone(),
@@ -812,10 +813,11 @@ impl Applier {
     /// cycle: checkpoints that lag only make recovery scan more.
     fn write_checkpoints(&mut self) {
         let mut written = self.logdir.write_checkpoints();
-        if let Err(e) = &written {
-            if crate::reserve::is_disk_full(e) && self.reserve.release() {
-                written = self.logdir.write_checkpoints();
-            }
+        if let Err(e) = &written
+            && crate::reserve::is_disk_full(e)
+            && self.reserve.release()
+        {
+            written = self.logdir.write_checkpoints();
         }
         if let Err(e) = written {
             tracing::warn!(error = %e, "could not write the log dir's root checkpoints; retrying next cycle");
@@ -909,10 +911,11 @@ impl Applier {
         }
         live.written_at_ms = stamp;
         let mut written = crate::status::write_live(&self.opts.log_dir, &live);
-        if let Err(e) = &written {
-            if crate::reserve::is_disk_full(e) && self.reserve.release() {
-                written = crate::status::write_live(&self.opts.log_dir, &live);
-            }
+        if let Err(e) = &written
+            && crate::reserve::is_disk_full(e)
+            && self.reserve.release()
+        {
+            written = crate::status::write_live(&self.opts.log_dir, &live);
         }
         if let Err(e) = written {
             tracing::warn!(error = %e, "could not write the live status");
@@ -1042,15 +1045,16 @@ impl Applier {
                         )),
                     }];
                 }
-                if found.is_empty() && command == Command::Start {
-                    if let Some(h) = &self.head {
-                        found.extend(
-                            h.partitions
-                                .values()
-                                .filter(|e| &e.topic == t && !e.deleted)
-                                .filter_map(|e| TopicPartition::new(&e.topic, e.partition).ok()),
-                        );
-                    }
+                if found.is_empty()
+                    && command == Command::Start
+                    && let Some(h) = &self.head
+                {
+                    found.extend(
+                        h.partitions
+                            .values()
+                            .filter(|e| &e.topic == t && !e.deleted)
+                            .filter_map(|e| TopicPartition::new(&e.topic, e.partition).ok()),
+                    );
                 }
                 if found.is_empty() {
                     return vec![CommandOutcome {

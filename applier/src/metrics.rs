@@ -34,6 +34,13 @@ fn escape(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// A per-partition gauge: name, help text, and its value from a status row.
+type Gauge = (
+    &'static str,
+    &'static str,
+    fn(&PartitionStatus) -> Option<f64>,
+);
+
 /// Renders the metrics text.
 pub fn render(rows: &[PartitionStatus], c: &Counters) -> String {
     let mut out = String::new();
@@ -54,7 +61,7 @@ pub fn render(rows: &[PartitionStatus], c: &Counters) -> String {
             );
         }
     }
-    let gauges: [(&str, &str, fn(&PartitionStatus) -> Option<f64>); 5] = [
+    let gauges: [Gauge; 5] = [
         (
             "segmirror_applier_retries",
             "Automatic retries of the partition's current failure streak.",

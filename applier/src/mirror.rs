@@ -21,6 +21,10 @@
 //! - Failover records the LME durably before changing the log, and reuses a
 //!   recorded LME on retry.
 
+// `MirrorError` carries the store's and the log's errors by value; it is
+// built only on the failure path, where its size costs nothing measurable.
+#![allow(clippy::result_large_err)]
+
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -136,14 +140,14 @@ impl Mirror {
                 tp: self.tp.clone(),
             });
         }
-        if let Some(local) = self.log.topic_id() {
-            if local != self.record.topic_id {
-                return Err(MirrorError::InconsistentTopicId {
-                    tp: self.tp.clone(),
-                    local: local.to_string(),
-                    source_id: self.record.topic_id.to_string(),
-                });
-            }
+        if let Some(local) = self.log.topic_id()
+            && local != self.record.topic_id
+        {
+            return Err(MirrorError::InconsistentTopicId {
+                tp: self.tp.clone(),
+                local: local.to_string(),
+                source_id: self.record.topic_id.to_string(),
+            });
         }
         Ok(())
     }
@@ -176,14 +180,15 @@ impl Mirror {
     ) -> Result<StepReport, MirrorError> {
         self.check_local_identity(ctx)?;
         self.check_manifest_identity(m)?;
-        if let (Some(origin), Some(local)) = (&m.mirror_origin, &ctx.local_cluster_id) {
-            if &origin.source_cluster_id == local && origin.state != "STOPPED" {
-                return Err(MirrorError::MirrorLoop {
-                    tp: self.tp.clone(),
-                    local: local.clone(),
-                    state: origin.state.clone(),
-                });
-            }
+        if let (Some(origin), Some(local)) = (&m.mirror_origin, &ctx.local_cluster_id)
+            && &origin.source_cluster_id == local
+            && origin.state != "STOPPED"
+        {
+            return Err(MirrorError::MirrorLoop {
+                tp: self.tp.clone(),
+                local: local.clone(),
+                state: origin.state.clone(),
+            });
         }
         let leo_before = self.log.log_end_offset();
         let log_is_empty = leo_before == self.log.log_start_offset();

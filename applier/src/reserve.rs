@@ -137,10 +137,10 @@ impl DiskReserve {
 pub fn is_disk_full(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if io.kind() == ErrorKind::StorageFull || io.raw_os_error() == Some(28) {
-                return true;
-            }
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && (io.kind() == ErrorKind::StorageFull || io.raw_os_error() == Some(28))
+        {
+            return true;
         }
         cur = err.source();
     }

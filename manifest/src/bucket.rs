@@ -157,20 +157,20 @@ impl BucketUrl {
             }
             BucketUrl::S3 { bucket, .. } => {
                 let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
-                if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() {
-                    if let Some(p) = shared_profile() {
-                        builder = builder
-                            .with_access_key_id(p.access_key_id)
-                            .with_secret_access_key(p.secret_access_key);
-                        if let Some(token) = p.session_token {
-                            builder = builder.with_token(token);
-                        }
-                        if let Some(region) = p
-                            .region
-                            .filter(|_| std::env::var_os("AWS_REGION").is_none())
-                        {
-                            builder = builder.with_region(region);
-                        }
+                if std::env::var_os("AWS_ACCESS_KEY_ID").is_none()
+                    && let Some(p) = shared_profile()
+                {
+                    builder = builder
+                        .with_access_key_id(p.access_key_id)
+                        .with_secret_access_key(p.secret_access_key);
+                    if let Some(token) = p.session_token {
+                        builder = builder.with_token(token);
+                    }
+                    if let Some(region) = p
+                        .region
+                        .filter(|_| std::env::var_os("AWS_REGION").is_none())
+                    {
+                        builder = builder.with_region(region);
                     }
                 }
                 let endpoint = std::env::var("AWS_ENDPOINT_URL_S3")
@@ -269,10 +269,10 @@ fn ini_section(text: &str, name: &str) -> Option<std::collections::HashMap<Strin
             found |= section.trim() == name;
             continue;
         }
-        if current == Some(name) {
-            if let Some((k, v)) = line.split_once('=') {
-                out.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
-            }
+        if current == Some(name)
+            && let Some((k, v)) = line.split_once('=')
+        {
+            out.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
         }
     }
     found.then_some(out)

@@ -522,10 +522,10 @@ impl ManifestStore {
             let mut next = current
                 .clone()
                 .unwrap_or_else(|| Head::empty(self.layout.cluster_id()));
-            if !next.merge(entries.iter().cloned()) {
-                if let Some(c) = current {
-                    return Ok(c);
-                }
+            if !next.merge(entries.iter().cloned())
+                && let Some(c) = current
+            {
+                return Ok(c);
             }
             next.seq = current.as_ref().map_or(1, |c| c.seq + 1);
             next.written_at_ms = now_ms();

@@ -20,16 +20,20 @@ fn pk() -> PartitionKey {
     }
 }
 
-/// The backends every test runs on: memory, a directory, and an
-/// S3-compatible server when `SEGMIRROR_TEST_S3_BUCKET` names a bucket on
-/// it (CI starts one; endpoint and credentials from the AWS variables).
-/// Each test gets a fresh prefix, so runs do not see each other.
-fn backends() -> Vec<(
+/// A backend: its name, the store, a fresh prefix, and the dir it lives in
+/// (kept alive as long as the store).
+type Backend = (
     &'static str,
     Arc<dyn ObjectStore>,
     String,
     Option<tempfile::TempDir>,
-)> {
+);
+
+/// The backends every test runs on: memory, a directory, and an
+/// S3-compatible server when `SEGMIRROR_TEST_S3_BUCKET` names a bucket on
+/// it (CI starts one; endpoint and credentials from the AWS variables).
+/// Each test gets a fresh prefix, so runs do not see each other.
+fn backends() -> Vec<Backend> {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("file://{}", dir.path().display());
     let mut out = vec![
