@@ -12,7 +12,7 @@
 //! exclude = "tmp-.*"                          # regex; default: none
 //! tail_interval = "5s"                        # how often the active segments are tailed (bounds the RPO)
 //! upload_concurrency = 4                      # objects uploaded at once
-//! part_size = "8MiB"                          # multipart part size (>= 5 MiB on S3); smaller objects are one PUT
+//! part_size = "8MiB"                          # multipart part size (>= 5 MiB on S3; default 8MiB there, 2MiB elsewhere); smaller objects are one PUT
 //! max_object_size = "64MiB"                   # larger spans of a segment are split into several objects
 //! max_cycle_bytes = "1GiB"                    # per partition per cycle (a backlog takes several cycles)
 //! rate_limit = "100MiB"                       # bytes per second for all uploads; 0 or absent: unlimited
@@ -267,8 +267,13 @@ pub struct ShipperOptions {
 
 /// Default tail interval.
 pub const DEFAULT_TAIL_INTERVAL: Duration = Duration::from_secs(5);
-/// Default multipart part size.
+/// Default multipart part size on S3.
 pub const DEFAULT_PART_SIZE: u64 = 8 * 1024 * 1024;
+/// Default multipart part size on `file://` and `memory://`: a part there
+/// is a write into the staging file or a buffer, with no minimum and no
+/// request cost, so small parts only save memory (and were faster too:
+/// BENCHMARKS.md).
+pub const DEFAULT_LOCAL_PART_SIZE: u64 = 2 * 1024 * 1024;
 /// Default largest object.
 pub const DEFAULT_MAX_OBJECT_SIZE: u64 = 64 * 1024 * 1024;
 /// Default most bytes per partition per cycle.
@@ -524,12 +529,14 @@ impl ShipperConfig {
         if !(1..=256).contains(&o.upload_concurrency) {
             return Err(bad("upload_concurrency", "must be 1 to 256"));
         }
-        let part = self.part_size.map_or(DEFAULT_PART_SIZE, |b| b.0);
-        let min_part = if matches!(bucket, BucketUrl::S3 { .. }) {
-            S3_MIN_PART_SIZE
+        let on_s3 = matches!(bucket, BucketUrl::S3 { .. });
+        let default_part = if on_s3 {
+            DEFAULT_PART_SIZE
         } else {
-            1024
+            DEFAULT_LOCAL_PART_SIZE
         };
+        let part = self.part_size.map_or(default_part, |b| b.0);
+        let min_part = if on_s3 { S3_MIN_PART_SIZE } else { 1024 };
         if part < min_part || part > 5 * 1024 * 1024 * 1024 {
             return Err(bad(
                 "part_size",
@@ -633,6 +640,23 @@ mod tests {
     use super::*;
 
     const MINIMAL: &str = "log_dirs = [\"/data\"]\nbucket = \"memory://\"\ncluster_id = \"c1\"\n";
+
+    #[test]
+    fn the_default_part_size_is_8_mib_on_s3_and_2_mib_elsewhere() {
+        let part = |bucket: &str| {
+            ShipperConfig::from_toml(&format!(
+                "log_dirs = [\"/d\"]\nbucket = \"{bucket}\"\ncluster_id = \"c\""
+            ))
+            .expect("parse")
+            .validate()
+            .expect("valid")
+            .options
+            .part_size
+        };
+        assert_eq!(part("s3://bkt/p"), 8 << 20);
+        assert_eq!(part("file:///tmp/b"), 2 << 20);
+        assert_eq!(part("memory://"), 2 << 20);
+    }
 
     #[test]
     fn sizes_parse_with_units() {

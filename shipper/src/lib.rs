@@ -160,6 +160,7 @@
 //! - [`Shipper`]: the cycle; [`status`]: what `shipper status` shows;
 //!   [`metrics`]: Prometheus metrics; [`clock`]: injectable time.
 
+mod chunks;
 pub mod clock;
 pub mod config;
 mod edit;

@@ -16,6 +16,7 @@ use manifest::store::{ManifestStore, StoreError};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 
+use crate::chunks::ChunkPool;
 use crate::clock::{Clock, SystemClock};
 use crate::config::ShipperOptions;
 use crate::edit::{self, Dropped};
@@ -119,6 +120,8 @@ pub struct Shipper {
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     limiter: Option<Arc<RateLimiter>>,
+    /// The chunk buffers all uploads share (`crate::chunks`).
+    chunks: Arc<ChunkPool>,
     partitions: BTreeMap<TopicPartition, PartitionState>,
     head: Option<Head>,
     head_loaded: bool,
@@ -602,6 +605,11 @@ impl Shipper {
             clock,
             metrics: Arc::new(Metrics::new(None)),
             limiter,
+            chunks: ChunkPool::for_uploads(
+                opts.upload_concurrency,
+                crate::upload::CHANNEL,
+                opts.part_size,
+            ),
             partitions: BTreeMap::new(),
             head: None,
             head_loaded: false,
@@ -912,6 +920,7 @@ impl Shipper {
         let store = &self.store;
         let part_size = self.opts.part_size;
         let limiter = self.limiter.clone();
+        let chunks = &self.chunks;
         let mut uploads = futures::stream::iter(jobs.into_iter().map(|(wi, ji, plan, tp, pk)| {
             let limiter = limiter.clone();
             async move {
@@ -924,7 +933,16 @@ impl Shipper {
                 );
                 let r = match key {
                     Ok(key) => {
-                        upload_range(store, &tp, &plan, key, part_size, limiter.as_deref()).await
+                        upload_range(
+                            store,
+                            &tp,
+                            &plan,
+                            key,
+                            part_size,
+                            limiter.as_deref(),
+                            chunks,
+                        )
+                        .await
                     }
                     Err(e) => Err(ShipperError::store(tp.to_string(), StoreError::Layout(e))),
                 };

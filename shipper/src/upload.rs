@@ -22,19 +22,22 @@
 //! object there fails the range with [`ShipperError::ExistingObjectDiffers`]
 //! and is left alone, and no object at all leaves the original error.
 //!
-//! Memory per upload: about 4 MiB of channel, the part being filled and
-//! two parts in flight, so at most `upload_concurrency * (3 * part_size +
-//! 4 MiB)` for all uploads. Multipart uploads that a crash interrupts are
+//! Memory per upload: a channel of [`CHANNEL`] chunks of 1 MiB, the part
+//! being filled and two parts in flight, so at most `upload_concurrency *
+//! (3 * part_size + 2 MiB)` for all uploads; an object of one PUT (up to
+//! `part_size`) is copied out of its chunks. The chunk buffers come from a
+//! [`ChunkPool`] shared by all uploads and are reused ([`crate::chunks`]).
+//! Multipart uploads that a crash interrupts are
 //! invisible (never completed) and hold storage until the bucket's
 //! `AbortIncompleteMultipartUpload` lifecycle rule removes them: set it (one
 //! day is plenty) on the bucket prefix.
 
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::TryStreamExt;
 use kafkalog::TopicPartition;
 use manifest::store::{ManifestStore, StoreError};
@@ -42,13 +45,12 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStoreExt, WriteMultipart};
 use tokio::sync::mpsc;
 
+use crate::chunks::{CHUNK, ChunkPool};
 use crate::error::ShipperError;
 use crate::plan::{RangePlan, RangeSummary};
 
-/// Size of the chunks the reader hands over.
-const CHUNK: usize = 1024 * 1024;
 /// Chunks buffered between reader and uploader.
-const CHANNEL: usize = 4;
+pub(crate) const CHANNEL: usize = 2;
 /// Multipart parts in flight per upload.
 const PARTS_IN_FLIGHT: usize = 2;
 
@@ -119,6 +121,7 @@ fn read_range(
     path: PathBuf,
     start: u64,
     end: u64,
+    pool: &Arc<ChunkPool>,
     tx: mpsc::Sender<Bytes>,
 ) -> Result<RangeSummary, ReadFailure> {
     let mut file = std::fs::File::open(&path).map_err(ReadFailure::Io)?;
@@ -131,7 +134,7 @@ fn read_range(
     file.seek(SeekFrom::Start(start)).map_err(ReadFailure::Io)?;
     let mut reader = BufReader::with_capacity(CHUNK, file);
     let mut summary = RangeSummary::new();
-    let mut out = BytesMut::with_capacity(CHUNK + 64 * 1024);
+    let mut out = pool.take();
     let mut pos = start;
     while pos < end {
         let mut prefix = [0u8; kafkalog::batch::LOG_OVERHEAD];
@@ -144,27 +147,28 @@ fn read_range(
             )));
         }
         // The batch is read straight into the chunk: one copy per byte.
-        let at = out.len();
-        out.extend_from_slice(&prefix);
-        out.resize(at + total as usize, 0);
+        let buf = out.buf();
+        let at = buf.len();
+        buf.extend_from_slice(&prefix);
+        buf.resize(at + total as usize, 0);
         reader
-            .read_exact(&mut out[at + kafkalog::batch::LOG_OVERHEAD..])
+            .read_exact(&mut buf[at + kafkalog::batch::LOG_OVERHEAD..])
             .map_err(ReadFailure::Io)?;
-        let h = kafkalog::batch::parse_batch(&out[at..], pos).map_err(|e| {
+        let h = kafkalog::batch::parse_batch(&buf[at..], pos).map_err(|e| {
             ReadFailure::Changed(format!("the batch at byte {pos} is now invalid: {e}"))
         })?;
         summary.add(&h);
         pos += total as u64;
-        if out.len() >= CHUNK {
-            // A fresh buffer of full size for the next chunk, so that
-            // filling it never re-allocates.
-            let full = std::mem::replace(&mut out, BytesMut::with_capacity(CHUNK + 64 * 1024));
-            tx.blocking_send(full.freeze())
+        if out.len() >= CHUNK && pos < end {
+            // Hand the chunk over, then wait for a buffer for the next one
+            // (the pool bounds what all uploads hold).
+            let full = std::mem::replace(&mut out, pool.take());
+            tx.blocking_send(full.into_bytes())
                 .map_err(|_| ReadFailure::Cancelled)?;
         }
     }
     if !out.is_empty() {
-        tx.blocking_send(out.freeze())
+        tx.blocking_send(out.into_bytes())
             .map_err(|_| ReadFailure::Cancelled)?;
     }
     Ok(summary)
@@ -178,10 +182,13 @@ pub(crate) async fn upload_range(
     key: String,
     part_size: usize,
     limiter: Option<&RateLimiter>,
+    pool: &Arc<ChunkPool>,
 ) -> Result<Uploaded, ShipperError> {
     let (tx, mut rx) = mpsc::channel::<Bytes>(CHANNEL);
     let (path, start, end) = (plan.path.clone(), plan.start, plan.end);
-    let reader = tokio::task::spawn_blocking(move || read_range(path, start, end, tx));
+    let reader_pool = Arc::clone(pool);
+    let reader =
+        tokio::task::spawn_blocking(move || read_range(path, start, end, &reader_pool, tx));
     let changed = |reason: String| ShipperError::SourceChanged {
         tp: tp.clone(),
         path: plan.path.clone(),
@@ -210,12 +217,14 @@ pub(crate) async fn upload_range(
     let crc;
     let mut total = 0u64;
     if plan.bytes() <= part_size as u64 {
-        let mut buf = BytesMut::with_capacity(plan.bytes() as usize);
+        // Copied out of the chunks, which go back to the pool at once: a
+        // store may keep the `Bytes` of a PUT (an in-memory one does).
+        let mut buf = Vec::with_capacity(plan.bytes() as usize);
         while let Some(chunk) = rx.recv().await {
             buf.extend_from_slice(&chunk);
         }
         finish_reader(reader.await)?;
-        let bytes = buf.freeze();
+        let bytes = Bytes::from(buf);
         crc = kafkalog::batch::crc32c(&bytes);
         total = bytes.len() as u64;
         if let Some(l) = limiter {

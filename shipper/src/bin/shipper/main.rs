@@ -69,7 +69,8 @@ pub(crate) struct Common {
     /// Objects uploaded at once.
     #[arg(long, value_name = "N")]
     upload_concurrency: Option<usize>,
-    /// Multipart part size, e.g. 8MiB (at least 5MiB on S3).
+    /// Multipart part size, e.g. 8MiB (at least 5MiB on S3). Default 8MiB on
+    /// S3, 2MiB on file:// and memory://.
     #[arg(long, value_name = "SIZE")]
     part_size: Option<ByteSize>,
     /// Largest object, e.g. 64MiB: longer spans are split on batch boundaries.
