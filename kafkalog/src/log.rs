@@ -429,28 +429,14 @@ impl PartitionLog {
             // Scan: verify and (re)build indexes.
             let built = build_indexes(&path, base, config.index_interval_bytes)?;
             if !index_ok {
-                write_index_files(
-                    &dir,
-                    base,
-                    &built.offset_index,
-                    &built.time_index,
-                    None,
-                    true,
-                )?;
+                built.write_files(&dir, base)?;
                 report.rebuilt_indexes.push(base);
             }
-            if let Some(err) = built.error {
+            if let Some(err) = &built.error {
                 report.truncated_bytes += size - built.valid_end;
                 report.cut_reason = Some(format!("{}: {err}", path.display()));
                 truncate_file(&path, built.valid_end)?;
-                write_index_files(
-                    &dir,
-                    base,
-                    &built.offset_index,
-                    &built.time_index,
-                    None,
-                    true,
-                )?;
+                built.write_files(&dir, base)?;
                 cut_at = Some(i);
                 break;
             }
@@ -1194,14 +1180,7 @@ impl PartitionLog {
         let path = segment::file_path(&self.dir, base, LOG_SUFFIX);
         fsutil::write_atomic(&path, batches, true)?;
         let built = build_indexes(&path, base, self.config.index_interval_bytes)?;
-        write_index_files(
-            &self.dir,
-            base,
-            &built.offset_index,
-            &built.time_index,
-            None,
-            true,
-        )?;
+        built.write_files(&self.dir, base)?;
         remove_if_exists(&segment::file_path(&self.dir, base, TXN_INDEX_SUFFIX))?;
         self.rolled.insert(base, batches.len() as u64);
         Ok(())
@@ -1564,6 +1543,14 @@ struct BuiltIndexes {
     time_index: TimeIndex,
     valid_end: u64,
     error: Option<batch::BatchError>,
+}
+
+impl BuiltIndexes {
+    /// Writes them as the index files of segment `base` in `dir` (no
+    /// transaction index; the dir fsynced).
+    fn write_files(&self, dir: &Path, base: i64) -> Result<()> {
+        write_index_files(dir, base, &self.offset_index, &self.time_index, None, true)
+    }
 }
 
 /// Scans a whole segment, verifying CRCs, and builds its indexes as Kafka
