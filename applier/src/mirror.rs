@@ -541,23 +541,16 @@ async fn download(
     tp: &TopicPartition,
     r: ShippedRange,
 ) -> Result<(ShippedRange, Bytes), MirrorError> {
-    let get = || async {
-        store
-            .get(&r.key)
-            .await
-            .map_err(|source| MirrorError::Store {
-                tp: tp.clone(),
-                source,
-            })
-    };
-    let mut bytes = get().await?;
-    if bytes.len() as u64 != r.bytes {
-        // A short body is what a transport fault looks like: read it once
-        // more before calling the object corrupt.
-        tracing::warn!(partition = %tp, key = %r.key, got = bytes.len(), expected = r.bytes, "object body of the wrong size; reading it again");
-        drop(bytes);
-        bytes = get().await?;
-    }
+    // A body cut short in transit is read again by `ManifestStore::get`
+    // (its length is checked against what the store announced); a body of
+    // another size than the manifest's is then a different object.
+    let bytes = store
+        .get(&r.key)
+        .await
+        .map_err(|source| MirrorError::Store {
+            tp: tp.clone(),
+            source,
+        })?;
     verify_object(tp, &r, &bytes)?;
     Ok((r, bytes))
 }
@@ -621,12 +614,7 @@ fn check_batches_against_range(r: &ShippedRange, bytes: &[u8]) -> Result<(), Str
         }
         let epoch = h.partition_leader_epoch;
         if epoch >= 0 && !r.epochs.is_empty() {
-            let assigned = r
-                .epochs
-                .iter()
-                .rev()
-                .find(|e| e.start_offset <= h.base_offset)
-                .map(|e| e.epoch);
+            let assigned = r.epoch_at(h.base_offset);
             if assigned != Some(epoch) {
                 return Err(format!(
                     "batch at offset {} has leader epoch {epoch} where the manifest's range says {}",
@@ -664,12 +652,7 @@ fn locate_corruption(r: &ShippedRange, bytes: &[u8]) -> String {
         match item {
             Ok((h, _)) => {
                 if suspect.is_none() {
-                    let assigned = r
-                        .epochs
-                        .iter()
-                        .rev()
-                        .find(|e| e.start_offset <= expected)
-                        .map(|e| e.epoch);
+                    let assigned = r.epoch_at(expected);
                     if h.base_offset != expected {
                         // A gap is legitimate in a compacted range: only a
                         // hint, used when nothing else is found.

@@ -108,6 +108,20 @@ pub struct ShippedRange {
     pub segment_generation: u32,
 }
 
+impl ShippedRange {
+    /// The leader epoch the range assigns to `offset`: that of its last
+    /// epoch entry starting at or below it (Kafka's `epochForOffset` over
+    /// the range's entries); `None` below the first entry or when the range
+    /// lists no epochs.
+    pub fn epoch_at(&self, offset: i64) -> Option<i32> {
+        self.epochs
+            .iter()
+            .rev()
+            .find(|e| e.start_offset <= offset)
+            .map(|e| e.epoch)
+    }
+}
+
 /// A sealed page of old ranges, named by the manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PageRef {
@@ -475,6 +489,28 @@ impl PartitionManifest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_range_assigns_the_epoch_of_its_last_entry_at_or_below_an_offset() {
+        let mut r = sample().ranges[0].clone();
+        r.epochs = vec![
+            EpochEntry {
+                epoch: 2,
+                start_offset: 10,
+            },
+            EpochEntry {
+                epoch: 5,
+                start_offset: 20,
+            },
+        ];
+        assert_eq!(r.epoch_at(9), None);
+        assert_eq!(r.epoch_at(10), Some(2));
+        assert_eq!(r.epoch_at(19), Some(2));
+        assert_eq!(r.epoch_at(20), Some(5));
+        assert_eq!(r.epoch_at(1_000), Some(5));
+        r.epochs.clear();
+        assert_eq!(r.epoch_at(20), None);
+    }
 
     pub(crate) fn sample() -> PartitionManifest {
         let tp = TopicPartition::new("orders", 0).expect("tp");
