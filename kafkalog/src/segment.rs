@@ -116,14 +116,11 @@ pub fn scan(
     let file_size = file.metadata().map_err(Error::io("stat", path))?.len();
     file.seek(SeekFrom::Start(from))
         .map_err(Error::io("seek", path))?;
+    // No bigger than what is left to read (the window grows for a batch
+    // larger than it): a scan at the end allocates nothing.
+    let window_size = file_size.saturating_sub(from).min(READ_BUFFER as u64) as usize;
     let mut window = Window {
-        // No bigger than what is left to read (the window grows for a
-        // batch larger than it): a scan at the end allocates nothing.
-        buf: vec![
-            0u8;
-            READ_BUFFER
-                .min(usize::try_from(file_size.saturating_sub(from)).unwrap_or(READ_BUFFER))
-        ],
+        buf: vec![0u8; window_size],
         start: 0,
         end: 0,
     };
