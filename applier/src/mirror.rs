@@ -696,6 +696,7 @@ pub fn new_record(
         lme: None,
         stopped_at_offset: None,
         stop_epoch: None,
+        stopped_source_cluster_id: None,
         failback_pending: false,
         applied_manifest_version: 0,
         segment_generations: BTreeMap::new(),

@@ -12,6 +12,9 @@
 //! - [`state`]: the mirror partition state machine as one pure function,
 //!   `next(state, event) -> (state, actions)`; a driver in the applier
 //!   performs the actions.
+//! - [`reconcile`]: the applier's plans (preparation, following a
+//!   manifest, failover) as pure functions of the record, the manifest and
+//!   the local log; the applier executes them, `applier plan` prints them.
 //! - [`layout`]: every object key (the only place that formats or parses
 //!   keys).
 //! - [`partition`]: the epoch manifest of a partition: schema, codec,
@@ -37,6 +40,7 @@ pub mod layout;
 pub mod lineage;
 pub mod mirror_state;
 pub mod partition;
+pub mod reconcile;
 pub mod state;
 pub mod store;
 pub mod topic_pattern;

@@ -42,6 +42,12 @@ pub struct MirrorRecord {
     /// The leader epoch raised at the stop (at least LME + 1).
     #[serde(default)]
     pub stop_epoch: Option<i32>,
+    /// The source cluster this partition was mirroring when it stopped
+    /// (recorded with `lme` and `stopped_at_offset`): a later start from the
+    /// same source cuts only what was written after the stop (see
+    /// `reconcile`). `None` in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_source_cluster_id: Option<String>,
     /// True when the next preparation must treat the local log as history
     /// of its own (failback): set when a partition with records is adopted
     /// as a mirror, cleared when a preparation completes. (After a stop,
