@@ -538,10 +538,12 @@ impl Applier {
                 Err(kafkalog::Error::TopicIdMismatch {
                     found, expected, ..
                 }) => {
-                    return Err(MirrorError::InconsistentTopicId {
+                    return Err(MirrorError::Refused {
                         tp: tp.clone(),
-                        local: found,
-                        source_id: expected,
+                        refusal: manifest::reconcile::Refusal::InconsistentTopicId {
+                            local: found,
+                            source_id: expected,
+                        },
                     }
                     .to_string());
                 }

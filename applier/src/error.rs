@@ -45,57 +45,16 @@ pub enum MirrorError {
         #[source]
         source: kafkalog::Error,
     },
-    /// The destination topic has another topic id than the source's.
-    #[error("{tp}: inconsistent topic id: destination has {local}, source has {source_id}")]
-    InconsistentTopicId {
+    /// Preparation or following refused the partition (identity, loop,
+    /// internal topic, tiered storage, an invalid lineage): see
+    /// `manifest::reconcile::Refusal`. Nothing was changed.
+    #[error("{tp}: {refusal}")]
+    Refused {
         /// The partition.
         tp: TopicPartition,
-        /// Local topic id.
-        local: String,
-        /// Source topic id.
-        source_id: String,
-    },
-    /// The source cluster id changed from the one pinned at start.
-    #[error("{tp}: source cluster id changed: mirror pinned to {pinned}, bucket has {found}")]
-    SourceClusterChanged {
-        /// The partition.
-        tp: TopicPartition,
-        /// Pinned id.
-        pinned: String,
-        /// Id found.
-        found: String,
-    },
-    /// Internal and Kafka Streams internal topics cannot be mirrored.
-    #[error(
-        "{tp}: refusing to mirror {kind} topic {topic:?}: per-partition mirroring cannot keep its transactional coupling"
-    )]
-    RefusedTopic {
-        /// The partition.
-        tp: TopicPartition,
-        /// "internal" or "Kafka Streams internal".
-        kind: &'static str,
-        /// The topic.
-        topic: String,
-    },
-    /// Tiered storage on the destination topic.
-    #[error(
-        "{tp}: remote.storage.enable=true on the destination topic: data around the LME may be remote, so the log cannot be truncated safely"
-    )]
-    TieredStorage {
-        /// The partition.
-        tp: TopicPartition,
-    },
-    /// The source partition is itself a mirror of this cluster, not stopped.
-    #[error(
-        "{tp}: mirror loop: the source's copy is a mirror of this cluster ({local}) in state {state}; stop it there first"
-    )]
-    MirrorLoop {
-        /// The partition.
-        tp: TopicPartition,
-        /// This cluster's id.
-        local: String,
-        /// The source's mirror state.
-        state: String,
+        /// Why.
+        #[source]
+        refusal: manifest::reconcile::Refusal,
     },
     /// The source has not published this partition (yet).
     #[error("{tp}: no manifest in the bucket yet")]
@@ -156,11 +115,7 @@ impl MirrorError {
             MirrorError::Record { .. } | MirrorError::DiskReserve { .. } => true,
             MirrorError::ObjectCorrupt { .. }
             | MirrorError::BadBatch { .. }
-            | MirrorError::InconsistentTopicId { .. }
-            | MirrorError::SourceClusterChanged { .. }
-            | MirrorError::RefusedTopic { .. }
-            | MirrorError::TieredStorage { .. }
-            | MirrorError::MirrorLoop { .. } => false,
+            | MirrorError::Refused { .. } => false,
         }
     }
 }

@@ -34,9 +34,10 @@ use kafkalog::builder::build_control_batch;
 use kafkalog::records::ControlType;
 use kafkalog::{PartitionLog, TopicId, TopicPartition};
 use manifest::layout::PartitionKey;
-use manifest::lineage::{EpochLineage, divergence_point, truncation_point_for_lme};
+use manifest::lineage::EpochLineage;
 use manifest::mirror_state::MirrorRecord;
 use manifest::partition::{PartitionManifest, ShippedRange};
+use manifest::reconcile::{self, LocalLog, Plan, Refusal, Step, Surroundings};
 use manifest::store::ManifestStore;
 
 use crate::error::MirrorError;
@@ -127,133 +128,119 @@ impl Mirror {
         result
     }
 
-    fn local_lineage(&self) -> EpochLineage {
-        EpochLineage::from_entries(self.log.epochs().entries().iter().copied()).unwrap_or_default()
+    fn refused(&self) -> impl FnOnce(Refusal) -> MirrorError + '_ {
+        move |refusal| MirrorError::Refused {
+            tp: self.tp.clone(),
+            refusal,
+        }
     }
 
-    /// Identity checks that need no bucket: internal topics, tiered storage,
-    /// local topic id.
-    pub fn check_local_identity(&self, ctx: &MirrorContext) -> Result<(), MirrorError> {
-        refuse_topic(&self.tp)?;
-        if ctx.tiered_storage {
-            return Err(MirrorError::TieredStorage {
+    /// The local lineage; one that breaks the lineage invariants is a
+    /// refusal, never an empty lineage (which would mean "cut everything").
+    fn local_lineage(&self) -> Result<EpochLineage, MirrorError> {
+        EpochLineage::from_entries(self.log.epochs().entries().iter().copied()).map_err(|source| {
+            MirrorError::Refused {
                 tp: self.tp.clone(),
-            });
-        }
-        if let Some(local) = self.log.topic_id()
-            && local != self.record.topic_id
-        {
-            return Err(MirrorError::InconsistentTopicId {
-                tp: self.tp.clone(),
-                local: local.to_string(),
-                source_id: self.record.topic_id.to_string(),
-            });
+                refusal: Refusal::InvalidLineage {
+                    which: "local",
+                    source,
+                },
+            }
+        })
+    }
+
+    /// PREPARING's plan against the source's manifest `m` (nothing is
+    /// changed): see `manifest::reconcile::plan_preparation`.
+    pub fn plan_preparation(
+        &self,
+        m: &PartitionManifest,
+        ctx: &MirrorContext,
+    ) -> Result<Plan, MirrorError> {
+        let lineage = self.local_lineage()?;
+        reconcile::plan_preparation(
+            &self.tp,
+            &self.record,
+            m,
+            &LocalLog {
+                topic_id: self.log.topic_id(),
+                lineage: &lineage,
+                log_start_offset: self.log.log_start_offset(),
+                log_end_offset: self.log.log_end_offset(),
+            },
+            &Surroundings {
+                local_cluster_id: ctx.local_cluster_id.as_deref(),
+                tiered_storage: ctx.tiered_storage,
+            },
+        )
+        .map_err(self.refused())
+    }
+
+    /// The follower's plan against `m` (nothing is changed): see
+    /// `manifest::reconcile::plan_follow`.
+    pub fn plan_follow(&self, m: &PartitionManifest) -> Result<Plan, MirrorError> {
+        reconcile::check_manifest_identity(self.record.topic_id, &self.record.source_cluster_id, m)
+            .map_err(self.refused())?;
+        let lineage = self.local_lineage()?;
+        reconcile::plan_follow(
+            m,
+            &LocalLog {
+                topic_id: self.log.topic_id(),
+                lineage: &lineage,
+                log_start_offset: self.log.log_start_offset(),
+                log_end_offset: self.log.log_end_offset(),
+            },
+        )
+        .map_err(self.refused())
+    }
+
+    /// Performs a plan's steps on the local log, in order.
+    fn execute(&mut self, plan: &Plan) -> Result<(), MirrorError> {
+        for step in &plan.steps {
+            match step {
+                Step::Keep { .. } => {
+                    tracing::info!(partition = %self.tp, "{step}");
+                }
+                Step::TruncateTo { to, .. } => {
+                    tracing::warn!(partition = %self.tp, from = self.log.log_end_offset(), "{step}");
+                    self.log.truncate_to(*to).map_err(self.log_err())?;
+                }
+                Step::TruncateFullyAndStartAt { start, .. } => {
+                    tracing::warn!(partition = %self.tp, from = self.log.log_end_offset(), "{step}");
+                    self.log
+                        .truncate_fully_and_start_at(*start)
+                        .map_err(self.log_err())?;
+                }
+                Step::RaiseLogStart { to, .. } => {
+                    tracing::info!(partition = %self.tp, "{step}");
+                    self.log.raise_log_start(*to).map_err(self.log_err())?;
+                }
+            }
         }
         Ok(())
     }
 
-    fn check_manifest_identity(&self, m: &PartitionManifest) -> Result<(), MirrorError> {
-        if m.topic_id != self.record.topic_id {
-            return Err(MirrorError::InconsistentTopicId {
-                tp: self.tp.clone(),
-                local: self.record.topic_id.to_string(),
-                source_id: m.topic_id.to_string(),
-            });
-        }
-        if m.source_cluster_id != self.record.source_cluster_id {
-            return Err(MirrorError::SourceClusterChanged {
-                tp: self.tp.clone(),
-                pinned: self.record.source_cluster_id.clone(),
-                found: m.source_cluster_id.clone(),
-            });
-        }
-        Ok(())
-    }
-
-    /// PREPARING's work: identity and loop checks, LME lookup and truncation
-    /// (failback), follower-style reconcile against the manifest's lineage,
-    /// and the source's log start. Returns the offsets cut.
+    /// PREPARING's work: plans (identity and loop checks, the history step
+    /// of failback or of a resume after a stop, the follower step, the
+    /// source's log start), executes the plan, and clears what the record
+    /// kept of the last stop. Returns the offsets cut.
     pub fn prepare(
         &mut self,
         m: &PartitionManifest,
         ctx: &MirrorContext,
     ) -> Result<StepReport, MirrorError> {
-        self.check_local_identity(ctx)?;
-        self.check_manifest_identity(m)?;
-        if let (Some(origin), Some(local)) = (&m.mirror_origin, &ctx.local_cluster_id)
-            && &origin.source_cluster_id == local
-            && origin.state != "STOPPED"
-        {
-            return Err(MirrorError::MirrorLoop {
-                tp: self.tp.clone(),
-                local: local.clone(),
-                state: origin.state.clone(),
-            });
-        }
+        let plan = self.plan_preparation(m, ctx)?;
         let leo_before = self.log.log_end_offset();
-        let log_is_empty = leo_before == self.log.log_start_offset();
-        // Failback: this log has history of its own (it was stopped, or it
-        // was a writable topic never mirrored before): cut it at the LME the
-        // source recorded when it stopped mirroring us.
-        let failback = !log_is_empty && (self.record.lme.is_some() || self.record.failback_pending);
-        if failback {
-            let source_lme = match (&m.mirror_origin, &ctx.local_cluster_id) {
-                (Some(o), Some(local)) if &o.source_cluster_id == local => o.lme,
-                _ => None,
-            };
-            let t = truncation_point_for_lme(source_lme, &self.local_lineage(), leo_before);
-            tracing::info!(partition = %self.tp, lme = ?source_lme, truncate_to = t, "failback: LME truncation");
-            self.truncate(t, m.log_start_offset)?;
-        }
-        self.reconcile(m)?;
+        self.execute(&plan)?;
         self.record.lme = None;
         self.record.stopped_at_offset = None;
         self.record.stop_epoch = None;
+        self.record.stopped_source_cluster_id = None;
         self.record.failback_pending = false;
         self.save()?;
         Ok(StepReport {
             truncated: leo_before - self.log.log_end_offset(),
             ..StepReport::default()
         })
-    }
-
-    fn truncate(&mut self, to: i64, source_log_start: i64) -> Result<(), MirrorError> {
-        if to <= self.log.log_start_offset() {
-            let start = source_log_start.max(0);
-            self.log
-                .truncate_fully_and_start_at(start)
-                .map_err(self.log_err())?;
-        } else {
-            self.log.truncate_to(to).map_err(self.log_err())?;
-        }
-        Ok(())
-    }
-
-    /// Follower reconcile: cut to where the local lineage and the manifest's
-    /// diverge, and follow the source's log start.
-    fn reconcile(&mut self, m: &PartitionManifest) -> Result<(), MirrorError> {
-        let leo = self.log.log_end_offset();
-        let remote = EpochLineage::from_entries(m.lineage.iter().copied()).unwrap_or_default();
-        let local = self.local_lineage();
-        if !local.is_empty() && leo > self.log.log_start_offset() {
-            let point = divergence_point(&local, leo, &remote, m.shipped_end_offset);
-            if point < leo {
-                tracing::warn!(partition = %self.tp, from = leo, to = point, "lineage diverges from the source: truncating");
-                self.truncate(point, m.log_start_offset)?;
-            }
-        }
-        let leo = self.log.log_end_offset();
-        if leo < m.log_start_offset {
-            tracing::info!(partition = %self.tp, leo, source_log_start = m.log_start_offset, "local log is below the source's log start: restarting there");
-            self.log
-                .truncate_fully_and_start_at(m.log_start_offset)
-                .map_err(self.log_err())?;
-        } else {
-            self.log
-                .raise_log_start(m.log_start_offset)
-                .map_err(self.log_err())?;
-        }
-        Ok(())
     }
 
     /// MIRRORING's work for one manifest version: reconcile (source
@@ -265,9 +252,9 @@ impl Mirror {
         m: &PartitionManifest,
         ctx: &MirrorContext,
     ) -> Result<StepReport, MirrorError> {
-        self.check_manifest_identity(m)?;
+        let plan = self.plan_follow(m)?;
         let leo_before = self.log.log_end_offset();
-        self.reconcile(m)?;
+        self.execute(&plan)?;
         let mut report = StepReport {
             truncated: leo_before - self.log.log_end_offset(),
             ..StepReport::default()
@@ -481,22 +468,23 @@ impl Mirror {
     /// and abort the transactions source producers left open, with ABORT
     /// markers at the new epoch. Does not truncate; needs no bucket.
     pub fn failover(&mut self) -> Result<(), MirrorError> {
-        if self.record.stopped_at_offset.is_none() {
-            self.record.lme = self.log.epochs().latest_epoch();
-            self.record.stopped_at_offset = Some(self.log.log_end_offset());
+        let plan = reconcile::plan_stop(
+            &self.record,
+            self.log.epochs().latest_epoch(),
+            self.log.log_end_offset(),
+            self.log.open_transactions(),
+        );
+        if plan.record_stop || plan.record_stop_epoch {
+            // Durable before the log changes, so a retry is the same stop.
+            self.record.lme = plan.lme;
+            self.record.stopped_at_offset = Some(plan.stopped_at_offset);
+            self.record.stop_epoch = Some(plan.stop_epoch);
+            self.record.stopped_source_cluster_id = Some(self.record.source_cluster_id.clone());
             self.save()?;
         }
-        let stop_epoch = match self.record.stop_epoch {
-            Some(e) => e,
-            None => {
-                let e = self.record.lme.map_or(0, |lme| lme + 1);
-                self.record.stop_epoch = Some(e);
-                self.save()?;
-                e
-            }
-        };
+        let stop_epoch = plan.stop_epoch;
         self.log.bump_epoch(stop_epoch).map_err(self.log_err())?;
-        for txn in self.log.open_transactions() {
+        for txn in &plan.abort {
             let mut marker = build_control_batch(
                 ControlType::Abort,
                 0,
@@ -518,21 +506,10 @@ impl Mirror {
 
 /// Refuses internal (`__*`) and Kafka Streams internal topics.
 pub fn refuse_topic(tp: &TopicPartition) -> Result<(), MirrorError> {
-    if kafkalog::topic::is_internal_topic(&tp.topic) {
-        return Err(MirrorError::RefusedTopic {
-            tp: tp.clone(),
-            kind: "internal",
-            topic: tp.topic.clone(),
-        });
-    }
-    if kafkalog::topic::is_streams_internal_topic(&tp.topic) {
-        return Err(MirrorError::RefusedTopic {
-            tp: tp.clone(),
-            kind: "Kafka Streams internal",
-            topic: tp.topic.clone(),
-        });
-    }
-    Ok(())
+    reconcile::check_topic(tp).map_err(|refusal| MirrorError::Refused {
+        tp: tp.clone(),
+        refusal,
+    })
 }
 
 /// Downloads one object whole and verifies it against its manifest entry.

@@ -105,9 +105,9 @@ pub enum Refusal {
     #[error("inconsistent topic id: destination has {local}, source has {source_id}")]
     InconsistentTopicId {
         /// The destination's id (its `partition.metadata`, or its record).
-        local: TopicId,
+        local: String,
         /// The source's id.
-        source_id: TopicId,
+        source_id: String,
     },
     /// The manifest is another source cluster's than the one pinned.
     #[error("source cluster id changed: mirror pinned to {pinned}, bucket has {found}")]
@@ -442,8 +442,8 @@ pub fn check_manifest_identity(
 ) -> Result<(), Refusal> {
     if manifest.topic_id != pinned_topic_id {
         return Err(Refusal::InconsistentTopicId {
-            local: pinned_topic_id,
-            source_id: manifest.topic_id,
+            local: pinned_topic_id.to_string(),
+            source_id: manifest.topic_id.to_string(),
         });
     }
     if manifest.source_cluster_id != pinned_source {
@@ -484,8 +484,8 @@ pub fn plan_preparation(
         && local_id != record.topic_id
     {
         return Err(Refusal::InconsistentTopicId {
-            local: local_id,
-            source_id: record.topic_id,
+            local: local_id.to_string(),
+            source_id: record.topic_id.to_string(),
         });
     }
     check_manifest_identity(record.topic_id, &record.source_cluster_id, manifest)?;

@@ -1,4 +1,4 @@
-//! The spec's testable behaviours 2 to 13 (`spec/mirroring.md`), end to end:
+//! The spec's testable behaviours 2 to 13 and 15 (`spec/mirroring.md`), end to end:
 //! the real shipper ships a source log dir, the real applier applies it,
 //! on every backend (`memory://`, `file://`, S3 when configured).
 //! Behaviour 1 and the failback worked example are in `scenarios.rs`;
@@ -604,6 +604,83 @@ async fn a_compacted_source_segment_is_replaced_on_the_destination() {
             segment_files(&source, &tp("state")),
             "[{}] compacted segment replaced",
             b.name
+        );
+    }
+}
+
+/// 15: stop, write locally, start again from the same source: only the
+/// local writes are cut, nothing below the stop offset is fetched again,
+/// and the mirror then follows the source byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resuming_from_the_same_source_cuts_only_the_local_writes() {
+    for b in backends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (source, dest) = (dir.path().join("source"), dir.path().join("dest"));
+        source_with(&source, &[("orders", &[(500, 1)])]);
+        ship(&b, &source, "src").await;
+        let mut a = apply(&b, applier_options(&b, &dest, "src", "dst")).await;
+        a.command(Command::Stop, &[], true).await;
+        drop(a);
+        // A drill: one local write after the stop, at the stop epoch.
+        let d = LogDir::open(&dest).expect("dest");
+        let mut log = d
+            .open_partition(&tp("orders"), LogConfig::default())
+            .expect("open");
+        produce(&mut log, 1, 2, 1);
+        assert_eq!(log.log_end_offset(), 501);
+        log.close().expect("close");
+        drop(d);
+        let before = segment_files(&dest, &tp("orders"));
+
+        let mut a = Applier::open(
+            applier_options(&b, &dest, "src", "dst"),
+            Some(b.store.clone()),
+        )
+        .expect("applier");
+        let out = a.command(Command::Start, &["orders".into()], false).await;
+        assert!(out[0].error.is_none(), "[{}] {out:?}", b.name);
+        let mut refetched = 0;
+        for _ in 0..20 {
+            let r = a.run_once().await;
+            refetched += r.batches;
+            if r.batches == 0 && r.transitions == 0 {
+                break;
+            }
+        }
+        assert_eq!(a.state_of(&tp("orders")), Some(PartitionState::Mirroring));
+        assert_eq!(
+            refetched, 0,
+            "[{}] nothing below the stop is fetched again",
+            b.name
+        );
+        assert_eq!(
+            log_end(&dest, &tp("orders")),
+            500,
+            "[{}] only the local write is cut",
+            b.name
+        );
+        let after = segment_files(&dest, &tp("orders"));
+        assert_eq!(after.len(), before.len());
+        assert_eq!(
+            after[0].1[..],
+            before[0].1[..after[0].1.len()],
+            "[{}] the kept bytes are the ones that were there",
+            b.name
+        );
+        // And it follows the source again.
+        append_source(&source, "orders", 20, 1);
+        ship(&b, &source, "src").await;
+        drain(&mut a).await;
+        drop(a);
+        assert_eq!(
+            segment_files(&dest, &tp("orders")),
+            segment_files(&source, &tp("orders")),
+            "[{}]",
+            b.name
+        );
+        assert_eq!(
+            lineage(&dest, &tp("orders")),
+            lineage(&source, &tp("orders"))
         );
     }
 }
