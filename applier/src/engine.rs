@@ -8,9 +8,13 @@
 //! FAILED retries when its backoff is due. STOPPED and FAILED partitions
 //! are never restarted without an operator's `start`.
 //!
-//! Every transition goes through `manifest::state::next`; this module only
-//! performs the actions it returns, in order. A failure is isolated to its
-//! partition.
+//! Every partition has one [`Slot`] (`slot`); every transition goes
+//! through the driver (`driver`), which performs the actions
+//! `manifest::state::next` returns and queues each state's work; this
+//! module runs that work (preparation, fetching, failover, retries when
+//! due by the injectable clock). Decisions about the local log are plans
+//! from `manifest::reconcile`, executed by `mirror`. The feed is read by
+//! `feed`. A failure is isolated to its partition.
 //!
 //! What an idle cycle costs: one GET (the next feed head), no partition
 //! walk when the head did not change (`discover` runs on a new head, or
@@ -28,17 +32,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
-use manifest::feed::{Head, MAX_PROBE, RESYNC_INTERVAL};
+use manifest::clock::{Clock, SystemClock};
 use manifest::layout::{ClusterLayout, PartitionKey};
 use manifest::mirror_state::MirrorRecord;
 use manifest::partition::PartitionManifest;
-use manifest::state::{self, Action, Command, Event, PartitionState};
+use manifest::state::{self, Command, Event, PartitionState};
 use manifest::store::{ManifestStore, StoreError};
 use object_store::ObjectStore;
 use regex::Regex;
 
+use crate::driver::{Backoff, Env};
 use crate::error::MirrorError;
-use crate::mirror::{Mirror, MirrorContext, guard_reason, new_record, refuse_topic};
+use crate::feed::{FeedReader, Selection};
+use crate::mirror::{Mirror, MirrorContext, new_record, refuse_topic};
+use crate::slot::{MirrorSlot, Slot, Work};
 use crate::status::{LivePartition, LiveStatus};
 
 /// Default of [`ApplierOptions::download_memory`]: 32 MiB.
@@ -109,7 +116,7 @@ pub struct CommandOutcome {
 }
 
 /// What one cycle did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CycleReport {
     /// Batches appended.
     pub batches: u64,
@@ -117,6 +124,8 @@ pub struct CycleReport {
     pub bytes: u64,
     /// Partitions that changed state.
     pub transitions: u64,
+    /// Why the change feed could not be read, when it could not.
+    pub feed_error: Option<String>,
 }
 
 /// How often the live status is rewritten when nothing changed.
@@ -142,15 +151,11 @@ pub struct Applier {
     opts: ApplierOptions,
     logdir: LogDir,
     store: Option<ManifestStore>,
-    head: Option<Head>,
-    last_list: Option<Instant>,
-    mirrors: BTreeMap<TopicPartition, Mirror>,
-    retry_at: BTreeMap<TopicPartition, Instant>,
-    refused: BTreeMap<TopicPartition, String>,
-    manifests: BTreeMap<TopicPartition, PartitionManifest>,
+    feed: FeedReader,
+    slots: BTreeMap<TopicPartition, Slot>,
+    clock: Arc<dyn Clock>,
     counters: crate::metrics::Counters,
     metrics: Option<crate::metrics::Exposition>,
-    waiting: BTreeMap<TopicPartition, String>,
     last_live: Option<(LiveStatus, Instant)>,
     /// Something the live status or the metrics show may have changed since
     /// they were last built.
@@ -160,20 +165,27 @@ pub struct Applier {
     /// The feed head `discover` last went through with no partition left
     /// to retry.
     discovered: Option<u64>,
-    /// Mirror partitions whose files could not be opened (permission
-    /// denied, say), with the error; opened again every cycle.
-    unopened: BTreeMap<TopicPartition, String>,
     reserve: crate::reserve::DiskReserve,
 }
 
 impl Applier {
     /// Opens the log dir (taking its lock), loads every mirror partition's
     /// record and restores what a crash may have interrupted: the write
-    /// guard matches each state again, and an interrupted STOPPING completes.
-    /// `store` is the bucket (None for commands that need none).
+    /// guard matches each state again, a recorded retryable failure is
+    /// scheduled, and an interrupted STOPPING completes. `store` is the
+    /// bucket (None for commands that need none).
     pub fn open(
         opts: ApplierOptions,
         store: Option<Arc<dyn ObjectStore>>,
+    ) -> anyhow::Result<Applier> {
+        Applier::open_with_clock(opts, store, Arc::new(SystemClock))
+    }
+
+    /// [`Applier::open`] with a clock (tests move it to make retries due).
+    pub fn open_with_clock(
+        opts: ApplierOptions,
+        store: Option<Arc<dyn ObjectStore>>,
+        clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Applier> {
         let logdir = LogDir::open(&opts.log_dir)?;
         // Root checkpoints once per cycle (`run_once`), not per flush.
@@ -197,105 +209,109 @@ impl Applier {
             opts,
             logdir,
             store,
-            head: None,
-            last_list: None,
-            mirrors: BTreeMap::new(),
-            retry_at: BTreeMap::new(),
-            refused: BTreeMap::new(),
-            manifests: BTreeMap::new(),
+            feed: FeedReader::default(),
+            slots: BTreeMap::new(),
+            clock,
             counters: crate::metrics::Counters::default(),
             metrics: None,
-            waiting: BTreeMap::new(),
             last_live: None,
             live_dirty: true,
             last_metrics: None,
             discovered: None,
-            unopened: BTreeMap::new(),
             reserve,
         };
         for tp in applier.logdir.partitions()? {
-            // A partition that cannot be opened fails alone: the others
-            // mirror on, and it is opened again every cycle.
-            if let Err(e) = applier.open_mirror(&tp) {
-                tracing::error!(partition = %tp, error = %e, "cannot open the mirror partition; retrying every cycle");
-                applier.unopened.insert(tp, e.to_string());
-            }
+            applier.open_mirror(&tp);
         }
         // An interrupted failover completes now, bucket or not.
         let stopping: Vec<_> = applier
-            .mirrors
-            .iter()
-            .filter(|(_, m)| m.record.state.state() == PartitionState::Stopping)
-            .map(|(tp, _)| tp.clone())
+            .mirror_slots()
+            .filter(|m| m.pending == Some(Work::Failover))
+            .map(|m| m.tp().clone())
             .collect();
         for tp in stopping {
-            applier.complete_failover(&tp);
+            applier.run_failover(&tp);
         }
         applier.write_checkpoints();
         Ok(applier)
     }
 
-    /// Opens one partition of the log dir if it is a mirror, restoring its
-    /// write guard and completing what a crash interrupted (its STOPPED
-    /// epoch bump). A non-mirror partition is left alone.
-    fn open_mirror(&mut self, tp: &TopicPartition) -> anyhow::Result<()> {
-        let dir = self.logdir.root().join(tp.dir_name());
-        let Some(record) = MirrorRecord::read(&dir)? else {
-            return Ok(());
-        };
-        let log = self.logdir.open_partition(tp, mirror_log_config())?;
-        let report = log.recovery_report();
-        if !report.is_clean() {
-            tracing::warn!(partition = %tp, ?report, "recovered the local log");
-        }
-        let restart = state::on_restart(&record.state);
-        let mut mirror = Mirror {
-            tp: tp.clone(),
-            log,
-            record,
-            unsaved: None,
-            appended: (0, 0),
-        };
-        for action in restart {
-            match action {
-                Action::SetWriteGuard => mirror
-                    .log
-                    .set_read_only(&guard_reason(&mirror.record.source_cluster_id))?,
-                Action::ClearWriteGuard => mirror.log.clear_read_only()?,
-                _ => {}
+    fn env(&mut self) -> (Env<'_>, &mut BTreeMap<TopicPartition, Slot>) {
+        (
+            Env {
+                backoff: Backoff {
+                    base: self.opts.base_backoff,
+                    max: self.opts.max_backoff,
+                },
+                reserve: &mut self.reserve,
+            },
+            &mut self.slots,
+        )
+    }
+
+    /// Opens one partition of the log dir if it is a mirror and restarts its
+    /// driver. A non-mirror partition gets no slot; one that cannot be
+    /// opened fails alone (the others mirror on) and is opened again every
+    /// cycle.
+    fn open_mirror(&mut self, tp: &TopicPartition) {
+        let opened = (|| -> anyhow::Result<Option<Mirror>> {
+            let dir = self.logdir.root().join(tp.dir_name());
+            let Some(record) = MirrorRecord::read(&dir)? else {
+                return Ok(None);
+            };
+            let log = self.logdir.open_partition(tp, mirror_log_config())?;
+            let report = log.recovery_report();
+            if !report.is_clean() {
+                tracing::warn!(partition = %tp, ?report, "recovered the local log");
             }
+            Ok(Some(Mirror::new(
+                tp.clone(),
+                log,
+                record,
+                Arc::clone(&self.clock),
+            )))
+        })();
+        let slot = match opened {
+            Ok(None) => {
+                self.slots.remove(tp);
+                return;
+            }
+            Ok(Some(mirror)) => {
+                let mut slot = MirrorSlot::new(mirror);
+                let (mut env, _) = self.env();
+                match slot.restart(&mut env) {
+                    Ok(()) => Slot::Mirror(Box::new(slot)),
+                    Err(e) => Slot::Unopened(e),
+                }
+            }
+            Err(e) => Slot::Unopened(e.to_string()),
+        };
+        if let Slot::Unopened(e) = &slot {
+            tracing::error!(partition = %tp, error = %e, "cannot open the mirror partition; retrying every cycle");
         }
-        if mirror.record.state.state() == PartitionState::Stopped
-            && let Some(e) = mirror.record.stop_epoch
-        {
-            mirror.log.bump_epoch(e)?;
-        }
-        self.mirrors.insert(tp.clone(), mirror);
-        Ok(())
+        self.slots.insert(tp.clone(), slot);
     }
 
     /// Opens again the partitions that could not be opened before.
     fn reopen_unopened(&mut self) {
-        if self.unopened.is_empty() {
+        let tps: Vec<TopicPartition> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| matches!(s, Slot::Unopened(_)))
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        if tps.is_empty() {
             return;
         }
         self.live_dirty = true;
         // A partition opened now may turn out not to be a mirror: a
         // candidate for `discover` again.
         self.discovered = None;
-        let tps: Vec<TopicPartition> = self.unopened.keys().cloned().collect();
         for tp in tps {
-            match self.open_mirror(&tp) {
-                Ok(()) => {
-                    tracing::info!(partition = %tp, "opened the mirror partition");
-                    self.unopened.remove(&tp);
-                    if self.state_of(&tp) == Some(PartitionState::Stopping) {
-                        self.complete_failover(&tp);
-                    }
-                }
-                Err(e) => {
-                    self.unopened.insert(tp, e.to_string());
-                }
+            self.open_mirror(&tp);
+            if self.slots.get(&tp).is_some_and(|s| s.mirror().is_some()) {
+                tracing::info!(partition = %tp, "opened the mirror partition");
+                self.run_failover(&tp);
             }
         }
     }
@@ -305,14 +321,22 @@ impl Applier {
         &self.opts
     }
 
+    fn mirror_slots(&self) -> impl Iterator<Item = &MirrorSlot> {
+        self.slots.values().filter_map(Slot::mirror)
+    }
+
+    fn slot_mut(&mut self, tp: &TopicPartition) -> Option<&mut MirrorSlot> {
+        self.slots.get_mut(tp).and_then(Slot::mirror_mut)
+    }
+
     /// The mirror partitions.
     pub fn mirrors(&self) -> impl Iterator<Item = &Mirror> {
-        self.mirrors.values()
+        self.mirror_slots().map(|m| &m.mirror)
     }
 
     /// The state of one partition, if it is a mirror.
     pub fn state_of(&self, tp: &TopicPartition) -> Option<PartitionState> {
-        self.mirrors.get(tp).map(|m| m.record.state.state())
+        self.slots.get(tp)?.mirror().map(MirrorSlot::state)
     }
 
     fn context(&self, tp: &TopicPartition) -> MirrorContext {
@@ -324,169 +348,107 @@ impl Applier {
         }
     }
 
-    /// Applies `event` to a partition's state machine and performs the
-    /// actions. Returns the new state.
+    /// Drives one partition's state machine with `event` (see
+    /// [`crate::driver`]). Returns the new state.
     fn transition(
         &mut self,
         tp: &TopicPartition,
         event: Event,
     ) -> Result<PartitionState, state::TransitionError> {
-        let Some(m) = self.mirrors.get_mut(tp) else {
-            return Ok(PartitionState::Failed);
-        };
         self.live_dirty = true;
-        let (next, actions) = state::next(&m.record.state, event)?;
-        for action in actions {
-            let result = match action {
-                Action::SetWriteGuard => m
-                    .log
-                    .set_read_only(&guard_reason(&m.record.source_cluster_id))
-                    .map_err(|e| e.to_string()),
-                Action::ClearWriteGuard => m.log.clear_read_only().map_err(|e| e.to_string()),
-                Action::PersistState => {
-                    m.record.state = next.clone();
-                    match m.save() {
-                        Err(e) if crate::reserve::is_disk_full(&e) && self.reserve.release() => {
-                            m.save().map_err(|e| e.to_string())
-                        }
-                        other => other.map_err(|e| e.to_string()),
-                    }
-                }
-                Action::ScheduleRetry { retry_count } => {
-                    let delay = backoff(self.opts.base_backoff, self.opts.max_backoff, retry_count);
-                    self.retry_at.insert(tp.clone(), Instant::now() + delay);
-                    Ok(())
-                }
-                Action::CancelRetry => {
-                    self.retry_at.remove(tp);
-                    Ok(())
-                }
-                // The work of each state runs in `step`, driven by the state.
-                Action::RunPreparation
-                | Action::CancelPreparation
-                | Action::StartFetching
-                | Action::StopFetching
-                | Action::RunFailover => Ok(()),
-            };
-            if let Err(e) = result {
-                tracing::error!(partition = %tp, error = %e, ?action, "could not perform a state action");
-            }
+        let (mut env, slots) = self.env();
+        match slots.get_mut(tp).and_then(Slot::mirror_mut) {
+            Some(slot) => slot.drive(event, &mut env),
+            None => Ok(PartitionState::Failed),
         }
-        Ok(next.state())
     }
 
+    /// Records `e` as the partition's failure (or, for replication lag,
+    /// as what it waits for). Returns true (something changed).
     fn fail(&mut self, tp: &TopicPartition, e: MirrorError) -> bool {
         self.live_dirty = true;
         if e.is_waiting() {
             // Replication has not delivered it yet: wait, keep the state.
             tracing::info!(partition = %tp, reason = %e, "waiting for the bucket");
-            self.waiting.insert(tp.clone(), e.to_string());
+            if let Some(slot) = self.slot_mut(tp) {
+                slot.waiting = Some(e.to_string());
+            }
             return false;
         }
-        self.waiting.remove(tp);
+        if let Some(slot) = self.slot_mut(tp) {
+            slot.waiting = None;
+        }
         let retryable = e.is_retryable();
         if retryable {
             tracing::warn!(partition = %tp, error = %e, "retryable failure");
         } else {
             tracing::error!(partition = %tp, error = %e, "partition FAILED; waiting for an operator's stop or start");
         }
-        let _ = self.transition(
+        if let Err(stale) = self.transition(
             tp,
             Event::Error {
                 message: e.to_string(),
                 retryable,
             },
-        );
+        ) {
+            tracing::debug!(partition = %tp, error = %stale, "the failure arrived in a state that records none");
+        }
         true
     }
 
     /// Reads the change feed: one GET when nothing changed, a LIST at start
-    /// and every [`RESYNC_INTERVAL`].
+    /// and every `RESYNC_INTERVAL`.
     async fn poll_feed(&mut self) -> Result<bool, StoreError> {
         let Some(store) = &self.store else {
             return Ok(false);
         };
-        let resync = self
-            .last_list
-            .is_none_or(|t| t.elapsed() >= RESYNC_INTERVAL);
-        let mut newest: Option<Head> = None;
-        if resync || self.head.is_none() {
-            self.last_list = Some(Instant::now());
-            if let Some(seq) = store.latest_head_seq().await?
-                && self.head.as_ref().is_none_or(|h| h.seq != seq)
-            {
-                newest = Some(store.get_head(seq).await?);
-            }
-        } else if let Some(cur) = &self.head {
-            let mut seq = cur.seq;
-            for _ in 0..MAX_PROBE {
-                match store.get_head(seq + 1).await {
-                    Ok(h) => {
-                        seq = h.seq;
-                        newest = Some(h);
-                    }
-                    Err(StoreError::NotFound { .. }) => break,
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        match newest {
-            Some(h) => {
-                self.head = Some(h);
-                self.live_dirty = true;
-                Ok(true)
-            }
-            None => Ok(false),
+        let changed = self.feed.poll(store).await?;
+        self.live_dirty |= changed;
+        Ok(changed)
+    }
+
+    fn selection(&self) -> Selection<'_> {
+        Selection {
+            include: self.opts.topics.as_ref(),
+            exclude: self.opts.exclude.as_ref(),
         }
     }
 
-    /// Starts mirroring partitions of the feed that match the include
-    /// pattern and have no mirror state yet.
+    /// Starts mirroring partitions of the feed that the selection picks and
+    /// that have no slot yet (or wait for their manifest).
     async fn discover(&mut self) {
-        let Some(head) = &self.head else { return };
-        let Some(include) = &self.opts.topics else {
-            return;
-        };
+        let Some(head) = self.feed.head() else { return };
         let seq = head.seq;
         if self.discovered == Some(seq) {
             // The same head as last time, with nothing left to retry.
             return;
         }
-        let candidates: Vec<(TopicPartition, TopicId, u64)> = head
-            .partitions
-            .values()
-            .filter(|e| {
-                !e.deleted
-                    && include.is_match(&e.topic)
-                    && !self
-                        .opts
-                        .exclude
-                        .as_ref()
-                        .is_some_and(|x| x.is_match(&e.topic))
-            })
-            .filter_map(|e| {
-                TopicPartition::new(&e.topic, e.partition)
-                    .ok()
-                    .map(|tp| (tp, e.topic_id, e.manifest_version))
-            })
+        let candidates: Vec<_> = self
+            .selection()
+            .pick(head)
+            .into_iter()
             .filter(|(tp, _, _)| {
-                !self.mirrors.contains_key(tp)
-                    && !self.refused.contains_key(tp)
-                    && !self.unopened.contains_key(tp)
+                self.slots
+                    .get(tp)
+                    .is_none_or(|s| matches!(s, Slot::Waiting(_)))
             })
             .collect();
         let mut complete = true;
         for (tp, topic_id, version) in candidates {
-            if !self.confirm_identity(&tp, topic_id, version).await {
-                // Its manifest is not readable yet: look again next cycle.
-                complete = false;
-                continue;
-            }
-            if let Err(reason) = self.adopt(&tp, topic_id) {
+            let manifest = match self.confirm_identity(&tp, topic_id, version).await {
+                Ok(m) => m,
+                Err(waiting) => {
+                    // Its manifest is not readable yet: look again next cycle.
+                    self.slots.insert(tp, Slot::Waiting(waiting));
+                    complete = false;
+                    continue;
+                }
+            };
+            if let Err(reason) = self.adopt(&tp, topic_id, manifest) {
                 tracing::error!(partition = %tp, %reason, "not mirrored");
-                self.refused.insert(tp, reason);
-                self.live_dirty = true;
+                self.slots.insert(tp, Slot::Refused(reason));
             }
+            self.live_dirty = true;
         }
         self.discovered = complete.then_some(seq);
     }
@@ -496,16 +458,15 @@ impl Applier {
     /// id (the manifest's key and its content both carry it), so that a
     /// feed entry alone never pins a destination partition's topic id. The
     /// manifest is kept for the partition's preparation (no extra request).
-    /// False (and the partition is left for a later cycle) when it cannot
-    /// be read.
+    /// The error, when it cannot be read, is what the partition waits for.
     async fn confirm_identity(
         &mut self,
         tp: &TopicPartition,
         topic_id: TopicId,
         version: u64,
-    ) -> bool {
+    ) -> Result<Option<PartitionManifest>, String> {
         let Some(store) = &self.store else {
-            return true;
+            return Ok(None);
         };
         let key = PartitionKey {
             tp: tp.clone(),
@@ -513,21 +474,21 @@ impl Applier {
         };
         self.live_dirty = true;
         match store.get_manifest(&key, version).await {
-            Ok(m) => {
-                self.waiting.remove(tp);
-                self.manifests.insert(tp.clone(), m);
-                true
-            }
+            Ok(m) => Ok(Some(m)),
             Err(e) => {
                 tracing::warn!(partition = %tp, %topic_id, version, error = %e, "the change feed names a manifest that cannot be read; not starting the partition yet");
-                self.waiting.insert(tp.clone(), e.to_string());
-                false
+                Err(e.to_string())
             }
         }
     }
 
     /// Creates the mirror partition (state PREPARING).
-    fn adopt(&mut self, tp: &TopicPartition, topic_id: TopicId) -> Result<(), String> {
+    fn adopt(
+        &mut self,
+        tp: &TopicPartition,
+        topic_id: TopicId,
+        manifest: Option<PartitionManifest>,
+    ) -> Result<(), String> {
         refuse_topic(tp).map_err(|e| e.to_string())?;
         let log =
             match self
@@ -549,35 +510,22 @@ impl Applier {
                 }
                 Err(e) => return Err(e.to_string()),
             };
-        let (initial, actions) = state::initial();
-        let mut record = new_record(&self.opts.source_cluster_id, topic_id, initial);
+        let mut record = new_record(&self.opts.source_cluster_id, topic_id, state::initial().0);
         // A partition that already holds records (the old primary coming
         // back) is reconciled as a failback at its first preparation.
         record.failback_pending = log.log_end_offset() > log.log_start_offset();
-        let mut mirror = Mirror {
-            tp: tp.clone(),
-            log,
-            record,
-            unsaved: None,
-            appended: (0, 0),
-        };
-        for action in actions {
-            match action {
-                Action::SetWriteGuard => mirror
-                    .log
-                    .set_read_only(&guard_reason(&self.opts.source_cluster_id))
-                    .map_err(|e| e.to_string())?,
-                Action::PersistState => mirror.save().map_err(|e| e.to_string())?,
-                _ => {}
-            }
-        }
+        let mirror = Mirror::new(tp.clone(), log, record, Arc::clone(&self.clock));
+        let (mut env, _) = self.env();
+        let mut slot = crate::driver::create(mirror, &mut env)?;
+        slot.manifest = manifest;
         tracing::info!(partition = %tp, source = %self.opts.source_cluster_id, "started mirroring");
-        self.mirrors.insert(tp.clone(), mirror);
+        self.slots.insert(tp.clone(), Slot::Mirror(Box::new(slot)));
         self.live_dirty = true;
         Ok(())
     }
 
-    /// The latest manifest of a partition, from the feed's version.
+    /// The latest manifest of a partition, from the feed's version (the
+    /// cached one when the feed names the same version).
     async fn manifest_for(
         &mut self,
         tp: &TopicPartition,
@@ -585,18 +533,14 @@ impl Applier {
         let Some(store) = &self.store else {
             return Ok(None);
         };
-        let Some(m) = self.mirrors.get(tp) else {
+        let Some(slot) = self.slots.get(tp).and_then(Slot::mirror) else {
             return Ok(None);
         };
-        let entry = self
-            .head
-            .as_ref()
-            .and_then(|h| h.partitions.get(&tp.to_string()))
-            .filter(|e| e.topic_id == m.record.topic_id);
-        let Some(entry) = entry else {
+        let topic_id = slot.mirror.record.topic_id;
+        let Some(entry) = self.feed.entry(tp).filter(|e| e.topic_id == topic_id) else {
             return Err(MirrorError::NoManifest { tp: tp.clone() });
         };
-        if let Some(cached) = self.manifests.get(tp)
+        if let Some(cached) = &slot.manifest
             && cached.version == entry.manifest_version
             && cached.topic_id == entry.topic_id
         {
@@ -604,7 +548,7 @@ impl Applier {
         }
         let key = PartitionKey {
             tp: tp.clone(),
-            topic_id: m.record.topic_id,
+            topic_id,
         };
         let manifest = store
             .get_manifest(&key, entry.manifest_version)
@@ -613,137 +557,140 @@ impl Applier {
                 tp: tp.clone(),
                 source,
             })?;
-        self.manifests.insert(tp.clone(), manifest.clone());
+        if let Some(slot) = self.slot_mut(tp) {
+            slot.manifest = Some(manifest.clone());
+        }
         self.live_dirty = true;
         Ok(Some(manifest))
     }
 
-    /// One step of one partition, by its state. Returns true when something
+    /// One step of one partition: the work its state queued, fetching while
+    /// MIRRORING, or a retry that is due. Returns true when something
     /// changed (so another step may do more).
-    async fn step_async(&mut self, tp: &TopicPartition, report: &mut CycleReport) -> bool {
-        let Some(m) = self.mirrors.get(tp) else {
+    async fn step(&mut self, tp: &TopicPartition, report: &mut CycleReport) -> bool {
+        let now = self.clock.now_ms();
+        let Some(slot) = self.slot_mut(tp) else {
             return false;
         };
-        let st = m.record.state.state();
-        match st {
-            PartitionState::Preparing => {
-                let manifest = match self.manifest_for(tp).await {
-                    Ok(Some(x)) => x,
-                    Ok(None) => return false,
-                    Err(e) => return self.fail(tp, e),
-                };
-                let ctx = self.context(tp);
-                let Some(m) = self.mirrors.get_mut(tp) else {
-                    return false;
-                };
-                match m.prepare(&manifest, &ctx) {
-                    Ok(_) => {
-                        let _ = self.transition(tp, Event::Prepared);
-                    }
-                    Err(e) => return self.fail(tp, e),
-                }
-                true
-            }
-            PartitionState::Mirroring => {
-                let manifest = match self.manifest_for(tp).await {
-                    Ok(Some(x)) => x,
-                    Ok(None) => return false,
-                    Err(e) => return self.fail(tp, e),
-                };
-                let ctx = self.context(tp);
-                let Some(store) = self.store.clone() else {
-                    return false;
-                };
-                let Some(m) = self.mirrors.get_mut(tp) else {
-                    return false;
-                };
-                let before = m.log.log_end_offset();
-                let caught_up = before >= manifest.shipped_end_offset
-                    && m.record.applied_manifest_version == manifest.version;
-                if caught_up {
-                    return false;
-                }
-                if !self.reserve.restore() && !self.reserve.allows_appends() {
-                    let e = MirrorError::DiskReserve {
-                        tp: tp.clone(),
-                        path: self.reserve.path().to_path_buf(),
-                        bytes: self.reserve.size(),
-                        reason: self
-                            .reserve
-                            .last_error()
-                            .map_or_else(String::new, ToString::to_string),
-                    };
-                    return self.fail(tp, e);
-                }
-                let Some(m) = self.mirrors.get_mut(tp) else {
-                    return false;
-                };
-                let before = m.appended;
-                let applied = m.apply(&store, &manifest, &ctx).await;
-                // What was appended, also when the pass failed part-way.
-                report.batches += m.appended.0 - before.0;
-                report.bytes += m.appended.1 - before.1;
-                self.live_dirty = true;
-                match applied {
-                    Ok(r) => {
-                        self.waiting.remove(tp);
-                        if m.record.state.retries() > 0 {
-                            let _ = self.transition(tp, Event::Progressed);
-                        }
-                        r.batches > 0 || r.truncated != 0
-                    }
-                    Err(e) => self.fail(tp, e),
+        slot.reconcile_guard();
+        match slot.pending {
+            Some(Work::Failover) => return self.run_failover(tp),
+            Some(Work::Prepare) => return self.run_preparation(tp).await,
+            None => {}
+        }
+        if slot.fetching {
+            return self.fetch(tp, report).await;
+        }
+        if slot.retry_due(now) {
+            // What failed may have been a manifest since repaired.
+            slot.manifest = None;
+            return self.transition(tp, Event::RetryDue).is_ok();
+        }
+        false
+    }
+
+    /// PREPARING's work; reports `Prepared` or the error.
+    async fn run_preparation(&mut self, tp: &TopicPartition) -> bool {
+        let manifest = match self.manifest_for(tp).await {
+            Ok(Some(m)) => m,
+            // No bucket: preparation waits for one.
+            Ok(None) => return false,
+            Err(e) => return self.fail(tp, e),
+        };
+        let ctx = self.context(tp);
+        let Some(slot) = self.slot_mut(tp) else {
+            return false;
+        };
+        slot.pending = None;
+        slot.waiting = None;
+        match slot.mirror.prepare(&manifest, &ctx) {
+            Ok(_) => {
+                if let Err(e) = self.transition(tp, Event::Prepared) {
+                    tracing::debug!(partition = %tp, error = %e, "preparation finished in another state");
                 }
             }
-            PartitionState::Stopping => self.complete_failover(tp),
-            PartitionState::Failed => {
-                let due = self.retry_at.get(tp).is_some_and(|t| Instant::now() >= *t);
-                let retryable = m.record.state.failure().is_some_and(|f| f.retryable);
-                if !retryable {
-                    return false;
-                }
-                if !self.retry_at.contains_key(tp) {
-                    // After a restart the backoff is not in memory: it runs
-                    // from when the failure was recorded, so that a process
-                    // that restarts (`applier once` from cron) retries once
-                    // it is due instead of rescheduling it for ever.
-                    let delay = backoff(
-                        self.opts.base_backoff,
-                        self.opts.max_backoff,
-                        m.record.state.retries(),
-                    );
-                    let elapsed_ms = (crate::mirror::now_ms() - m.record.updated_at_ms).max(0);
-                    let remaining =
-                        delay.saturating_sub(Duration::from_millis(elapsed_ms.unsigned_abs()));
-                    if !remaining.is_zero() {
-                        self.retry_at.insert(tp.clone(), Instant::now() + remaining);
-                        return false;
-                    }
-                } else if !due {
-                    return false;
-                }
-                self.retry_at.remove(tp);
-                // What failed may have been a manifest since repaired.
-                self.manifests.remove(tp);
-                self.live_dirty = true;
-                self.transition(tp, Event::RetryDue).is_ok()
+            Err(e) => {
+                self.fail(tp, e);
             }
-            PartitionState::Paused | PartitionState::Stopped => false,
+        }
+        true
+    }
+
+    /// MIRRORING's work: apply the latest manifest from the local log end.
+    async fn fetch(&mut self, tp: &TopicPartition, report: &mut CycleReport) -> bool {
+        let manifest = match self.manifest_for(tp).await {
+            Ok(Some(x)) => x,
+            Ok(None) => return false,
+            Err(e) => return self.fail(tp, e),
+        };
+        let ctx = self.context(tp);
+        let Some(store) = self.store.clone() else {
+            return false;
+        };
+        let Some(slot) = self.slots.get(tp).and_then(Slot::mirror) else {
+            return false;
+        };
+        let m = &slot.mirror;
+        let caught_up = m.log.log_end_offset() >= manifest.shipped_end_offset
+            && m.record.applied_manifest_version == manifest.version;
+        if caught_up {
+            if m.record.state.retries() > 0
+                && let Err(e) = self.transition(tp, Event::Progressed)
+            {
+                tracing::debug!(partition = %tp, error = %e, "progress in another state");
+            }
+            return false;
+        }
+        if !self.reserve.restore() && !self.reserve.allows_appends() {
+            let e = MirrorError::DiskReserve {
+                tp: tp.clone(),
+                path: self.reserve.path().to_path_buf(),
+                bytes: self.reserve.size(),
+                reason: self
+                    .reserve
+                    .last_error()
+                    .map_or_else(String::new, ToString::to_string),
+            };
+            return self.fail(tp, e);
+        }
+        self.live_dirty = true;
+        let Some(slot) = self.slots.get_mut(tp).and_then(Slot::mirror_mut) else {
+            return false;
+        };
+        let before = slot.mirror.appended;
+        let applied = slot.mirror.apply(&store, &manifest, &ctx).await;
+        // What was appended, also when the pass failed part-way.
+        report.batches += slot.mirror.appended.0 - before.0;
+        report.bytes += slot.mirror.appended.1 - before.1;
+        match applied {
+            Ok(r) => {
+                slot.waiting = None;
+                if slot.mirror.record.state.retries() > 0
+                    && let Err(e) = self.transition(tp, Event::Progressed)
+                {
+                    tracing::debug!(partition = %tp, error = %e, "progress in another state");
+                }
+                r.batches > 0 || r.truncated != 0
+            }
+            Err(e) => self.fail(tp, e),
         }
     }
 
-    /// STOPPING's work: the failover, which needs no bucket. Returns true
-    /// when the partition was STOPPING.
-    fn complete_failover(&mut self, tp: &TopicPartition) -> bool {
-        let Some(m) = self.mirrors.get_mut(tp) else {
+    /// STOPPING's work (the failover, which needs no bucket), when the
+    /// state queued it. Returns true when it ran.
+    fn run_failover(&mut self, tp: &TopicPartition) -> bool {
+        let Some(slot) = self.slot_mut(tp) else {
             return false;
         };
-        if m.record.state.state() != PartitionState::Stopping {
+        if slot.pending != Some(Work::Failover) {
             return false;
         }
-        match m.failover() {
+        slot.pending = None;
+        match slot.mirror.failover() {
             Ok(()) => {
-                let _ = self.transition(tp, Event::Stopped);
+                if let Err(e) = self.transition(tp, Event::Stopped) {
+                    tracing::debug!(partition = %tp, error = %e, "failover finished in another state");
+                }
             }
             Err(e) => {
                 self.fail(tp, e);
@@ -756,19 +703,22 @@ impl Applier {
     /// partition until nothing more can be done now.
     pub async fn run_once(&mut self) -> CycleReport {
         let mut report = CycleReport::default();
-        match self.poll_feed().await {
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "could not read the change feed; retrying next cycle")
-            }
+        if let Err(e) = self.poll_feed().await {
+            report.feed_error = Some(e.to_string());
+            tracing::warn!(error = %e, "could not read the change feed; retrying next cycle");
         }
         self.reopen_unopened();
         self.discover().await;
-        let tps: Vec<TopicPartition> = self.mirrors.keys().cloned().collect();
+        let tps: Vec<TopicPartition> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.mirror().is_some())
+            .map(|(tp, _)| tp.clone())
+            .collect();
         for tp in tps {
             for _ in 0..8 {
                 let before = self.state_of(&tp);
-                let changed = self.step_async(&tp, &mut report).await;
+                let changed = self.step(&tp, &mut report).await;
                 if self.state_of(&tp) != before {
                     report.transitions += 1;
                 }
@@ -832,8 +782,7 @@ impl Applier {
         let live = self.live_status();
         let now = crate::mirror::now_ms();
         let mut rows: Vec<crate::status::PartitionStatus> = self
-            .mirrors
-            .values()
+            .mirrors()
             .map(|m| {
                 let l = live.partitions.get(&m.tp.to_string());
                 crate::status::row(
@@ -846,11 +795,13 @@ impl Applier {
                 )
             })
             .collect();
-        for (tp, error) in &self.unopened {
-            rows.push(crate::status::unopened_row(
-                tp,
-                &format!("cannot open the partition: {error}"),
-            ));
+        for (tp, slot) in &self.slots {
+            if let Slot::Unopened(error) = slot {
+                rows.push(crate::status::unopened_row(
+                    tp,
+                    &format!("cannot open the partition: {error}"),
+                ));
+            }
         }
         rows.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         rows
@@ -859,27 +810,33 @@ impl Applier {
     /// Makes every retryable failure due now (for `applier once`, whose
     /// schedule is its backoff).
     pub fn retry_failures_now(&mut self) {
-        let now = Instant::now();
-        for m in self.mirrors.values() {
-            if m.record.state.failure().is_some_and(|f| f.retryable) {
-                self.retry_at.insert(m.tp.clone(), now);
+        let now = self.clock.now_ms();
+        for slot in self.slots.values_mut().filter_map(Slot::mirror_mut) {
+            if slot.retry_at_ms.is_some() {
+                slot.retry_at_ms = Some(now);
             }
         }
     }
 
     /// How many mirror partitions could not be opened.
     pub fn unopened_count(&self) -> usize {
-        self.unopened.len()
+        self.slots
+            .values()
+            .filter(|s| matches!(s, Slot::Unopened(_)))
+            .count()
     }
 
     /// Partitions that are FAILED now (in memory, whether recorded or not),
     /// including those that could not be opened.
     pub fn failed(&self) -> Vec<TopicPartition> {
-        self.mirrors
-            .values()
-            .filter(|m| m.record.state.state() == PartitionState::Failed)
-            .map(|m| m.tp.clone())
-            .chain(self.unopened.keys().cloned())
+        self.slots
+            .iter()
+            .filter(|(_, s)| match s {
+                Slot::Unopened(_) => true,
+                Slot::Mirror(m) => m.state() == PartitionState::Failed,
+                Slot::Waiting(_) | Slot::Refused(_) => false,
+            })
+            .map(|(tp, _)| tp.clone())
             .collect()
     }
 
@@ -889,7 +846,7 @@ impl Applier {
     }
 
     fn write_live_status(&mut self) {
-        if self.head.is_none() {
+        if self.feed.head().is_none() {
             // Nothing known about the source (no bucket, or not read yet):
             // keep what a daemon last wrote.
             return;
@@ -932,12 +889,13 @@ impl Applier {
             written_at_ms: crate::mirror::now_ms(),
             ..LiveStatus::default()
         };
-        if let Some(head) = &self.head {
+        if let Some(head) = self.feed.head() {
             for (key, e) in &head.partitions {
                 let tp = TopicPartition::new(&e.topic, e.partition).ok();
-                let lag_bytes = tp
-                    .as_ref()
-                    .and_then(|tp| self.manifests.get(tp).zip(self.mirrors.get(tp)))
+                let slot = tp.as_ref().and_then(|tp| self.slots.get(tp));
+                let mirror = slot.and_then(Slot::mirror);
+                let lag_bytes = mirror
+                    .and_then(|s| s.manifest.as_ref().map(|m| (m, &s.mirror)))
                     .map(|(m, mirror)| {
                         let leo = mirror.log.log_end_offset();
                         m.inline_ranges_from(leo)
@@ -954,16 +912,13 @@ impl Applier {
                         source_high_watermark: e.source_high_watermark,
                         lag_bytes,
                         committed_at_ms: e.committed_at_ms,
-                        local_log_start_offset: tp
-                            .as_ref()
-                            .and_then(|tp| self.mirrors.get(tp))
-                            .map(|m| m.log.log_start_offset()),
-                        local_log_end_offset: tp
-                            .as_ref()
-                            .and_then(|tp| self.mirrors.get(tp))
-                            .map(|m| m.log.log_end_offset()),
-                        waiting: tp.as_ref().and_then(|tp| self.waiting.get(tp).cloned()),
-                        refused: tp.as_ref().and_then(|tp| self.refused.get(tp).cloned()),
+                        local_log_start_offset: mirror.map(|m| m.mirror.log.log_start_offset()),
+                        local_log_end_offset: mirror.map(|m| m.mirror.log.log_end_offset()),
+                        waiting: slot.and_then(Slot::waiting).map(str::to_string),
+                        refused: match slot {
+                            Some(Slot::Refused(r)) => Some(r.clone()),
+                            _ => None,
+                        },
                         unrecorded: tp.as_ref().and_then(|tp| self.unrecorded(tp)),
                     },
                 );
@@ -971,7 +926,7 @@ impl Applier {
         }
         // Partitions the daemon cannot record, whether the feed names them
         // or not.
-        for tp in self.unopened.keys().chain(self.mirrors.keys()) {
+        for tp in self.slots.keys() {
             if let Some(u) = self.unrecorded(tp) {
                 live.partitions
                     .entry(tp.to_string())
@@ -984,18 +939,22 @@ impl Applier {
 
     /// The state of `tp` that its mirror record does not hold, if any.
     fn unrecorded(&self, tp: &TopicPartition) -> Option<crate::status::UnrecordedState> {
-        if let Some(error) = self.unopened.get(tp) {
-            return Some(crate::status::UnrecordedState {
-                state: PartitionState::Failed.as_str().to_string(),
-                previous_state: None,
-                last_error: Some(format!("cannot open the partition: {error}")),
-                retryable: Some(true),
-                retry_count: 0,
-                why: "opened again every cycle".into(),
-            });
-        }
-        let m = self.mirrors.get(tp)?;
-        let why = m.unsaved.clone()?;
+        let slot = match self.slots.get(tp)? {
+            Slot::Mirror(m) => m,
+            Slot::Unopened(error) => {
+                return Some(crate::status::UnrecordedState {
+                    state: PartitionState::Failed.as_str().to_string(),
+                    previous_state: None,
+                    last_error: Some(format!("cannot open the partition: {error}")),
+                    retryable: Some(true),
+                    retry_count: 0,
+                    why: "opened again every cycle".into(),
+                });
+            }
+            Slot::Waiting(_) | Slot::Refused(_) => return None,
+        };
+        let m = &slot.mirror;
+        let why = m.unsaved.clone().or_else(|| slot.action_error.clone())?;
         Some(crate::status::UnrecordedState {
             state: m.record.state.state().as_str().to_string(),
             previous_state: m.record.state.previous().map(|s| s.as_str().to_string()),
@@ -1017,25 +976,30 @@ impl Applier {
         targets: &[String],
         all: bool,
     ) -> Vec<CommandOutcome> {
-        if command == Command::Start {
-            let _ = self.poll_feed().await;
+        if command == Command::Start
+            && let Err(e) = self.poll_feed().await
+        {
+            tracing::warn!(error = %e, "could not read the change feed before start");
         }
         let mut tps: Vec<TopicPartition> = Vec::new();
         if all {
-            tps.extend(self.mirrors.keys().cloned());
+            tps.extend(self.mirror_slots().map(|m| m.tp().clone()));
         } else {
             for t in targets {
                 let mut found: Vec<TopicPartition> = self
-                    .mirrors
-                    .keys()
+                    .mirror_slots()
+                    .map(MirrorSlot::tp)
                     .filter(|tp| &tp.topic == t)
                     .cloned()
                     .collect();
                 let unopened: Vec<String> = self
-                    .unopened
+                    .slots
                     .iter()
                     .filter(|(tp, _)| &tp.topic == t)
-                    .map(|(tp, e)| format!("{tp}: {e}"))
+                    .filter_map(|(tp, s)| match s {
+                        Slot::Unopened(e) => Some(format!("{tp}: {e}")),
+                        _ => None,
+                    })
                     .collect();
                 if !unopened.is_empty() {
                     return vec![CommandOutcome {
@@ -1049,7 +1013,7 @@ impl Applier {
                 }
                 if found.is_empty()
                     && command == Command::Start
-                    && let Some(h) = &self.head
+                    && let Some(h) = self.feed.head()
                 {
                     found.extend(
                         h.partitions
@@ -1088,67 +1052,73 @@ impl Applier {
 
     async fn command_one(&mut self, command: Command, tp: &TopicPartition) -> CommandOutcome {
         let name = tp.to_string();
-        if !self.mirrors.contains_key(tp) {
+        if self.slots.get(tp).and_then(Slot::mirror).is_none() {
             // Only start reaches here for a new partition.
-            let topic_id = self
-                .head
-                .as_ref()
-                .and_then(|h| h.partitions.get(&name))
-                .map(|e| (e.topic_id, e.manifest_version));
-            let Some((topic_id, version)) = topic_id else {
+            let Some((topic_id, version)) = self
+                .feed
+                .entry(tp)
+                .map(|e| (e.topic_id, e.manifest_version))
+            else {
                 return CommandOutcome {
                     partition: name,
                     state: None,
                     error: Some("not in the source's bucket".into()),
                 };
             };
-            if !self.confirm_identity(tp, topic_id, version).await {
-                return CommandOutcome {
-                    partition: name.clone(),
-                    state: None,
-                    error: Some(format!(
-                        "the source's manifest of {name} cannot be read: {}",
-                        self.waiting.get(tp).map_or("", String::as_str)
-                    )),
-                };
-            }
-            return match self.adopt(tp, topic_id) {
-                Ok(()) => {
-                    self.refused.remove(tp);
+            let manifest = match self.confirm_identity(tp, topic_id, version).await {
+                Ok(m) => m,
+                Err(waiting) => {
+                    self.slots
+                        .insert(tp.clone(), Slot::Waiting(waiting.clone()));
+                    return CommandOutcome {
+                        partition: name.clone(),
+                        state: None,
+                        error: Some(format!(
+                            "the source's manifest of {name} cannot be read: {waiting}"
+                        )),
+                    };
+                }
+            };
+            return match self.adopt(tp, topic_id, manifest) {
+                Ok(()) => CommandOutcome {
+                    partition: name,
+                    state: Some("PREPARING".into()),
+                    error: None,
+                },
+                Err(reason) => {
+                    self.slots.insert(tp.clone(), Slot::Refused(reason.clone()));
                     CommandOutcome {
                         partition: name,
-                        state: Some("PREPARING".into()),
-                        error: None,
+                        state: Some("FAILED".into()),
+                        error: Some(reason),
                     }
                 }
-                Err(reason) => CommandOutcome {
-                    partition: name,
-                    state: Some("FAILED".into()),
-                    error: Some(reason),
-                },
             };
         }
         if command == Command::Start {
-            // Read the manifest again: `start` is how an operator says that
-            // what failed (a corrupt manifest, say) was repaired.
-            self.manifests.remove(tp);
-            // A new start pins the configured source (failback mirrors the
-            // other direction).
-            if let Some(m) = self.mirrors.get_mut(tp) {
-                let st = m.record.state.state();
-                if matches!(st, PartitionState::Stopped | PartitionState::Failed) {
-                    m.record.source_cluster_id = self.opts.source_cluster_id.clone();
-                    if let Some(e) = self.head.as_ref().and_then(|h| h.partitions.get(&name)) {
-                        m.record.topic_id = e.topic_id;
+            let source = self.opts.source_cluster_id.clone();
+            let feed_topic_id = self.feed.entry(tp).map(|e| e.topic_id);
+            if let Some(slot) = self.slot_mut(tp) {
+                // Read the manifest again: `start` is how an operator says
+                // that what failed (a corrupt manifest, say) was repaired.
+                slot.manifest = None;
+                // A new start pins the configured source (failback mirrors
+                // the other direction).
+                if matches!(
+                    slot.state(),
+                    PartitionState::Stopped | PartitionState::Failed
+                ) {
+                    slot.mirror.record.source_cluster_id = source;
+                    if let Some(id) = feed_topic_id {
+                        slot.mirror.record.topic_id = id;
                     }
                 }
             }
         }
         match self.transition(tp, Event::from(command)) {
             Ok(_) => {
-                if command == Command::Stop {
-                    self.complete_failover(tp);
-                }
+                // A stop completes before the command returns.
+                self.run_failover(tp);
                 CommandOutcome {
                     partition: name,
                     state: self.state_of(tp).map(|s| s.as_str().to_string()),
@@ -1162,17 +1132,6 @@ impl Applier {
             },
         }
     }
-}
-
-/// Exponential backoff with ±25% jitter.
-fn backoff(base: Duration, max: Duration, retry: u32) -> Duration {
-    let exp = base.saturating_mul(1u32 << retry.min(16)).min(max);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let jitter = 0.75 + f64::from(nanos % 1000) / 2000.0;
-    exp.mul_f64(jitter)
 }
 
 impl Applier {

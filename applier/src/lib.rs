@@ -4,8 +4,11 @@
 //!
 //! - [`mirror`]: one partition's work in each state (preparation,
 //!   fetching and appending, failover).
-//! - [`engine`]: the loop over all partitions: the change feed, discovery,
-//!   the state machine driver, retries, operator commands.
+//! - [`engine`]: the loop over all partitions: discovery, each state's
+//!   work, retries, operator commands.
+//! - [`slot`]: what the applier holds for each partition (one slot each).
+//! - [`driver`]: the one place that performs the state machine's actions.
+//! - `feed`: reading the change feed; the topic selection.
 //! - [`commands`]: how `applier start|pause|resume|stop` reach a running
 //!   daemon, or act alone when none runs.
 //! - [`status`]: what `applier status` reports.
@@ -14,11 +17,14 @@
 
 pub mod commands;
 pub mod config;
+pub mod driver;
 pub mod engine;
 pub mod error;
+mod feed;
 pub mod metrics;
 pub mod mirror;
 pub mod reserve;
+pub mod slot;
 pub mod status;
 
 pub use engine::{Applier, ApplierOptions};

@@ -26,6 +26,7 @@
 #![allow(clippy::result_large_err)]
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -33,6 +34,7 @@ use futures::StreamExt;
 use kafkalog::builder::build_control_batch;
 use kafkalog::records::ControlType;
 use kafkalog::{PartitionLog, TopicId, TopicPartition};
+use manifest::clock::Clock;
 use manifest::layout::PartitionKey;
 use manifest::lineage::EpochLineage;
 use manifest::mirror_state::MirrorRecord;
@@ -84,6 +86,8 @@ pub struct Mirror {
     /// as they are appended (a pass that fails part-way still counts what
     /// it appended before the failure).
     pub appended: (u64, u64),
+    /// The clock that stamps the record and control batches.
+    pub clock: Arc<dyn Clock>,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -99,6 +103,23 @@ pub fn guard_reason(source_cluster_id: &str) -> String {
 }
 
 impl Mirror {
+    /// A mirror partition open on `log` with its `record`.
+    pub fn new(
+        tp: TopicPartition,
+        log: PartitionLog,
+        record: MirrorRecord,
+        clock: Arc<dyn Clock>,
+    ) -> Mirror {
+        Mirror {
+            tp,
+            log,
+            record,
+            unsaved: None,
+            appended: (0, 0),
+            clock,
+        }
+    }
+
     fn log_err(&self) -> impl FnOnce(kafkalog::Error) -> MirrorError + '_ {
         move |source| MirrorError::Log {
             tp: self.tp.clone(),
@@ -116,7 +137,7 @@ impl Mirror {
 
     /// Writes the record durably.
     pub fn save(&mut self) -> Result<(), MirrorError> {
-        self.record.updated_at_ms = now_ms();
+        self.record.updated_at_ms = self.clock.now_ms();
         let result = self
             .record
             .write(self.log.dir())
@@ -491,7 +512,7 @@ impl Mirror {
                 stop_epoch,
                 txn.producer_id,
                 txn.producer_epoch,
-                now_ms(),
+                self.clock.now_ms(),
                 0,
             );
             self.log

@@ -29,10 +29,13 @@
 //!   [`bucket`], which builds the store from a URL.
 //! - [`counting`]: an `ObjectStore` decorator counting requests by kind, for
 //!   request-budget tests and metrics.
+//! - [`clock`]: wall-clock time, injectable so that tests move it (retry
+//!   backoffs, grace periods) without sleeping.
 //! - [`topic_pattern`]: the `topics`/`exclude` regexes both services take,
 //!   matched against whole topic names.
 
 pub mod bucket;
+pub mod clock;
 pub mod codec;
 pub mod counting;
 pub mod feed;

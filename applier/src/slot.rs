@@ -1,0 +1,124 @@
+//! What the applier holds for each partition it knows: one [`Slot`].
+//!
+//! A partition is in exactly one of these situations, so the applier keeps
+//! one map of slots instead of parallel maps keyed by the same partition:
+//!
+//! | slot | what it is | left by |
+//! | --- | --- | --- |
+//! | [`Slot::Waiting`] | named by the feed and selected, its manifest not readable yet | the manifest is read: adopted ([`Slot::Mirror`]) or refused |
+//! | [`Slot::Refused`] | selected but never to be mirrored (internal topic, another topic id here) | an operator's `start` trying again |
+//! | [`Slot::Unopened`] | a mirror partition whose files cannot be opened (permission denied, say) | opened again every cycle |
+//! | [`Slot::Mirror`] | a mirror partition, open, with its state machine | never (deleting a mirror is not a command) |
+//!
+//! Invariants of a [`MirrorSlot`], kept by the driver (`driver`):
+//! - `fetching` is true exactly in MIRRORING (set by `StartFetching`,
+//!   cleared by `StopFetching`);
+//! - `pending` is `Some(Work::Prepare)` only in PREPARING and
+//!   `Some(Work::Failover)` only in STOPPING, until that work has run once
+//!   and reported its event;
+//! - `retry_at_ms` is set only in a retryable FAILED.
+
+use kafkalog::TopicPartition;
+use manifest::partition::PartitionManifest;
+use manifest::state::PartitionState;
+
+use crate::mirror::Mirror;
+
+/// One-shot work a state asks for (its report is an event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Work {
+    /// PREPARING's work; reports `Prepared` or `Error`.
+    Prepare,
+    /// STOPPING's work; reports `Stopped` or `Error`.
+    Failover,
+}
+
+/// A mirror partition with what its driver keeps beside the durable record.
+#[derive(Debug)]
+pub struct MirrorSlot {
+    /// The partition, its log and its record.
+    pub mirror: Mirror,
+    /// The latest manifest read for it (kept so that an unchanged feed
+    /// entry costs no GET).
+    pub(crate) manifest: Option<PartitionManifest>,
+    /// Why it waits for the bucket (replication lag), when it does.
+    pub(crate) waiting: Option<String>,
+    /// When a retryable failure is retried (ms since the epoch).
+    pub(crate) retry_at_ms: Option<i64>,
+    /// Work its state asked for that has not run yet.
+    pub(crate) pending: Option<Work>,
+    /// Whether MIRRORING's fetching is on.
+    pub(crate) fetching: bool,
+    /// Whether the write guard is in place as far as the driver knows
+    /// (`None`: not known yet, or the last change failed).
+    pub(crate) guard_set: Option<bool>,
+    /// An action that failed in a state where no error can be recorded
+    /// (STOPPED), shown by `status` until it succeeds.
+    pub(crate) action_error: Option<String>,
+}
+
+impl MirrorSlot {
+    /// A slot for a mirror opened or created now; the driver sets its work.
+    pub(crate) fn new(mirror: Mirror) -> MirrorSlot {
+        MirrorSlot {
+            mirror,
+            manifest: None,
+            waiting: None,
+            retry_at_ms: None,
+            pending: None,
+            fetching: false,
+            guard_set: None,
+            action_error: None,
+        }
+    }
+
+    /// The partition.
+    pub fn tp(&self) -> &TopicPartition {
+        &self.mirror.tp
+    }
+
+    /// Its state.
+    pub fn state(&self) -> PartitionState {
+        self.mirror.record.state.state()
+    }
+}
+
+/// What the applier knows of one partition.
+#[derive(Debug)]
+pub enum Slot {
+    /// Selected from the feed; its manifest cannot be read yet (the reason).
+    Waiting(String),
+    /// Selected, but refused (the reason); not retried without `start`.
+    Refused(String),
+    /// A mirror partition that cannot be opened (the error).
+    Unopened(String),
+    /// A mirror partition.
+    Mirror(Box<MirrorSlot>),
+}
+
+impl Slot {
+    /// The mirror, when this is one.
+    pub fn mirror(&self) -> Option<&MirrorSlot> {
+        match self {
+            Slot::Mirror(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The mirror, when this is one.
+    pub fn mirror_mut(&mut self) -> Option<&mut MirrorSlot> {
+        match self {
+            Slot::Mirror(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Why the partition waits for the bucket, if it does.
+    pub fn waiting(&self) -> Option<&str> {
+        match self {
+            Slot::Waiting(w) => Some(w),
+            Slot::Mirror(m) => m.waiting.as_deref(),
+            _ => None,
+        }
+    }
+}
