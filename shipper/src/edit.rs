@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use kafkalog::checkpoint::EpochEntry;
-use kafkalog::epoch::EpochCache;
+use kafkalog::epoch::EpochLineage;
 use manifest::partition::{PartitionManifest, ShippedRange};
 
 /// Keys that a new version no longer references.
@@ -79,7 +79,7 @@ pub(crate) fn cut(
     let new_end = new_end.min(m.shipped_end_offset).max(0);
     m.shipped_end_offset = new_end;
     m.log_start_offset = m.log_start_offset.min(new_end);
-    let mut lineage = EpochCache::from_entries(m.lineage.clone());
+    let (mut lineage, _) = EpochLineage::from_checkpoint_entries(m.lineage.iter().copied());
     lineage.truncate_from_end(new_end);
     m.lineage = lineage.entries().to_vec();
     Ok(dropped)
@@ -176,12 +176,8 @@ pub(crate) fn lineage(
     shipped: impl IntoIterator<Item = EpochEntry>,
     end: i64,
 ) -> Vec<EpochEntry> {
-    let mut c = EpochCache::from_entries(
-        source
-            .iter()
-            .filter(|e| e.start_offset < end)
-            .copied()
-            .collect(),
+    let (mut c, _) = EpochLineage::from_checkpoint_entries(
+        source.iter().filter(|e| e.start_offset < end).copied(),
     );
     for e in previous
         .iter()
