@@ -34,7 +34,7 @@ use kafkalog::builder::build_control_batch;
 use kafkalog::records::ControlType;
 use kafkalog::{PartitionLog, TopicId, TopicPartition};
 use manifest::layout::PartitionKey;
-use manifest::lineage::{EpochLineage, divergence_point, truncation_point_for_lme};
+use manifest::lineage::{divergence_point, truncation_point_for_lme};
 use manifest::mirror_state::MirrorRecord;
 use manifest::partition::{PartitionManifest, ShippedRange};
 use manifest::store::ManifestStore;
@@ -127,10 +127,6 @@ impl Mirror {
         result
     }
 
-    fn local_lineage(&self) -> EpochLineage {
-        EpochLineage::from_entries(self.log.epochs().entries().iter().copied()).unwrap_or_default()
-    }
-
     /// Identity checks that need no bucket: internal topics, tiered storage,
     /// local topic id.
     pub fn check_local_identity(&self, ctx: &MirrorContext) -> Result<(), MirrorError> {
@@ -201,7 +197,7 @@ impl Mirror {
                 (Some(o), Some(local)) if &o.source_cluster_id == local => o.lme,
                 _ => None,
             };
-            let t = truncation_point_for_lme(source_lme, &self.local_lineage(), leo_before);
+            let t = truncation_point_for_lme(source_lme, self.log.epochs(), leo_before);
             tracing::info!(partition = %self.tp, lme = ?source_lme, truncate_to = t, "failback: LME truncation");
             self.truncate(t, m.log_start_offset)?;
         }
@@ -233,10 +229,8 @@ impl Mirror {
     /// diverge, and follow the source's log start.
     fn reconcile(&mut self, m: &PartitionManifest) -> Result<(), MirrorError> {
         let leo = self.log.log_end_offset();
-        let remote = EpochLineage::from_entries(m.lineage.iter().copied()).unwrap_or_default();
-        let local = self.local_lineage();
-        if !local.is_empty() && leo > self.log.log_start_offset() {
-            let point = divergence_point(&local, leo, &remote, m.shipped_end_offset);
+        if !self.log.epochs().is_empty() && leo > self.log.log_start_offset() {
+            let point = divergence_point(self.log.epochs(), leo, &m.lineage, m.shipped_end_offset);
             if point < leo {
                 tracing::warn!(partition = %self.tp, from = leo, to = point, "lineage diverges from the source: truncating");
                 self.truncate(point, m.log_start_offset)?;

@@ -1056,9 +1056,7 @@ impl PartitionLog {
     /// epoch's first offset may lie in a gap, so batches alone cannot tell
     /// it. Entries at or beyond the log end are ignored. Returns true when
     /// the cache changed; false (and no change) when the epochs differ.
-    pub fn adopt_lineage(&mut self, lineage: &[EpochEntry]) -> Result<bool> {
-        let (lineage, _) = EpochLineage::from_checkpoint_entries(lineage.iter().copied());
-        let lineage = &lineage;
+    pub fn adopt_lineage(&mut self, lineage: &EpochLineage) -> Result<bool> {
         let leo = self.log_end_offset();
         let below_leo = |l: &EpochLineage| {
             let mut l = l.clone();
