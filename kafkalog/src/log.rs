@@ -1690,20 +1690,12 @@ mod tests {
         // Kafka's load keeps the later one.
         std::fs::write(&path, "0\n3\n0 0\n1 2\n3 2\n").expect("write");
         let log = dir.open_partition(&tp(), small()).expect("reopen");
-        let pairs: Vec<_> = log
-            .epochs()
-            .entries()
-            .iter()
-            .map(|e| (e.epoch, e.start_offset))
-            .collect();
-        assert_eq!(pairs, vec![(0, 0), (3, 2)]);
-        assert_eq!(
-            log.recovery_report().dropped_epoch_entries,
-            vec![EpochEntry {
-                epoch: 1,
-                start_offset: 2
-            }]
-        );
+        let entry = |epoch, start_offset| EpochEntry {
+            epoch,
+            start_offset,
+        };
+        assert_eq!(log.epochs().entries(), [entry(0, 0), entry(3, 2)]);
+        assert_eq!(log.recovery_report().dropped_epoch_entries, [entry(1, 2)]);
     }
 
     #[test]
