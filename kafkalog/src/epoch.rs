@@ -716,8 +716,9 @@ mod tests {
     #[test]
     fn end_offset_for_the_shapes_of_a_log() {
         let l = lineage(&[(0, 0), (2, 30), (3, 70)]);
+        type Answer = Option<(i32, i64)>;
         #[rustfmt::skip]
-        let rows: &[(&str, i32, Option<(i32, i64)>)] = &[
+        let rows: &[(&str, i32, Answer)] = &[
             ("latest epoch: the LEO", 3, Some((3, 100))),
             ("an older epoch: the next one's start", 2, Some((2, 70))),
             ("an unknown epoch: the floor epoch's end", 1, Some((0, 30))),
