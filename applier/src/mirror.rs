@@ -36,7 +36,6 @@ use kafkalog::records::ControlType;
 use kafkalog::{PartitionLog, TopicId, TopicPartition};
 use manifest::clock::Clock;
 use manifest::layout::PartitionKey;
-use manifest::lineage::EpochLineage;
 use manifest::mirror_state::MirrorRecord;
 use manifest::partition::{PartitionManifest, ShippedRange};
 use manifest::reconcile::{self, LocalLog, Plan, Refusal, Step, Surroundings};
@@ -156,20 +155,6 @@ impl Mirror {
         }
     }
 
-    /// The local lineage; one that breaks the lineage invariants is a
-    /// refusal, never an empty lineage (which would mean "cut everything").
-    fn local_lineage(&self) -> Result<EpochLineage, MirrorError> {
-        EpochLineage::from_entries(self.log.epochs().entries().iter().copied()).map_err(|source| {
-            MirrorError::Refused {
-                tp: self.tp.clone(),
-                refusal: Refusal::InvalidLineage {
-                    which: "local",
-                    source,
-                },
-            }
-        })
-    }
-
     /// PREPARING's plan against the source's manifest `m` (nothing is
     /// changed): see `manifest::reconcile::plan_preparation`.
     pub fn plan_preparation(
@@ -177,14 +162,13 @@ impl Mirror {
         m: &PartitionManifest,
         ctx: &MirrorContext,
     ) -> Result<Plan, MirrorError> {
-        let lineage = self.local_lineage()?;
         reconcile::plan_preparation(
             &self.tp,
             &self.record,
             m,
             &LocalLog {
                 topic_id: self.log.topic_id(),
-                lineage: &lineage,
+                lineage: self.log.epochs(),
                 log_start_offset: self.log.log_start_offset(),
                 log_end_offset: self.log.log_end_offset(),
             },
@@ -201,12 +185,11 @@ impl Mirror {
     pub fn plan_follow(&self, m: &PartitionManifest) -> Result<Plan, MirrorError> {
         reconcile::check_manifest_identity(self.record.topic_id, &self.record.source_cluster_id, m)
             .map_err(self.refused())?;
-        let lineage = self.local_lineage()?;
         reconcile::plan_follow(
             m,
             &LocalLog {
                 topic_id: self.log.topic_id(),
-                lineage: &lineage,
+                lineage: self.log.epochs(),
                 log_start_offset: self.log.log_start_offset(),
                 log_end_offset: self.log.log_end_offset(),
             },

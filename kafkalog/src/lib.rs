@@ -15,7 +15,8 @@
 //! - [`fsutil`]: atomic, durable file replacement.
 //! - [`snapshot`]: producer state snapshots (`.snapshot`), read if present.
 //! - [`segment`]: segment file names and streaming scans.
-//! - [`epoch`]: the leader epoch cache (Kafka's `LeaderEpochFileCache`).
+//! - [`epoch`]: the leader epoch lineage (Kafka's `LeaderEpochFileCache`),
+//!   one type for the log's cache and a manifest's lineage.
 //! - [`log`]: a partition log open for writing: recovery, leader and
 //!   replicated appends, reads, truncation, retention, rolling.
 //! - [`logdir`]: the log dir root, its lock and root checkpoints.

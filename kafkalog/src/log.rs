@@ -86,7 +86,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::batch::{self, BatchHeader, BatchIter};
 use crate::checkpoint::{self, EpochEntry, PartitionMetadata};
-use crate::epoch::EpochCache;
+use crate::epoch::EpochLineage;
 use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::guard;
@@ -150,6 +150,11 @@ pub struct RecoveryReport {
     pub dropped_segments: Vec<i64>,
     /// Segments whose indexes were missing or corrupt and were rebuilt.
     pub rebuilt_indexes: Vec<i64>,
+    /// Entries of `leader-epoch-checkpoint` that conflict with later ones
+    /// and were left out of the epoch cache, as Kafka does on load
+    /// ([`EpochLineage::from_checkpoint_entries`]); the file keeps them until
+    /// it is next written.
+    pub dropped_epoch_entries: Vec<EpochEntry>,
 }
 
 impl RecoveryReport {
@@ -300,7 +305,7 @@ pub struct PartitionLog {
     /// Base offsets and sizes of the rolled segments.
     rolled: BTreeMap<i64, u64>,
     active: ActiveSegment,
-    epochs: EpochCache,
+    epochs: EpochLineage,
     log_start_offset: i64,
     /// Producer id -> first offset of its open transaction.
     ongoing_txns: BTreeMap<i64, OpenTransaction>,
@@ -462,9 +467,10 @@ impl PartitionLog {
 
         // Scan the active segment: verify every batch, cut a torn tail,
         // rebuild its indexes and transaction state.
-        let mut epochs = EpochCache::from_entries(checkpoint::read_leader_epoch_checkpoint(
-            &dir.join(LEADER_EPOCH_CHECKPOINT),
-        )?);
+        let (mut epochs, dropped) = EpochLineage::from_checkpoint_entries(
+            checkpoint::read_leader_epoch_checkpoint(&dir.join(LEADER_EPOCH_CHECKPOINT))?,
+        );
+        report.dropped_epoch_entries = dropped;
         let epochs_before = epochs.clone();
         let mut ongoing: BTreeMap<i64, OpenTransaction> = BTreeMap::new();
         let mut state = SegmentBuild::new(active_base, config.index_interval_bytes);
@@ -583,7 +589,7 @@ impl PartitionLog {
     }
 
     /// The leader epoch cache.
-    pub fn epochs(&self) -> &EpochCache {
+    pub fn epochs(&self) -> &EpochLineage {
         &self.epochs
     }
 
@@ -1050,34 +1056,31 @@ impl PartitionLog {
     /// epoch's first offset may lie in a gap, so batches alone cannot tell
     /// it. Entries at or beyond the log end are ignored. Returns true when
     /// the cache changed; false (and no change) when the epochs differ.
-    pub fn adopt_lineage(&mut self, lineage: &[crate::checkpoint::EpochEntry]) -> Result<bool> {
+    pub fn adopt_lineage(&mut self, lineage: &EpochLineage) -> Result<bool> {
         let leo = self.log_end_offset();
-        let wanted: Vec<_> = lineage
-            .iter()
-            .copied()
-            .filter(|e| e.start_offset < leo)
-            .collect();
-        let local = self.epochs.entries();
-        let local_below: Vec<_> = local
-            .iter()
-            .copied()
-            .filter(|e| e.start_offset < leo)
-            .collect();
+        let below_leo = |l: &EpochLineage| {
+            let mut l = l.clone();
+            l.truncate_from_end(leo);
+            l
+        };
+        let wanted = below_leo(lineage);
+        let local_below = below_leo(&self.epochs);
         let same_epochs = wanted.len() == local_below.len()
             && wanted
+                .entries()
                 .iter()
-                .zip(&local_below)
+                .zip(local_below.entries())
                 .all(|(a, b)| a.epoch == b.epoch);
         if !same_epochs || wanted == local_below {
             return Ok(false);
         }
-        let tail: Vec<_> = local
+        let mut cache = wanted;
+        for e in self
+            .epochs
+            .entries()
             .iter()
-            .copied()
             .filter(|e| e.start_offset >= leo)
-            .collect();
-        let mut cache = EpochCache::from_entries(wanted);
-        for e in tail {
+        {
             cache.assign_if_newer(e.epoch, e.start_offset);
         }
         if cache == self.epochs {
@@ -1670,6 +1673,29 @@ mod tests {
         spec.iter()
             .flat_map(|&(base, epoch)| raw_batch(base, epoch, 1, &[b'x'; 40]))
             .collect()
+    }
+
+    #[test]
+    fn open_reports_the_checkpoint_entries_kafka_would_drop() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::open(root.path()).expect("open");
+        let mut log = dir
+            .open_or_create_partition(&tp(), None, small())
+            .expect("create");
+        log.append_replicated(&batches(&[(0, 0), (2, 3)]))
+            .expect("append");
+        let path = log.dir().join(LEADER_EPOCH_CHECKPOINT);
+        log.close().expect("close");
+        // Epochs 1 and 3 both start at 2 (the parser allows equal starts):
+        // Kafka's load keeps the later one.
+        std::fs::write(&path, "0\n3\n0 0\n1 2\n3 2\n").expect("write");
+        let log = dir.open_partition(&tp(), small()).expect("reopen");
+        let entry = |epoch, start_offset| EpochEntry {
+            epoch,
+            start_offset,
+        };
+        assert_eq!(log.epochs().entries(), [entry(0, 0), entry(3, 2)]);
+        assert_eq!(log.recovery_report().dropped_epoch_entries, [entry(1, 2)]);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::checkpoint;
-use crate::epoch::EpochCache;
+use crate::epoch::EpochLineage;
 use crate::error::Result;
 use crate::index::{OffsetIndex, TimeIndex, TransactionIndex};
 use crate::log::PARTITION_METADATA;
@@ -128,7 +128,9 @@ pub fn verify_partition(
     }
     let epoch_path = dir.join(crate::log::LEADER_EPOCH_CHECKPOINT);
     let epochs = match reader.epoch_entries() {
-        Ok(e) => EpochCache::from_entries(e),
+        // As the log reads it on open (and Kafka on load): entries that
+        // conflict with later ones do not count.
+        Ok(e) => EpochLineage::from_checkpoint_entries(e).0,
         Err(e) => return Ok(Err(from_error(&epoch_path, e))),
     };
     let segments = reader.segments()?;

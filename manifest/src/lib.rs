@@ -6,9 +6,10 @@
 //! right are pure, documented, exhaustively tested code with no IO and no
 //! async (see `spec/mirroring.md` for the semantics):
 //!
-//! - [`lineage`]: the epoch lineage of a partition (Kafka's leader epoch
-//!   cache as a value), Kafka's `endOffsetFor`, the follower divergence
-//!   point, and the failback truncation point for a last mirrored epoch.
+//! - [`lineage`]: the decisions taken from epoch lineages (the type,
+//!   `kafkalog::epoch::EpochLineage`, is re-exported there): the follower
+//!   divergence point, and the failback truncation point for a last
+//!   mirrored epoch.
 //! - [`state`]: the mirror partition state machine as one pure function,
 //!   `next(state, event) -> (state, actions)`; a driver in the applier
 //!   performs the actions.

@@ -17,8 +17,12 @@
 //!
 //! Invariants checked by [`PartitionManifest::validate`] on every decode and
 //! before every commit: ranges (pages, then inline) are ordered and do not
-//! overlap; each range has `base <= last`; the lineage is sorted; the log
-//! start is at or below the shipped end; ranges lie below the shipped end.
+//! overlap; each range has `base <= last`; the log start is at or below the
+//! shipped end; ranges lie below the shipped end. The lineage and each
+//! range's epochs are [`EpochLineage`]s: their invariants (epochs and start
+//! offsets `>= 0` and strictly increasing) hold by type, and an object that
+//! breaks them fails to decode with the [`LineageError`](crate::lineage::LineageError)
+//! as its [`ManifestFormatError::Malformed`] message.
 //!
 //! Versioning: `schema.major` changes when an older reader would misread
 //! the object; a newer major is refused with a clear error. Minor changes
@@ -41,7 +45,7 @@
 //! older ranges: for 100,000 ranges that is 256 inline ranges and 390 page
 //! references (about 120 KiB of JSON), whatever the partition's age.
 
-use kafkalog::checkpoint::EpochEntry;
+use kafkalog::epoch::EpochLineage;
 use kafkalog::topic::{TopicId, TopicPartition};
 use serde::{Deserialize, Serialize};
 
@@ -93,8 +97,8 @@ pub struct ShippedRange {
     /// Largest batch max timestamp in the range.
     pub max_timestamp: i64,
     /// Leader epochs inside the range: each epoch with the base offset of its
-    /// first batch in the range.
-    pub epochs: Vec<EpochEntry>,
+    /// first batch in the range (a sub-lineage of the partition's).
+    pub epochs: EpochLineage,
     /// Base offset of the source segment the batches come from.
     pub segment_base_offset: i64,
     /// True when this range ends its segment and the segment has rolled:
@@ -114,11 +118,7 @@ impl ShippedRange {
     /// the range's entries); `None` below the first entry or when the range
     /// lists no epochs.
     pub fn epoch_at(&self, offset: i64) -> Option<i32> {
-        self.epochs
-            .iter()
-            .rev()
-            .find(|e| e.start_offset <= offset)
-            .map(|e| e.epoch)
+        self.epochs.epoch_for_offset(offset)
     }
 }
 
@@ -215,7 +215,7 @@ pub struct PartitionManifest {
     /// The source high watermark when this version was cut.
     pub source_high_watermark: i64,
     /// The epoch lineage up to the shipped end.
-    pub lineage: Vec<EpochEntry>,
+    pub lineage: EpochLineage,
     /// Sealed pages of older ranges, ordered.
     #[serde(default)]
     pub pages: Vec<PageRef>,
@@ -320,7 +320,7 @@ impl PartitionManifest {
             log_start_offset: 0,
             shipped_end_offset: 0,
             source_high_watermark: 0,
-            lineage: Vec::new(),
+            lineage: EpochLineage::new(),
             pages: Vec::new(),
             ranges: Vec::new(),
             mirror_origin: None,
@@ -386,14 +386,6 @@ impl PartitionManifest {
                 "log start {} is above the shipped end {}",
                 self.log_start_offset, self.shipped_end_offset
             ));
-        }
-        for w in self.lineage.windows(2) {
-            if w[0].epoch >= w[1].epoch || w[0].start_offset >= w[1].start_offset {
-                return bad(format!(
-                    "lineage not sorted at epoch {} -> {}",
-                    w[0].epoch, w[1].epoch
-                ));
-            }
         }
         let mut prev_last: Option<i64> = None;
         for p in &self.pages {
@@ -482,7 +474,7 @@ impl PartitionManifest {
 
     /// The latest epoch in the lineage.
     pub fn latest_epoch(&self) -> Option<i32> {
-        self.lineage.last().map(|e| e.epoch)
+        self.lineage.latest_epoch()
     }
 }
 
@@ -490,25 +482,27 @@ impl PartitionManifest {
 mod tests {
     use super::*;
 
+    /// A lineage from `(epoch, start_offset)` pairs.
+    fn lineage(pairs: &[(i32, i64)]) -> EpochLineage {
+        EpochLineage::from_entries(pairs.iter().map(|&(epoch, start_offset)| {
+            kafkalog::checkpoint::EpochEntry {
+                epoch,
+                start_offset,
+            }
+        }))
+        .expect("valid lineage")
+    }
+
     #[test]
     fn a_range_assigns_the_epoch_of_its_last_entry_at_or_below_an_offset() {
         let mut r = sample().ranges[0].clone();
-        r.epochs = vec![
-            EpochEntry {
-                epoch: 2,
-                start_offset: 10,
-            },
-            EpochEntry {
-                epoch: 5,
-                start_offset: 20,
-            },
-        ];
+        r.epochs = lineage(&[(2, 10), (5, 20)]);
         assert_eq!(r.epoch_at(9), None);
         assert_eq!(r.epoch_at(10), Some(2));
         assert_eq!(r.epoch_at(19), Some(2));
         assert_eq!(r.epoch_at(20), Some(5));
         assert_eq!(r.epoch_at(1_000), Some(5));
-        r.epochs.clear();
+        r.epochs = EpochLineage::new();
         assert_eq!(r.epoch_at(20), None);
     }
 
@@ -520,20 +514,7 @@ mod tests {
         m.log_start_offset = 0;
         m.shipped_end_offset = 100;
         m.source_high_watermark = 100;
-        m.lineage = vec![
-            EpochEntry {
-                epoch: 0,
-                start_offset: 0,
-            },
-            EpochEntry {
-                epoch: 2,
-                start_offset: 30,
-            },
-            EpochEntry {
-                epoch: 3,
-                start_offset: 70,
-            },
-        ];
+        m.lineage = lineage(&[(0, 0), (2, 30), (3, 70)]);
         m.ranges = vec![
             ShippedRange {
                 key: "k/data/a".into(),
@@ -543,16 +524,7 @@ mod tests {
                 batches: 7,
                 crc32c: 0xdead_beef,
                 max_timestamp: 1_700_000_000_000,
-                epochs: vec![
-                    EpochEntry {
-                        epoch: 0,
-                        start_offset: 0,
-                    },
-                    EpochEntry {
-                        epoch: 2,
-                        start_offset: 30,
-                    },
-                ],
+                epochs: lineage(&[(0, 0), (2, 30)]),
                 segment_base_offset: 0,
                 completes_segment: true,
                 segment_generation: 0,
@@ -565,10 +537,7 @@ mod tests {
                 batches: 3,
                 crc32c: 1,
                 max_timestamp: 1_700_000_000_100,
-                epochs: vec![EpochEntry {
-                    epoch: 3,
-                    start_offset: 70,
-                }],
+                epochs: lineage(&[(3, 70)]),
                 segment_base_offset: 70,
                 completes_segment: false,
                 segment_generation: 0,
@@ -816,9 +785,6 @@ mod tests {
         let mut m = sample();
         m.shipped_end_offset = 90;
         assert!(m.validate().is_err());
-        let mut m = sample();
-        m.lineage.swap(0, 1);
-        assert!(m.validate().is_err());
         assert!(matches!(
             PartitionManifest::decode(b"{\"schema\":"),
             Err(ManifestFormatError::Malformed(_))
@@ -826,6 +792,52 @@ mod tests {
         assert!(matches!(
             PartitionManifest::decode(b"[]"),
             Err(ManifestFormatError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn a_manifest_with_an_out_of_order_lineage_does_not_decode() {
+        use crate::codec::testing::reseal;
+        let bytes = sample().encode().expect("encode");
+        // Sealed with a valid checksum, as a faulty writer would: the
+        // lineage is refused by its type, never read as empty.
+        let swapped = reseal(&bytes, |t| {
+            t.replacen(
+                r#""lineage":[{"epoch":0,"start_offset":0},{"epoch":2,"start_offset":30}"#,
+                r#""lineage":[{"epoch":2,"start_offset":30},{"epoch":0,"start_offset":0}"#,
+                1,
+            )
+        });
+        assert_ne!(swapped, bytes);
+        match PartitionManifest::decode(&swapped) {
+            Err(ManifestFormatError::Malformed(m)) => assert!(
+                m.contains(
+                    "epoch lineage out of order at entry 1: 0@0 follows 2@30; epochs and \
+                     start offsets must both increase strictly"
+                ),
+                "{m}"
+            ),
+            other => panic!("decoded {other:?}"),
+        }
+        // The same for a range's epochs, and for a negative entry.
+        let bad_range = reseal(&bytes, |t| {
+            t.replacen(
+                r#""epochs":[{"epoch":0,"start_offset":0},{"epoch":2,"start_offset":30}]"#,
+                r#""epochs":[{"epoch":0,"start_offset":0},{"epoch":2,"start_offset":0}]"#,
+                1,
+            )
+        });
+        assert_ne!(bad_range, bytes);
+        assert!(matches!(
+            PartitionManifest::decode(&bad_range),
+            Err(ManifestFormatError::Malformed(m)) if m.contains("epoch lineage out of order at entry 1")
+        ));
+        let negative = reseal(&bytes, |t| {
+            t.replacen(r#""lineage":[{"epoch":0,"#, r#""lineage":[{"epoch":-1,"#, 1)
+        });
+        assert!(matches!(
+            PartitionManifest::decode(&negative),
+            Err(ManifestFormatError::Malformed(m)) if m.contains("must not be negative")
         ));
     }
 
@@ -849,10 +861,7 @@ mod tests {
                 batches: 64,
                 crc32c: i as u32,
                 max_timestamp: 1_700_000_000_000 + i,
-                epochs: vec![EpochEntry {
-                    epoch: 0,
-                    start_offset: i * 100,
-                }],
+                epochs: lineage(&[(0, i * 100)]),
                 segment_base_offset: i * 100,
                 completes_segment: true,
                 segment_generation: 0,
@@ -910,10 +919,7 @@ mod tests {
                     r.base_offset = next;
                     r.last_offset = next + len - 1;
                     r.crc32c = crc;
-                    r.epochs = vec![EpochEntry {
-                        epoch,
-                        start_offset: next,
-                    }];
+                    r.epochs = lineage(&[(epoch, next)]);
                     next += len;
                     let _ = m.push_range(r, |a, b| format!("p/{a}-{b}"));
                 }

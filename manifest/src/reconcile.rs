@@ -39,9 +39,10 @@
 //!
 //! # Invariants
 //!
-//! - Every planner is total: no input makes it panic; a lineage that is not
-//!   one (out of order, negative) is a [`Refusal::InvalidLineage`], never
-//!   treated as empty (which would mean "cut everything").
+//! - Every planner is total: no input makes it panic. Lineages are
+//!   [`EpochLineage`] values, valid by construction (a manifest whose
+//!   lineage is not one does not decode), so none is ever taken for empty
+//!   (which would mean "cut everything").
 //! - Offsets in a plan are never negative; each cut is at or below the log
 //!   end that the steps before it leave; a cut at or below the local log
 //!   start becomes [`Step::TruncateFullyAndStartAt`] the source's log start.
@@ -54,7 +55,7 @@ use std::fmt;
 use kafkalog::log::OpenTransaction;
 use kafkalog::topic::{TopicId, TopicPartition};
 
-use crate::lineage::{self, EpochLineage, LineageError};
+use crate::lineage::{self, EpochLineage};
 use crate::mirror_state::MirrorRecord;
 use crate::partition::PartitionManifest;
 
@@ -126,15 +127,6 @@ pub enum Refusal {
         local: String,
         /// The source's mirror state.
         state: String,
-    },
-    /// A lineage is not one (entries out of order or negative).
-    #[error("the {which} epoch lineage is invalid: {source}")]
-    InvalidLineage {
-        /// "local" or "source manifest's".
-        which: &'static str,
-        /// What is wrong.
-        #[source]
-        source: LineageError,
     },
 }
 
@@ -455,15 +447,6 @@ pub fn check_manifest_identity(
     Ok(())
 }
 
-fn source_lineage(manifest: &PartitionManifest) -> Result<EpochLineage, Refusal> {
-    EpochLineage::from_entries(manifest.lineage.iter().copied()).map_err(|source| {
-        Refusal::InvalidLineage {
-            which: "source manifest's",
-            source,
-        }
-    })
-}
-
 /// PREPARING's plan for the partition `tp` whose record is `record`, from
 /// the source's `manifest` and the `local` log (see the module doc for the
 /// history step's table). Refusals come first and change nothing: internal
@@ -543,12 +526,12 @@ pub fn plan_follow(manifest: &PartitionManifest, local: &LocalLog<'_>) -> Result
 }
 
 fn follow(sim: &mut Simulated, manifest: &PartitionManifest) -> Result<(), Refusal> {
-    let remote = source_lineage(manifest)?;
+    let remote = &manifest.lineage;
     if !sim.lineage.is_empty() && sim.log_end > sim.log_start {
         let point = lineage::divergence_point(
             &sim.lineage,
             sim.log_end,
-            &remote,
+            remote,
             manifest.shipped_end_offset,
         );
         if point < sim.log_end {
@@ -667,7 +650,7 @@ mod tests {
     ) -> PartitionManifest {
         let mut m = PartitionManifest::new(SRC, &tp(), topic_id());
         m.version = 7;
-        m.lineage = lin(lineage).entries().to_vec();
+        m.lineage = lin(lineage);
         m.shipped_end_offset = end;
         m.source_high_watermark = end;
         m.log_start_offset = start;
@@ -1128,32 +1111,6 @@ mod tests {
         assert!(matches!(
             plan_preparation(&tp(), &record(), &looped, &local, &here()),
             Err(Refusal::MirrorLoop { .. })
-        ));
-    }
-
-    #[test]
-    fn an_invalid_source_lineage_is_refused_never_treated_as_empty() {
-        let mut m = manifest(&[(0, 0)], 100, 0, None);
-        m.lineage = vec![
-            EpochEntry {
-                epoch: 5,
-                start_offset: 10,
-            },
-            EpochEntry {
-                epoch: 3,
-                start_offset: 20,
-            },
-        ];
-        let l = lin(&[(0, 0)]);
-        let local = LocalLog {
-            topic_id: None,
-            lineage: &l,
-            log_start_offset: 0,
-            log_end_offset: 50,
-        };
-        assert!(matches!(
-            plan_follow(&m, &local),
-            Err(Refusal::InvalidLineage { .. })
         ));
     }
 

@@ -9,6 +9,7 @@ use kafkalog::checkpoint::EpochEntry;
 use manifest::bucket::BucketUrl;
 use manifest::feed::HeadEntry;
 use manifest::layout::{ClusterLayout, PartitionKey};
+use manifest::lineage::EpochLineage;
 use manifest::partition::{PartitionManifest, ShippedRange};
 use manifest::store::{ManifestStore, StoreError};
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -85,10 +86,7 @@ fn manifest_at(version: u64, end: i64, writer: &str) -> PartitionManifest {
     m.version = version;
     m.shipped_end_offset = end;
     m.source_high_watermark = end;
-    m.lineage = vec![EpochEntry {
-        epoch: 0,
-        start_offset: 0,
-    }];
+    m.lineage = first_epoch();
     m.writer = writer.to_string();
     m
 }
@@ -144,10 +142,7 @@ async fn losers_reread_and_decide_again() {
                 ms.update_manifest(&pk(), None, |cur| {
                     let end = cur.map_or(0, |c| c.shipped_end_offset);
                     let mut next = manifest_at(0, end + 10, &format!("w{w}"));
-                    next.lineage = vec![EpochEntry {
-                        epoch: 0,
-                        start_offset: 0,
-                    }];
+                    next.lineage = first_epoch();
                     Ok::<_, std::convert::Infallible>(Some(next))
                 })
                 .await
@@ -237,7 +232,7 @@ async fn damaged_manifests_pages_and_heads_are_format_errors_naming_kind_and_key
                 batches: 1,
                 crc32c: 0,
                 max_timestamp: 0,
-                epochs: vec![],
+                epochs: EpochLineage::new(),
                 segment_base_offset: 0,
                 completes_segment: false,
                 segment_generation: 0,
@@ -357,7 +352,7 @@ async fn pages_are_written_before_the_manifest_that_names_them() {
             batches: 1,
             crc32c: 0,
             max_timestamp: 0,
-            epochs: vec![],
+            epochs: EpochLineage::new(),
             segment_base_offset: 0,
             completes_segment: false,
             segment_generation: 0,
@@ -411,4 +406,13 @@ async fn a_missing_bucket_is_a_permanent_error_naming_bucket_and_credentials() {
         !text.contains("segmirror-test-secret"),
         "no secret in errors: {text}"
     );
+}
+
+/// A lineage of epoch 0 from offset 0.
+fn first_epoch() -> EpochLineage {
+    EpochLineage::from_entries([EpochEntry {
+        epoch: 0,
+        start_offset: 0,
+    }])
+    .expect("valid lineage")
 }

@@ -3,6 +3,7 @@
 //! starting points the proptest smoke tests mutate.
 
 use kafkalog::checkpoint::EpochEntry;
+use kafkalog::epoch::EpochLineage;
 use kafkalog::{TopicId, TopicPartition};
 use manifest::feed::{Head, HeadEntry};
 use manifest::layout::{ClusterLayout, PartitionKey};
@@ -39,10 +40,11 @@ pub fn manifest_with(n: usize, origin: bool) -> Option<(PartitionManifest, Vec<P
             batches: 2,
             crc32c: 0xdead_beef ^ i as u32,
             max_timestamp: 1_700_000_000_000 + i,
-            epochs: vec![EpochEntry {
+            epochs: EpochLineage::from_entries([EpochEntry {
                 epoch,
                 start_offset: base,
-            }],
+            }])
+            .ok()?,
             segment_base_offset: (i / 4) * 40,
             completes_segment: i % 4 == 3,
             segment_generation: u32::from(i % 7 == 0),
@@ -51,18 +53,18 @@ pub fn manifest_with(n: usize, origin: bool) -> Option<(PartitionManifest, Vec<P
             pages.push(page);
         }
     }
-    m.lineage = vec![
-        EpochEntry {
-            epoch: 1,
-            start_offset: 0,
-        },
-        EpochEntry {
-            epoch: 4,
-            start_offset: (n as i64 / 2) * 10,
-        },
-    ];
-    if n == 0 {
-        m.lineage.clear();
+    if n > 0 {
+        m.lineage = EpochLineage::from_entries([
+            EpochEntry {
+                epoch: 1,
+                start_offset: 0,
+            },
+            EpochEntry {
+                epoch: 4,
+                start_offset: (n as i64 / 2) * 10,
+            },
+        ])
+        .ok()?;
     }
     m.source_high_watermark = m.shipped_end_offset + 5;
     m.committed_at_ms = 1_700_000_000_123;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use kafkalog::checkpoint::EpochEntry;
-use kafkalog::epoch::EpochCache;
+use kafkalog::epoch::EpochLineage;
 use manifest::partition::{PartitionManifest, ShippedRange};
 
 /// Keys that a new version no longer references.
@@ -79,9 +79,7 @@ pub(crate) fn cut(
     let new_end = new_end.min(m.shipped_end_offset).max(0);
     m.shipped_end_offset = new_end;
     m.log_start_offset = m.log_start_offset.min(new_end);
-    let mut lineage = EpochCache::from_entries(m.lineage.clone());
-    lineage.truncate_from_end(new_end);
-    m.lineage = lineage.entries().to_vec();
+    m.lineage.truncate_from_end(new_end);
     Ok(dropped)
 }
 
@@ -172,18 +170,15 @@ pub(crate) fn replace_segment(
 /// even when the source's checkpoint file lags behind its batches.
 pub(crate) fn lineage(
     source: &[EpochEntry],
-    previous: &[EpochEntry],
+    previous: &EpochLineage,
     shipped: impl IntoIterator<Item = EpochEntry>,
     end: i64,
-) -> Vec<EpochEntry> {
-    let mut c = EpochCache::from_entries(
-        source
-            .iter()
-            .filter(|e| e.start_offset < end)
-            .copied()
-            .collect(),
+) -> EpochLineage {
+    let (mut c, _) = EpochLineage::from_checkpoint_entries(
+        source.iter().filter(|e| e.start_offset < end).copied(),
     );
     for e in previous
+        .entries()
         .iter()
         .chain(shipped.into_iter().collect::<Vec<_>>().iter())
     {
@@ -191,7 +186,7 @@ pub(crate) fn lineage(
             c.assign_if_newer(e.epoch, e.start_offset);
         }
     }
-    c.entries().to_vec()
+    c
 }
 
 /// True when two versions say the same thing (commit time aside).
@@ -216,6 +211,10 @@ mod tests {
         }
     }
 
+    fn l(entries: &[EpochEntry]) -> EpochLineage {
+        EpochLineage::from_entries(entries.iter().copied()).expect("valid lineage")
+    }
+
     fn r(base: i64, last: i64, seg: i64) -> ShippedRange {
         ShippedRange {
             key: format!("k{base}-{last}"),
@@ -225,7 +224,7 @@ mod tests {
             batches: 1,
             crc32c: 0,
             max_timestamp: 0,
-            epochs: vec![e(0, base)],
+            epochs: l(&[e(0, base)]),
             segment_base_offset: seg,
             completes_segment: false,
             segment_generation: 0,
@@ -237,7 +236,7 @@ mod tests {
         let mut m = PartitionManifest::new("c", &tp, "vVw7a5a_QkWcK7JvBD2t8Q".parse().expect("id"));
         m.shipped_end_offset = ranges.last().map_or(0, |r| r.last_offset + 1);
         m.ranges = ranges;
-        m.lineage = vec![e(0, 0), e(3, 20), e(5, 40)];
+        m.lineage = l(&[e(0, 0), e(3, 20), e(5, 40)]);
         m
     }
 
@@ -254,7 +253,7 @@ mod tests {
         assert_eq!(m.ranges.len(), 2);
         assert_eq!(
             m.lineage,
-            vec![e(0, 0)],
+            l(&[e(0, 0)]),
             "epochs starting at or after 20 go"
         );
         m.validate().expect("valid");
@@ -349,18 +348,18 @@ mod tests {
         // The source's checkpoint up to the end, the last entry excluded
         // when it starts at the end.
         assert_eq!(
-            lineage(&[e(0, 0), e(2, 30), e(3, 70)], &[], [], 70),
-            vec![e(0, 0), e(2, 30)]
+            lineage(&[e(0, 0), e(2, 30), e(3, 70)], &l(&[]), [], 70),
+            l(&[e(0, 0), e(2, 30)])
         );
         // A checkpoint that lags: the epochs seen in batches fill it.
         assert_eq!(
-            lineage(&[e(0, 0)], &[e(0, 0), e(2, 30)], [e(4, 90)], 100),
-            vec![e(0, 0), e(2, 30), e(4, 90)]
+            lineage(&[e(0, 0)], &l(&[e(0, 0), e(2, 30)]), [e(4, 90)], 100),
+            l(&[e(0, 0), e(2, 30), e(4, 90)])
         );
         // The source wins where it knows (retention moved its first entry).
         assert_eq!(
-            lineage(&[e(2, 50)], &[e(0, 0), e(2, 30)], [], 100),
-            vec![e(2, 50)]
+            lineage(&[e(2, 50)], &l(&[e(0, 0), e(2, 30)]), [], 100),
+            l(&[e(2, 50)])
         );
     }
 }

@@ -333,9 +333,7 @@ impl PartitionState {
             } if !allow_straddle => Ok(Err(Anomaly::Straddles(cursor.next_offset))),
             Located::At { cursor, prev, .. } => {
                 if let (Some(p), Some(m)) = (prev, &self.manifest) {
-                    let expected = EpochLineage::from_entries(m.lineage.iter().copied())
-                        .ok()
-                        .and_then(|l| l.epoch_for_offset(p.base_offset));
+                    let expected = m.lineage.epoch_for_offset(p.base_offset);
                     if p.epoch >= 0
                         && p.base_offset >= m.log_start_offset
                         && expected.is_some_and(|e| e != p.epoch)
@@ -435,11 +433,8 @@ impl PartitionState {
         };
         let expected = |offset: i64| {
             r.epochs
-                .iter()
-                .rev()
-                .find(|e| e.start_offset <= offset)
-                .or(r.epochs.first())
-                .map(|e| e.epoch)
+                .epoch_for_offset(offset)
+                .or(r.epochs.earliest().map(|e| e.epoch))
         };
         let mut verdict: Option<bool> = None;
         walk(view, (start, located.position), false, |_, h, _| {
@@ -629,15 +624,13 @@ impl PartitionState {
             && !jumped
             && self.lineage_ok.as_ref() != Some(&view.epochs)
         {
+            // The source's checkpoint read as Kafka reads it.
+            let (remote, _) = EpochLineage::from_checkpoint_entries(view.epochs.iter().copied());
             if let Some(m) = &m
-                && let (Ok(local), Ok(remote)) = (
-                    EpochLineage::from_entries(m.lineage.iter().copied()),
-                    EpochLineage::from_entries(view.epochs.iter().copied()),
-                )
-                && !local.is_empty()
+                && !m.lineage.is_empty()
                 && !remote.is_empty()
             {
-                let p = divergence_point(&local, end, &remote, end);
+                let p = divergence_point(&m.lineage, end, &remote, end);
                 if p < end {
                     anomaly = Some(Anomaly::Lineage(p));
                 }

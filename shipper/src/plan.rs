@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 use kafkalog::batch::BatchHeader;
-use kafkalog::checkpoint::EpochEntry;
+use kafkalog::epoch::EpochLineage;
 
 use crate::source::{BadBatch, BatchMark, Cursor, SourceView, WalkEnd, walk};
 
@@ -23,7 +23,7 @@ pub(crate) struct RangeSummary {
     /// First batch's leader epoch (may be -1: unknown).
     pub(crate) first_epoch: i32,
     /// Each epoch with the base offset of its first batch in the range.
-    pub(crate) epochs: Vec<EpochEntry>,
+    pub(crate) epochs: EpochLineage,
 }
 
 impl RangeSummary {
@@ -35,7 +35,7 @@ impl RangeSummary {
             bytes: 0,
             max_timestamp: -1,
             first_epoch: -1,
-            epochs: Vec::new(),
+            epochs: EpochLineage::new(),
         }
     }
 
@@ -48,13 +48,8 @@ impl RangeSummary {
         self.bytes += h.size() as u64;
         self.last_offset = h.last_offset();
         self.max_timestamp = self.max_timestamp.max(h.max_timestamp);
-        let e = h.partition_leader_epoch;
-        if e >= 0 && self.epochs.last().is_none_or(|last| last.epoch != e) {
-            self.epochs.push(EpochEntry {
-                epoch: e,
-                start_offset: h.base_offset,
-            });
-        }
+        self.epochs
+            .assign_if_newer(h.partition_leader_epoch, h.base_offset);
     }
 }
 

@@ -440,7 +440,7 @@ async fn commit_one(
         }
         let shipped_epochs = work.ranges[..pushed]
             .iter()
-            .flat_map(|p| p.summary.epochs.iter().copied());
+            .flat_map(|p| p.summary.epochs.entries().iter().copied());
         m.lineage = edit::lineage(
             &work.source_epochs,
             &m.lineage,

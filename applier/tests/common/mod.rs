@@ -9,6 +9,7 @@ use std::path::Path;
 use bytes::Bytes;
 use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
 use kafkalog::checkpoint::EpochEntry;
+use kafkalog::epoch::EpochLineage;
 use kafkalog::reader::PartitionReader;
 use kafkalog::{PartitionLog, TopicId, TopicPartition};
 use manifest::feed::HeadEntry;
@@ -112,7 +113,7 @@ pub async fn publish(
             batches,
             crc32c: crc32c::crc32c(&bytes),
             max_timestamp: max_ts,
-            epochs,
+            epochs: EpochLineage::from_entries(epochs).expect("a range's epochs"),
             segment_base_offset: seg.base_offset,
             completes_segment: i + 1 < segments.len(),
             segment_generation: 0,
@@ -121,12 +122,14 @@ pub async fn publish(
     }
     m.source_high_watermark = m.shipped_end_offset;
     let end = m.shipped_end_offset;
-    m.lineage = reader
-        .epoch_entries()
-        .expect("epochs")
-        .into_iter()
-        .filter(|e| e.start_offset < end)
-        .collect();
+    m.lineage = EpochLineage::from_entries(
+        reader
+            .epoch_entries()
+            .expect("epochs")
+            .into_iter()
+            .filter(|e| e.start_offset < end),
+    )
+    .expect("the source's lineage");
     let committed = store
         .update_manifest(&pk, None, |_| {
             Ok::<_, std::convert::Infallible>(Some(m.clone()))

@@ -407,7 +407,7 @@ async fn check_shipped(
             i += 1;
         }
         assert_eq!(n, r.batches, "{t}: {} batches", r.key);
-        assert_eq!(r.epochs, epochs, "{t}: {} epochs", r.key);
+        assert_eq!(r.epochs.entries(), epochs, "{t}: {} epochs", r.key);
         assert_eq!(r.max_timestamp, max_ts, "{t}: {} max timestamp", r.key);
         let first = kafkalog::batch::BatchIter::new(obj, 0)
             .next()
