@@ -55,7 +55,13 @@ pub struct ApplierConfig {
     pub tiered_topics: Vec<String>,
     /// Address for Prometheus metrics (`host:port`).
     pub metrics_addr: Option<String>,
+    /// How long `applier once` waits for an unreachable bucket before it
+    /// gives up (a duration: `60s`, `2m`; default 60 s).
+    pub store_timeout: Option<String>,
 }
+
+/// Default of `store_timeout`.
+pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Smallest `download_memory`: 1 MiB.
 const MIN_DOWNLOAD_MEMORY: u64 = 1 << 20;
@@ -96,6 +102,8 @@ pub struct Validated {
     pub poll_interval: Duration,
     /// Metrics address.
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// How long `once` waits for an unreachable bucket.
+    pub store_timeout: Duration,
 }
 
 impl ApplierConfig {
@@ -104,12 +112,20 @@ impl ApplierConfig {
         toml::from_str(text).map_err(|e| field("(file)", e.to_string()))
     }
 
-    /// Reads and parses a TOML file.
+    /// Reads and parses a TOML file. A relative `log_dir` in it is
+    /// relative to the file's directory.
     pub fn from_file(path: &std::path::Path) -> Result<ApplierConfig, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| field("(file)", format!("{}: {e}", path.display())))?;
-        Self::from_toml(&text)
-            .map_err(|e| field(e.field, format!("{}: {}", path.display(), e.reason)))
+        let mut config = Self::from_toml(&text)
+            .map_err(|e| field(e.field, format!("{}: {}", path.display(), e.reason)))?;
+        if let Some(dir) = config.log_dir.as_mut()
+            && dir.is_relative()
+        {
+            let base = path.parent().unwrap_or(std::path::Path::new(""));
+            *dir = base.join(&*dir);
+        }
+        Ok(config)
     }
 
     /// Fields set in `over` replace those here.
@@ -128,7 +144,8 @@ impl ApplierConfig {
             download_concurrency,
             download_memory,
             disk_reserve_bytes,
-            metrics_addr
+            metrics_addr,
+            store_timeout
         );
         if !over.tiered_topics.is_empty() {
             self.tiered_topics = over.tiered_topics;
@@ -142,6 +159,18 @@ impl ApplierConfig {
             .log_dir
             .clone()
             .ok_or_else(|| field("log_dir", "required (--log-dir)"))?;
+        // Relative to the working directory (a file's own relative paths
+        // were made relative to its directory when it was read).
+        let log_dir = std::path::absolute(&log_dir)
+            .map_err(|e| field("log_dir", format!("{}: {e}", log_dir.display())))?;
+        let store_timeout = match &self.store_timeout {
+            Some(t) => humantime::parse_duration(t)
+                .map_err(|e| field("store_timeout", format!("{t:?}: {e} (examples: 30s, 2m)")))?,
+            None => DEFAULT_STORE_TIMEOUT,
+        };
+        if store_timeout.is_zero() {
+            return Err(field("store_timeout", "must be more than 0"));
+        }
         let bucket = match &self.bucket {
             Some(b) => Some(
                 manifest::bucket::BucketUrl::parse(b)
@@ -230,6 +259,7 @@ impl ApplierConfig {
             bucket,
             poll_interval: Duration::from_millis(poll_ms),
             metrics_addr,
+            store_timeout,
         })
     }
 }
@@ -237,6 +267,40 @@ impl ApplierConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relative_paths_resolve_against_the_file_or_the_working_dir() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("applier.toml");
+        std::fs::write(&file, "log_dir = \"mirror\"\n").expect("write");
+        let c = ApplierConfig::from_file(&file).expect("parse");
+        assert_eq!(c.log_dir, Some(dir.path().join("mirror")));
+        let flag = ApplierConfig {
+            log_dir: Some("data/mirror".into()),
+            ..ApplierConfig::default()
+        };
+        let v = flag.validate(false).expect("valid");
+        let cwd = std::env::current_dir().expect("cwd");
+        assert_eq!(v.options.log_dir, cwd.join("data/mirror"));
+    }
+
+    #[test]
+    fn the_store_timeout_is_a_duration() {
+        let c =
+            ApplierConfig::from_toml("log_dir = \"/x\"\nstore_timeout = \"5s\"").expect("parse");
+        assert_eq!(
+            c.validate(false).expect("valid").store_timeout,
+            Duration::from_secs(5)
+        );
+        let c =
+            ApplierConfig::from_toml("log_dir = \"/x\"\nstore_timeout = \"soon\"").expect("parse");
+        assert_eq!(c.validate(false).expect_err("bad").field, "store_timeout");
+        let c = ApplierConfig::from_toml("log_dir = \"/x\"").expect("parse");
+        assert_eq!(
+            c.validate(false).expect("valid").store_timeout,
+            DEFAULT_STORE_TIMEOUT
+        );
+    }
 
     #[test]
     fn errors_name_the_field() {

@@ -316,6 +316,29 @@ impl Applier {
         }
     }
 
+    /// Reads the change feed once within `timeout`: the reachability
+    /// check of `applier once`, which gives up on an unreachable store
+    /// instead of retrying for ever. The error names the bucket.
+    pub async fn probe_store(&mut self, timeout: Duration) -> Result<(), String> {
+        let location = self.opts.bucket_location.clone();
+        match tokio::time::timeout(timeout, self.poll_feed()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(format!("cannot read the bucket {location}: {e}")),
+            Err(_) => Err(format!(
+                "cannot read the bucket {location}: no answer within {}",
+                humantime::format_duration(timeout)
+            )),
+        }
+    }
+
+    /// The topic selection (`topics`, `exclude`).
+    pub fn selection(&self) -> Selection<'_> {
+        Selection {
+            include: self.opts.topics.as_ref(),
+            exclude: self.opts.exclude.as_ref(),
+        }
+    }
+
     /// The options.
     pub fn options(&self) -> &ApplierOptions {
         &self.opts
@@ -405,13 +428,6 @@ impl Applier {
         let changed = self.feed.poll(store).await?;
         self.live_dirty |= changed;
         Ok(changed)
-    }
-
-    fn selection(&self) -> Selection<'_> {
-        Selection {
-            include: self.opts.topics.as_ref(),
-            exclude: self.opts.exclude.as_ref(),
-        }
     }
 
     /// Starts mirroring partitions of the feed that the selection picks and

@@ -77,23 +77,23 @@ impl FeedReader {
 /// The topic selection of an applier: which feed partitions it starts by
 /// itself.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Selection<'a> {
+pub struct Selection<'a> {
     /// Topics started automatically (none when `None`).
-    pub(crate) include: Option<&'a Regex>,
+    pub include: Option<&'a Regex>,
     /// Topics never started automatically.
-    pub(crate) exclude: Option<&'a Regex>,
+    pub exclude: Option<&'a Regex>,
 }
 
 impl Selection<'_> {
     /// Whether `topic` is selected.
-    pub(crate) fn matches(&self, topic: &str) -> bool {
+    pub fn matches(&self, topic: &str) -> bool {
         self.include.is_some_and(|i| i.is_match(topic))
             && !self.exclude.is_some_and(|x| x.is_match(topic))
     }
 
     /// The live partitions of `head` it selects, with their topic id and
     /// manifest version.
-    pub(crate) fn pick(&self, head: &Head) -> Vec<(TopicPartition, TopicId, u64)> {
+    pub fn pick(&self, head: &Head) -> Vec<(TopicPartition, TopicId, u64)> {
         head.partitions
             .values()
             .filter(|e| !e.deleted && self.matches(&e.topic))

@@ -8,7 +8,9 @@
 //!   work, retries, operator commands.
 //! - [`slot`]: what the applier holds for each partition (one slot each).
 //! - [`driver`]: the one place that performs the state machine's actions.
-//! - `feed`: reading the change feed; the topic selection.
+//! - [`feed`]: reading the change feed; the topic selection.
+//! - [`plan`]: `applier plan`, what `start`/`once` would do, changing nothing.
+//! - [`inventory`]: what the bucket holds, when a run found nothing to do.
 //! - [`commands`]: how `applier start|pause|resume|stop` reach a running
 //!   daemon, or act alone when none runs.
 //! - [`status`]: what `applier status` reports.
@@ -20,9 +22,11 @@ pub mod config;
 pub mod driver;
 pub mod engine;
 pub mod error;
-mod feed;
+pub mod feed;
+pub mod inventory;
 pub mod metrics;
 pub mod mirror;
+pub mod plan;
 pub mod reserve;
 pub mod slot;
 pub mod status;

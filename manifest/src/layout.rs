@@ -107,6 +107,29 @@ pub fn normalize_prefix(prefix: &str) -> Result<String, LayoutError> {
     Ok(trimmed.to_string())
 }
 
+/// `<prefix>/segmirror/v1`: the directory whose subdirectories are the
+/// source clusters that shipped to the bucket (one [`ClusterLayout`] root
+/// each).
+pub fn clusters_dir(prefix: &str) -> Result<String, LayoutError> {
+    let prefix = normalize_prefix(prefix)?;
+    Ok(if prefix.is_empty() {
+        FORMAT_DIR.to_string()
+    } else {
+        format!("{prefix}/{FORMAT_DIR}")
+    })
+}
+
+/// The cluster id of `dir`, a subdirectory of [`clusters_dir`]`(prefix)`
+/// as a listing returns it; `None` for anything else.
+pub fn parse_cluster_dir(prefix: &str, dir: &str) -> Option<String> {
+    let id = dir
+        .trim_end_matches('/')
+        .strip_prefix(&clusters_dir(prefix).ok()?)?
+        .strip_prefix('/')?;
+    validate_cluster_id(id).ok()?;
+    Some(id.to_string())
+}
+
 /// The keys of one source cluster under a bucket prefix.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ClusterLayout {
@@ -364,6 +387,18 @@ mod tests {
             topic_id: "AAAAAAAAAAAAAAAAAAAAAQ"
                 .parse()
                 .unwrap_or_else(|_| TopicId::random().expect("id")),
+        }
+    }
+
+    #[test]
+    fn cluster_dirs_parse_back() {
+        for prefix in ["", "dr/x"] {
+            let dir = clusters_dir(prefix).expect("dir");
+            let root = ClusterLayout::new(prefix, "src-1").expect("layout");
+            assert_eq!(root.root(), format!("{dir}/src-1"));
+            assert_eq!(parse_cluster_dir(prefix, root.root()), Some("src-1".into()));
+            assert_eq!(parse_cluster_dir(prefix, &format!("{dir}/a/b")), None);
+            assert_eq!(parse_cluster_dir(prefix, "elsewhere/src-1"), None);
         }
     }
 

@@ -3,6 +3,7 @@
 //! A thin shell over the `applier` library.
 
 mod commands;
+mod plan;
 mod run;
 mod status;
 
@@ -20,6 +21,7 @@ use clap::{Args, Parser, Subcommand};
     after_help = "Examples:
   applier once   --log-dir /data/mirror --bucket file:///data/bucket --source-cluster-id src --topics '.*'
   applier run    --config /etc/segmirror/applier.toml
+  applier plan   --log-dir /data/mirror --bucket file:///data/bucket --source-cluster-id src --topics '.*'
   applier status --log-dir /data/mirror --json
   applier pause  --log-dir /data/mirror --topic orders
   applier stop   --log-dir /data/mirror --all          # failover: partitions become writable
@@ -76,6 +78,10 @@ pub(crate) struct Common {
     /// Destination topic with remote.storage.enable=true (repeatable).
     #[arg(long = "tiered-topic", value_name = "TOPIC")]
     tiered_topics: Vec<String>,
+    /// How long `once` and `plan` wait for an unreachable bucket before
+    /// they give up with exit 1 (e.g. 30s, 2m) [default: 60s].
+    #[arg(long, value_name = "DURATION", env = "SEGMIRROR_STORE_TIMEOUT")]
+    store_timeout: Option<String>,
 }
 
 impl Common {
@@ -97,6 +103,7 @@ impl Common {
             disk_reserve_bytes: self.disk_reserve_bytes,
             tiered_topics: self.tiered_topics.clone(),
             metrics_addr: self.metrics_addr.clone(),
+            store_timeout: self.store_timeout.clone(),
         }))
     }
 }
@@ -109,6 +116,13 @@ enum Cmd {
     /// Retryable failures left by an earlier run are retried at once: a
     /// cron schedule is its own backoff.
     Once(run::RunArgs),
+    /// Print what `start`/`once` would do to each partition and why
+    /// (truncation offset and the rule that chose it, where fetching
+    /// starts), changing nothing.
+    #[command(after_help = "Examples:
+  applier plan --log-dir /data/mirror --bucket file:///data/bucket --source-cluster-id src --topics 'orders|payments'
+  applier plan --log-dir /var/lib/kafka/data --bucket s3://dr-bucket/segmirror --source-cluster-id dst --cluster-id src --json")]
+    Plan(plan::PlanArgs),
     /// Start (or restart after stop or failure) mirroring topics.
     Start(commands::CommandArgs),
     /// Pause mirroring (stays read-only).
@@ -166,6 +180,7 @@ fn main() -> ExitCode {
             Cmd::Resume(a) => commands::run(manifest::state::Command::Resume, a).await,
             Cmd::Stop(a) => commands::run(manifest::state::Command::Stop, a).await,
             Cmd::Status(a) => status::run(a),
+            Cmd::Plan(a) => plan::run(a).await,
             Cmd::Config {
                 command: ConfigCmd::Check(a),
             } => run::check(a),

@@ -4,6 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use applier::Applier;
+use applier::inventory::Verdict;
+use manifest::bucket::BucketUrl;
 
 use crate::Common;
 
@@ -14,10 +16,27 @@ pub(crate) struct RunArgs {
     common: Common,
 }
 
+/// A `file://` bucket must be an existing directory: a mistyped path is
+/// an error, not an empty bucket.
+pub(crate) fn require_bucket_dir(bucket: &BucketUrl) -> anyhow::Result<()> {
+    if let BucketUrl::File { root } = bucket
+        && !root.is_dir()
+    {
+        anyhow::bail!(
+            "bucket {bucket}: {} is not a directory (a mistyped path? the shipper creates it)",
+            root.display()
+        );
+    }
+    Ok(())
+}
+
 pub(crate) async fn run(args: RunArgs, once: bool) -> anyhow::Result<u8> {
     let v = args.common.load()?.validate(true)?;
+    if let Some(b) = &v.bucket {
+        require_bucket_dir(b)?;
+    }
     let store = v.bucket.as_ref().map(|b| b.build()).transpose()?;
-    let mut applier = Applier::open(v.options.clone(), store)?;
+    let mut applier = Applier::open(v.options.clone(), store.clone())?;
     if let Some(addr) = v.metrics_addr {
         let exposition = applier::metrics::serve(addr)
             .map_err(|e| anyhow::anyhow!("metrics address {addr}: {e}"))?;
@@ -25,17 +44,33 @@ pub(crate) async fn run(args: RunArgs, once: bool) -> anyhow::Result<u8> {
         applier.set_metrics(exposition);
     }
     if once {
+        // An unreachable bucket is an error within a bounded time, not a
+        // WARN and exit 0.
+        if let Err(e) = applier.probe_store(v.store_timeout).await {
+            eprintln!("applier: error: {e}");
+            return Ok(1);
+        }
         applier.process_command_requests().await;
         applier.retry_failures_now();
         let mut total = applier::engine::CycleReport::default();
+        let mut feed_error = None;
         // Apply everything available now: cycles until one does nothing.
         for _ in 0..100 {
             let r = applier.run_once().await;
             total.batches += r.batches;
             total.bytes += r.bytes;
+            total.transitions += r.transitions;
+            feed_error = r.feed_error;
             if r.batches == 0 && r.transitions == 0 {
                 break;
             }
+        }
+        if let Some(e) = feed_error {
+            eprintln!(
+                "applier: error: cannot read the change feed in {}: {e}",
+                v.options.bucket_location
+            );
+            return Ok(1);
         }
         let failed = applier.failed();
         eprintln!(
@@ -53,6 +88,45 @@ pub(crate) async fn run(args: RunArgs, once: bool) -> anyhow::Result<u8> {
                 v.options.log_dir.display()
             );
             return Ok(1);
+        }
+        if total.batches == 0
+            && total.transitions == 0
+            && let (Some(store), Some(bucket)) = (&store, &v.bucket)
+        {
+            // Nothing done: say what was found, and let the exit code tell
+            // a mistyped source or selection from a bucket still empty.
+            let found = applier::inventory::take(
+                store,
+                bucket.prefix(),
+                &v.options.source_cluster_id,
+                applier.selection(),
+            )
+            .await;
+            let mirrors = applier.mirrors().count() + applier.unopened_count();
+            return Ok(match found {
+                Ok(inv) => {
+                    let verdict = inv.verdict(mirrors);
+                    let why = match verdict {
+                        Verdict::EmptyBucket => " (the bucket is empty: has the shipper run yet?)",
+                        Verdict::SourceAbsent => {
+                            " (the source cluster id is not in the bucket: check --source-cluster-id)"
+                        }
+                        Verdict::NothingSelected => {
+                            " (no topic selected and no mirror partition here: give --topics REGEX, or `applier start --topic T`)"
+                        }
+                        Verdict::Ok => "",
+                    };
+                    eprintln!("nothing to apply; {inv}{why}");
+                    verdict.exit_code()
+                }
+                Err(e) => {
+                    eprintln!(
+                        "applier: error: cannot read the bucket {}: {e}",
+                        v.options.bucket_location
+                    );
+                    1
+                }
+            });
         }
         return Ok(0);
     }

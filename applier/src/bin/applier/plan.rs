@@ -1,0 +1,50 @@
+//! `applier plan`: what `start`/`once` would do, changing nothing.
+
+use crate::Common;
+
+/// Settings of `plan`.
+#[derive(clap::Args)]
+pub(crate) struct PlanArgs {
+    #[command(flatten)]
+    common: Common,
+    /// JSON instead of a table (`{"partitions": [...]}`).
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) async fn run(args: PlanArgs) -> anyhow::Result<u8> {
+    let v = args.common.load()?.validate(true)?;
+    let Some(bucket) = &v.bucket else {
+        anyhow::bail!("--bucket is required");
+    };
+    crate::run::require_bucket_dir(bucket)?;
+    let store = manifest::store::ManifestStore::new(
+        bucket.build()?,
+        manifest::layout::ClusterLayout::new(bucket.prefix(), &v.options.source_cluster_id)?,
+    );
+    let rows =
+        match tokio::time::timeout(v.store_timeout, applier::plan::plan_all(&v.options, &store))
+            .await
+        {
+            Ok(rows) => rows?,
+            Err(_) => {
+                eprintln!(
+                    "applier: error: cannot read the bucket {}: no answer within {}",
+                    v.options.bucket_location,
+                    humantime::format_duration(v.store_timeout)
+                );
+                return Ok(1);
+            }
+        };
+    if args.json {
+        println!("{}", serde_json::json!({ "partitions": rows }));
+    } else if rows.is_empty() {
+        println!(
+            "nothing to plan: no mirror partition in {} and no topic of the bucket selected (--topics)",
+            v.options.log_dir.display()
+        );
+    } else {
+        print!("{}", applier::plan::table(&rows));
+    }
+    Ok(0)
+}

@@ -1,0 +1,298 @@
+//! `applier plan`: what `start` or `once` would do to each partition, and
+//! why, without doing it (like `litestream restore -dry-run`).
+//!
+//! Invariant: nothing is written, locally or in the bucket. The log dir is
+//! read without its lock through `kafkalog::reader` (safe beside a running
+//! daemon), and the bucket through GETs and one LIST of the feed's heads.
+//! The plans are the ones the applier executes (`manifest::reconcile`),
+//! computed from the same inputs; only a torn tail that the applier's
+//! recovery would cut first can make the real run's log end differ.
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+use std::path::Path;
+
+use kafkalog::checkpoint::{self, LOG_START_OFFSET_CHECKPOINT};
+use kafkalog::epoch::EpochLineage;
+use kafkalog::reader::{self, PartitionReader};
+use kafkalog::{TopicId, TopicPartition};
+use manifest::layout::PartitionKey;
+use manifest::mirror_state::MirrorRecord;
+use manifest::partition::PartitionManifest;
+use manifest::reconcile::{self, LocalLog, Plan, Surroundings};
+use manifest::state::PartitionState;
+use manifest::store::ManifestStore;
+use serde::Serialize;
+
+use crate::engine::ApplierOptions;
+use crate::mirror::new_record;
+
+/// What would happen to one partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PartitionPlan {
+    /// `topic-partition`.
+    pub partition: String,
+    /// Its mirror state now (`None`: not a mirror here yet).
+    pub state: Option<String>,
+    /// What would run: `start` (preparation), `fetch` (MIRRORING's
+    /// follower step and fetching), or `none`.
+    pub action: &'static str,
+    /// Why, in one line (also when nothing would be done).
+    pub summary: String,
+    /// The local log end now.
+    pub log_end_offset: Option<i64>,
+    /// The plan's steps and where fetching starts, when it has one.
+    pub plan: Option<Plan>,
+    /// Objects and bytes that would be fetched from `fetch_from` on.
+    pub fetch_objects: u64,
+    /// Bytes of those objects.
+    pub fetch_bytes: u64,
+    /// Why the partition would be refused (it would go FAILED).
+    pub refused: Option<String>,
+}
+
+/// The local log as `kafkalog::reader` sees it, without the lock.
+struct LocalSummary {
+    topic_id: Option<TopicId>,
+    lineage: EpochLineage,
+    log_start: i64,
+    log_end: i64,
+}
+
+fn local_summary(root: &Path, tp: &TopicPartition) -> anyhow::Result<LocalSummary> {
+    let r = PartitionReader::open(root, tp)?;
+    let segments = r.segments()?;
+    let log_starts = checkpoint::read_offset_checkpoint(&root.join(LOG_START_OFFSET_CHECKPOINT))?;
+    let first_base = segments.first().map_or(0, |s| s.base_offset);
+    let log_start = log_starts
+        .get(tp)
+        .copied()
+        .unwrap_or(first_base)
+        .max(first_base);
+    let log_end = match segments.last() {
+        Some(last) => r
+            .for_each_batch(last.base_offset, false, |_, _| ControlFlow::Continue(()))?
+            .max(last.base_offset),
+        None => log_start,
+    };
+    // As the log loads it (Kafka's rule: entries that break the order are
+    // dropped), so the plan sees what the applier would.
+    let (lineage, _dropped) = EpochLineage::from_checkpoint_entries(r.epoch_entries()?);
+    Ok(LocalSummary {
+        topic_id: r.metadata()?.map(|m| m.topic_id),
+        lineage,
+        log_start,
+        log_end,
+    })
+}
+
+/// The plans of every mirror partition of `opts.log_dir`, and of every
+/// partition of the bucket that `opts.topics` selects and that is not a
+/// mirror here yet, in partition order.
+pub async fn plan_all(
+    opts: &ApplierOptions,
+    store: &ManifestStore,
+) -> anyhow::Result<Vec<PartitionPlan>> {
+    let root = &opts.log_dir;
+    if !root.is_dir() {
+        anyhow::bail!("log dir {} does not exist", root.display());
+    }
+    let head = match store.latest_head_seq().await? {
+        Some(seq) => Some(store.get_head(seq).await?),
+        None => None,
+    };
+    let mut records: BTreeMap<TopicPartition, MirrorRecord> = BTreeMap::new();
+    for tp in reader::list_partitions(root)? {
+        if let Some(r) = MirrorRecord::read(&root.join(tp.dir_name()))? {
+            records.insert(tp, r);
+        }
+    }
+    let mut targets: BTreeMap<TopicPartition, Option<MirrorRecord>> =
+        records.into_iter().map(|(tp, r)| (tp, Some(r))).collect();
+    if let (Some(h), Some(include)) = (&head, &opts.topics) {
+        for e in h.partitions.values() {
+            if e.deleted
+                || !include.is_match(&e.topic)
+                || opts.exclude.as_ref().is_some_and(|x| x.is_match(&e.topic))
+            {
+                continue;
+            }
+            if let Ok(tp) = TopicPartition::new(&e.topic, e.partition) {
+                targets.entry(tp).or_insert(None);
+            }
+        }
+    }
+    let here = Surroundings {
+        local_cluster_id: opts.local_cluster_id.as_deref(),
+        tiered_storage: false,
+    };
+    let mut out = Vec::new();
+    for (tp, record) in targets {
+        let entry = head
+            .as_ref()
+            .and_then(|h| h.partitions.get(&tp.to_string()));
+        let local = if root.join(tp.dir_name()).is_dir() {
+            Some(local_summary(root, &tp)?)
+        } else {
+            None
+        };
+        let state = record.as_ref().map(|r| r.state.state());
+        let mut row = PartitionPlan {
+            partition: tp.to_string(),
+            state: state.map(|s| s.as_str().to_string()),
+            action: "none",
+            summary: String::new(),
+            log_end_offset: local.as_ref().map(|l| l.log_end),
+            plan: None,
+            fetch_objects: 0,
+            fetch_bytes: 0,
+            refused: None,
+        };
+        let action = match state {
+            None | Some(PartitionState::Stopped) | Some(PartitionState::Failed) => "start",
+            Some(PartitionState::Preparing) => "start",
+            Some(PartitionState::Mirroring) => "fetch",
+            Some(PartitionState::Paused) => {
+                row.summary = "PAUSED: nothing is fetched until `applier resume`".into();
+                out.push(row);
+                continue;
+            }
+            Some(PartitionState::Stopping) => {
+                row.summary =
+                    "STOPPING: the failover completes when the applier opens the log dir".into();
+                out.push(row);
+                continue;
+            }
+        };
+        // The record the run would use: a new one, or the existing one
+        // re-pinned to the configured source by `start`.
+        let topic_id = entry.map(|e| e.topic_id);
+        let record = match record {
+            Some(mut r) => {
+                if action == "start"
+                    && matches!(
+                        state,
+                        Some(PartitionState::Stopped) | Some(PartitionState::Failed)
+                    )
+                {
+                    r.source_cluster_id = opts.source_cluster_id.clone();
+                    if let Some(id) = topic_id {
+                        r.topic_id = id;
+                    }
+                }
+                r
+            }
+            None => {
+                let Some(id) = topic_id else {
+                    row.summary = "not in the source's bucket".into();
+                    out.push(row);
+                    continue;
+                };
+                let mut r = new_record(&opts.source_cluster_id, id, manifest::state::initial().0);
+                r.failback_pending = local.as_ref().is_some_and(|l| l.log_end > l.log_start);
+                r
+            }
+        };
+        let Some(entry) = entry.filter(|e| e.topic_id == record.topic_id) else {
+            row.summary = format!(
+                "no manifest of topic id {} in the source's bucket yet: would wait",
+                record.topic_id
+            );
+            out.push(row);
+            continue;
+        };
+        let key = PartitionKey {
+            tp: tp.clone(),
+            topic_id: record.topic_id,
+        };
+        let manifest = store.get_manifest(&key, entry.manifest_version).await?;
+        let empty = EpochLineage::default();
+        let view = match &local {
+            Some(l) => LocalLog {
+                topic_id: l.topic_id,
+                lineage: &l.lineage,
+                log_start_offset: l.log_start,
+                log_end_offset: l.log_end,
+            },
+            None => LocalLog {
+                topic_id: None,
+                lineage: &empty,
+                log_start_offset: 0,
+                log_end_offset: 0,
+            },
+        };
+        let here = Surroundings {
+            tiered_storage: opts.tiered_topics.iter().any(|t| t == &tp.topic),
+            ..here
+        };
+        let planned = if action == "start" {
+            reconcile::plan_preparation(&tp, &record, &manifest, &view, &here)
+        } else {
+            reconcile::check_manifest_identity(
+                record.topic_id,
+                &record.source_cluster_id,
+                &manifest,
+            )
+            .and_then(|()| reconcile::plan_follow(&manifest, &view))
+        };
+        row.action = action;
+        match planned {
+            Ok(plan) => {
+                let (objects, bytes) = to_fetch(&manifest, plan.fetch_from);
+                row.fetch_objects = objects;
+                row.fetch_bytes = bytes;
+                let steps: Vec<String> = plan.steps.iter().map(ToString::to_string).collect();
+                row.summary = format!(
+                    "{}{}fetch from {} ({objects} objects, {bytes} bytes; source shipped to {})",
+                    steps.join("; "),
+                    if steps.is_empty() { "" } else { "; then " },
+                    plan.fetch_from,
+                    manifest.shipped_end_offset
+                );
+                row.plan = Some(plan);
+            }
+            Err(refusal) => {
+                row.summary = format!("refused, would go FAILED: {refusal}");
+                row.refused = Some(refusal.to_string());
+            }
+        }
+        out.push(row);
+    }
+    Ok(out)
+}
+
+/// Objects (inline ranges and paged ranges, counted by page) and bytes of
+/// `m` from `offset` on.
+fn to_fetch(m: &PartitionManifest, offset: i64) -> (u64, u64) {
+    let inline = m.inline_ranges_from(offset);
+    let pages = m.pages_from(offset);
+    (
+        inline.len() as u64 + pages.iter().map(|p| u64::from(p.ranges)).sum::<u64>(),
+        inline.iter().map(|r| r.bytes).sum::<u64>() + pages.iter().map(|p| p.bytes).sum::<u64>(),
+    )
+}
+
+/// The plans as a table, one line per partition.
+pub fn table(rows: &[PartitionPlan]) -> String {
+    let mut out = String::new();
+    let width = rows
+        .iter()
+        .map(|r| r.partition.len())
+        .max()
+        .unwrap_or(9)
+        .max(9);
+    out.push_str(&format!(
+        "{:<width$}  {:<10}  {:<6}  WHAT AND WHY\n",
+        "PARTITION", "STATE", "ACTION"
+    ));
+    for r in rows {
+        out.push_str(&format!(
+            "{:<width$}  {:<10}  {:<6}  {}\n",
+            r.partition,
+            r.state.as_deref().unwrap_or("(new)"),
+            r.action,
+            r.summary
+        ));
+    }
+    out
+}

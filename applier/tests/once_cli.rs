@@ -1,0 +1,167 @@
+//! `applier once` never reports a success it did not have (issue 12): a
+//! run that did nothing says what it found, and its exit code tells a
+//! mistyped source, selection or bucket dir (2), and an unreachable bucket
+//! (1, within `--store-timeout`), from a bucket still empty (0).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{SOURCE, produce, publish, topic_id, tp};
+use kafkalog::{LogConfig, LogDir};
+use manifest::layout::ClusterLayout;
+use manifest::store::ManifestStore;
+use object_store::ObjectStore;
+
+fn applier(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_applier"))
+        .args(args)
+        .envs(env.iter().copied())
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("run applier");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout),
+    )
+}
+
+/// A `file://` bucket where `SOURCE` shipped `orders` (40 records).
+async fn shipped_bucket(dir: &Path) -> String {
+    let (source, bucket) = (dir.join("source"), dir.join("bucket"));
+    std::fs::create_dir_all(&bucket).expect("bucket dir");
+    let url = format!("file://{}", bucket.display());
+    let object_store: Arc<dyn ObjectStore> = manifest::bucket::BucketUrl::parse(&url)
+        .expect("url")
+        .build()
+        .expect("store");
+    let store = ManifestStore::new(
+        object_store,
+        ClusterLayout::new("", SOURCE).expect("layout"),
+    );
+    let d = LogDir::open(&source).expect("source");
+    let mut log = d
+        .open_or_create_partition(&tp("orders"), Some(topic_id()), LogConfig::default())
+        .expect("create");
+    produce(&mut log, 40, 3);
+    log.close().expect("close");
+    drop(d);
+    publish(&store, &source, &tp("orders"), "u1").await;
+    url
+}
+
+fn once(dest: &Path, bucket: &str, source: &str, topics: Option<&str>) -> (i32, String) {
+    let dest = dest.to_str().expect("utf-8");
+    let mut args = vec![
+        "once",
+        "--log-dir",
+        dest,
+        "--bucket",
+        bucket,
+        "--source-cluster-id",
+        source,
+    ];
+    if let Some(t) = topics {
+        args.extend(["--topics", t]);
+    }
+    applier(&args, &[])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_tells_a_mistyped_source_or_selection_from_an_empty_bucket() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dest = dir.path().join("dest");
+    // An empty bucket: the shipper may not have run yet.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).expect("dir");
+    let (code, out) = once(
+        &dest,
+        &format!("file://{}", empty.display()),
+        SOURCE,
+        Some(".*"),
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("the bucket is empty"), "{out}");
+
+    let bucket = shipped_bucket(dir.path()).await;
+    // A mistyped source cluster id.
+    let (code, out) = once(&dest, &bucket, "src-clustr", Some(".*"));
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains(&format!("source clusters in the bucket: {SOURCE}")),
+        "{out}"
+    );
+    assert!(out.contains("check --source-cluster-id"), "{out}");
+    // A selection that matches none of the topics present.
+    let (code, out) = once(&dest, &bucket, SOURCE, Some("order"));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("topics of src-cluster: orders"), "{out}");
+    assert!(
+        out.contains("selected by --topics/--exclude: none"),
+        "{out}"
+    );
+    // No selection at all, and no mirror partition here.
+    let (code, out) = once(&dest, &bucket, SOURCE, None);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("no --topics given"), "{out}");
+    // A bucket dir that does not exist is not an empty bucket.
+    let missing = format!("file://{}", dir.path().join("bukcet").display());
+    let (code, out) = once(&dest, &missing, SOURCE, Some(".*"));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("is not a directory"), "{out}");
+    assert!(!dir.path().join("bukcet").exists(), "nothing was created");
+    // The right flags apply, and an idle run after it is still exit 0.
+    let (code, out) = once(&dest, &bucket, SOURCE, Some(".*"));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("applied 4 batches"), "{out}");
+    let (code, out) = once(&dest, &bucket, SOURCE, None);
+    assert_eq!(code, 0, "started mirrors need no --topics: {out}");
+    assert!(out.contains("nothing to apply"), "{out}");
+}
+
+#[test]
+fn once_gives_up_on_an_unreachable_bucket_within_the_store_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let dest = dir.path().join("dest");
+    let started = Instant::now();
+    let (code, out) = applier(
+        &[
+            "once",
+            "--log-dir",
+            dest.to_str().expect("utf-8"),
+            "--bucket",
+            "s3://segmirror-test/x",
+            "--source-cluster-id",
+            SOURCE,
+            "--topics",
+            ".*",
+            "--store-timeout",
+            "3s",
+        ],
+        &[
+            ("AWS_ENDPOINT_URL", &endpoint),
+            ("AWS_ACCESS_KEY_ID", "k"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("AWS_REGION", "us-east-1"),
+        ],
+    );
+    let took = started.elapsed();
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("s3://segmirror-test/x"),
+        "names the bucket: {out}"
+    );
+    assert!(
+        took < Duration::from_secs(20),
+        "gave up after {took:?}: {out}"
+    );
+}
