@@ -24,7 +24,8 @@ use manifest::state::Command;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{Applier, CommandOutcome};
-use crate::status::STATE_DIR;
+pub use crate::state_dir::commands_dir;
+use crate::state_dir::{is_request, request_path, response_path};
 
 /// A request handed to a running daemon.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,19 +47,6 @@ pub struct CommandResponse {
     pub id: String,
     /// One outcome per partition.
     pub outcomes: Vec<CommandOutcome>,
-}
-
-/// The directory of pending requests.
-pub fn commands_dir(log_dir: &Path) -> PathBuf {
-    log_dir.join(STATE_DIR).join("commands")
-}
-
-fn request_path(dir: &Path, id: &str) -> PathBuf {
-    dir.join(format!("{id}.request.json"))
-}
-
-fn response_path(dir: &Path, id: &str) -> PathBuf {
-    dir.join(format!("{id}.response.json"))
 }
 
 /// Hands a request to the daemon holding `log_dir` and waits for its
@@ -122,7 +110,7 @@ impl Applier {
             .filter(|p| {
                 p.file_name()
                     .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.ends_with(".request.json"))
+                    .is_some_and(is_request)
             })
             .collect();
         paths.sort();

@@ -14,6 +14,7 @@
 //! - [`commands`]: how `applier start|pause|resume|stop` reach a running
 //!   daemon, or act alone when none runs.
 //! - [`status`]: what `applier status` reports.
+//! - [`state_dir`]: the applier's own files under `<log-dir>/.segmirror/`.
 //! - [`reserve`]: the disk reserve that keeps room to record a full disk's
 //!   failures.
 
@@ -29,6 +30,7 @@ pub mod mirror;
 pub mod plan;
 pub mod reserve;
 pub mod slot;
+pub mod state_dir;
 pub mod status;
 
 pub use engine::{Applier, ApplierOptions};

@@ -26,9 +26,6 @@
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
-/// The reserve file's name under the applier's state dir.
-pub const RESERVE_FILE: &str = "reserve";
-
 /// Default size of the reserve: room for a few hundred mirror records and
 /// the live status of a few thousand partitions.
 pub const DEFAULT_RESERVE_BYTES: u64 = 1 << 20;
@@ -46,7 +43,7 @@ pub struct DiskReserve {
 impl DiskReserve {
     /// The reserve of `log_dir`, written now if it is missing or short.
     pub fn open(log_dir: &Path, size: u64) -> DiskReserve {
-        let path = log_dir.join(crate::status::STATE_DIR).join(RESERVE_FILE);
+        let path = crate::state_dir::reserve_path(log_dir);
         let held = size == 0
             || std::fs::metadata(&path)
                 .map(|m| m.is_file() && m.len() == size)
@@ -190,7 +187,7 @@ mod tests {
     fn a_reserve_that_cannot_be_written_for_another_reason_does_not_block() {
         let dir = tempfile::tempdir().expect("tempdir");
         // `.segmirror` is a file: the reserve cannot be created under it.
-        std::fs::write(dir.path().join(crate::status::STATE_DIR), b"x").expect("write");
+        std::fs::write(crate::state_dir::state_dir(dir.path()), b"x").expect("write");
         let r = DiskReserve::open(dir.path(), 4096);
         assert!(r.last_error().is_some());
         assert!(!r.out_of_space());

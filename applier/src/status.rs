@@ -119,23 +119,18 @@ pub struct UnrecordedState {
 /// 30 s).
 const LIVE_FRESH_MS: i64 = 60_000;
 
-/// Directory of the applier's own files in a log dir.
-pub const STATE_DIR: &str = ".segmirror";
-/// The live status file name.
-pub const LIVE_STATUS_FILE: &str = "status.json";
-
 /// Writes the live status (atomically; no fsync: it is rebuilt each cycle).
 pub fn write_live(log_dir: &Path, live: &LiveStatus) -> kafkalog::Result<()> {
-    let dir = log_dir.join(STATE_DIR);
+    let dir = crate::state_dir::state_dir(log_dir);
     std::fs::create_dir_all(&dir).map_err(kafkalog::Error::io("create dir", &dir))?;
     let bytes =
         serde_json::to_vec(live).map_err(|e| kafkalog::Error::InvalidArgument(e.to_string()))?;
-    kafkalog::fsutil::write_atomic(&dir.join(LIVE_STATUS_FILE), &bytes, false)
+    kafkalog::fsutil::write_atomic(&crate::state_dir::live_status_path(log_dir), &bytes, false)
 }
 
 /// Reads the live status (empty when absent or unreadable).
 pub fn read_live(log_dir: &Path) -> LiveStatus {
-    let path = log_dir.join(STATE_DIR).join(LIVE_STATUS_FILE);
+    let path = crate::state_dir::live_status_path(log_dir);
     std::fs::read(path)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())

@@ -98,10 +98,8 @@ use crate::segment::{
 };
 use crate::topic::{TopicId, TopicPartition};
 
-/// Name of the leader epoch checkpoint in a partition dir.
-pub const LEADER_EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
-/// Name of the partition metadata file in a partition dir.
-pub const PARTITION_METADATA: &str = "partition.metadata";
+/// The partition dir's checkpoint file names (defined in [`crate::checkpoint`]).
+pub use crate::checkpoint::{LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA};
 
 /// When appended data is fsynced. See the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]

@@ -1,0 +1,55 @@
+//! The applier's own files in a log dir, all under `<log-dir>/.segmirror/`
+//! (Kafka skips dirs whose names start with a dot, so a broker started on
+//! the log dir after failover ignores them):
+//!
+//! ```text
+//! <log-dir>/.segmirror/status.json                     live status, rewritten by a running applier (`status`)
+//! <log-dir>/.segmirror/reserve                         the disk reserve (`reserve`)
+//! <log-dir>/.segmirror/commands/<id>.request.json      an operator command handed to the daemon (`commands`)
+//! <log-dir>/.segmirror/commands/<id>.response.json     the daemon's answer
+//! ```
+//!
+//! Per-partition state (the mirror record, the write guard) lives in each
+//! partition's dir; its file names belong to `manifest::mirror_state` and
+//! `kafkalog::guard`. This module is the only place that names the files
+//! above.
+
+use std::path::{Path, PathBuf};
+
+/// The directory, relative to the log dir.
+pub const STATE_DIR: &str = ".segmirror";
+
+/// `<log-dir>/.segmirror`.
+pub fn state_dir(log_dir: &Path) -> PathBuf {
+    log_dir.join(STATE_DIR)
+}
+
+/// The live status file.
+pub fn live_status_path(log_dir: &Path) -> PathBuf {
+    state_dir(log_dir).join("status.json")
+}
+
+/// The disk reserve file.
+pub fn reserve_path(log_dir: &Path) -> PathBuf {
+    state_dir(log_dir).join("reserve")
+}
+
+/// The directory of pending command requests.
+pub fn commands_dir(log_dir: &Path) -> PathBuf {
+    state_dir(log_dir).join("commands")
+}
+
+/// The request file of command `id` in `commands_dir`.
+pub fn request_path(commands_dir: &Path, id: &str) -> PathBuf {
+    commands_dir.join(format!("{id}.request.json"))
+}
+
+/// The response file of command `id` in `commands_dir`.
+pub fn response_path(commands_dir: &Path, id: &str) -> PathBuf {
+    commands_dir.join(format!("{id}.response.json"))
+}
+
+/// Whether `file_name` (in `commands_dir`) is a request.
+pub fn is_request(file_name: &str) -> bool {
+    file_name.ends_with(".request.json")
+}
