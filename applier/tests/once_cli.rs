@@ -165,3 +165,40 @@ fn once_gives_up_on_an_unreachable_bucket_within_the_store_timeout() {
         "gave up after {took:?}: {out}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_prints_what_once_would_do_and_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dest = dir.path().join("dest");
+    std::fs::create_dir_all(&dest).expect("dest");
+    let bucket = shipped_bucket(dir.path()).await;
+    let d = dest.to_str().expect("utf-8");
+    let args = [
+        "plan",
+        "--log-dir",
+        d,
+        "--bucket",
+        &bucket,
+        "--source-cluster-id",
+        SOURCE,
+        "--topics",
+        ".*",
+    ];
+    let (code, out) = applier(&args, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("orders-0"), "{out}");
+    assert!(out.contains("(new)"), "{out}");
+    assert!(out.contains("fetch from 0"), "{out}");
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let (code, out) = applier(&json_args, &[]);
+    assert_eq!(code, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
+    assert_eq!(v["partitions"][0]["action"], "start");
+    assert_eq!(v["partitions"][0]["plan"]["fetch_from"], 0);
+    assert_eq!(
+        std::fs::read_dir(&dest).expect("dest").count(),
+        0,
+        "plan wrote nothing to the log dir"
+    );
+}
