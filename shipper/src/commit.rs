@@ -23,7 +23,7 @@
 use std::sync::Arc;
 
 use kafkalog::TopicPartition;
-use manifest::layout::{ClusterLayout, PartitionKey};
+use manifest::layout::{ClusterLayout, PartitionKey, UploadId};
 use manifest::partition::{Page, PartitionManifest, ShippedRange};
 use manifest::store::{ManifestStore, StoreError};
 
@@ -398,67 +398,16 @@ async fn load_pages_for_edits(
     Ok(())
 }
 
-/// Writes a sealed page. Pages are named by the offsets they cover, so a
-/// page that no version references (dropped by a cut, or written for a
-/// commit that failed) can hold the name with other ranges: it is
-/// replaced, but only when the latest version is still `base` (so no other
-/// writer committed a version that might name it) and `base` does not name
-/// it; otherwise the commit is given up as lost.
-async fn write_page(
-    store: &ManifestStore,
-    pk: &PartitionKey,
-    base: Option<&PartitionManifest>,
-    key: &str,
-    page: &Page,
-) -> Result<(), StoreError> {
-    match store.put_page(key, page).await {
-        Err(StoreError::Conflict { key: k }) => {
-            let latest = store.latest_manifest(pk, base.map(|b| b.version)).await?;
-            let unchanged = latest.as_ref().map(|m| m.version) == base.map(|b| b.version);
-            let named = latest
-                .as_ref()
-                .is_some_and(|m| m.pages.iter().any(|p| p.key == key));
-            if !unchanged || named {
-                return Err(StoreError::Conflict { key: k });
-            }
-            tracing::warn!(
-                key,
-                "replacing a sealed page that no version names (left by a cut or a failed commit)"
-            );
-            let bytes = page.encode().map_err(|source| StoreError::Format {
-                key: key.to_string(),
-                source,
-            })?;
-            store
-                .object_store()
-                .put_opts(
-                    &object_store::path::Path::from(key),
-                    object_store::PutPayload::from_bytes(bytes::Bytes::from(bytes)),
-                    object_store::PutOptions::from(object_store::PutMode::Overwrite),
-                )
-                .await
-                .map(|_| ())
-                .map_err(|source| StoreError::Store {
-                    op: "put",
-                    key: key.to_string(),
-                    source,
-                })
-        }
-        other => other,
-    }
-}
-
-/// Writes the sealed pages, then the version. `Ok(false)`: a create was
-/// lost (a lost commit).
+/// Writes the sealed pages, then the version, each create-if-absent.
+/// `Ok(false)`: a create was lost (a lost commit). A page conflict is a
+/// real race (page keys carry a fresh upload id), never a page to replace.
 async fn write_version(
     ctx: &CommitCtx<'_>,
-    pk: &PartitionKey,
-    base: Option<&PartitionManifest>,
     m: &PartitionManifest,
     sealed: &[(String, Page)],
 ) -> Result<bool, StoreError> {
     for (key, page) in sealed {
-        match write_page(ctx.store, pk, base, key, page).await {
+        match ctx.store.put_page(key, page).await {
             Ok(()) => cache_page(ctx.pages, key.clone(), Arc::new(page.ranges.clone())),
             Err(StoreError::Conflict { .. }) => return Ok(false),
             Err(e) => return Err(e),
@@ -487,7 +436,8 @@ pub(crate) async fn commit(
         return CommitOutcome::Failed(store_err(e));
     }
     let lookup = |k: &str| cached_page(ctx.pages, k);
-    let page_key = |a: i64, b: i64| ctx.layout.page_key(&pk, a, b);
+    // A fresh upload id per page write: pages are create-only.
+    let page_key = |a: i64, b: i64| ctx.layout.page_key(&pk, a, b, &UploadId::new());
     let inputs = VersionInputs {
         cluster_id: ctx.cluster_id,
         writer: ctx.shipper_id,
@@ -510,7 +460,7 @@ pub(crate) async fn commit(
             error: next.upload_error,
         };
     };
-    match write_version(ctx, &pk, base.as_ref(), &m, &next.sealed).await {
+    match write_version(ctx, &m, &next.sealed).await {
         Ok(true) => record_committed(ctx, st, &work, next, m),
         Ok(false) => resolve_lost_commit(ctx, st, &pk, &work, next, m, base.as_ref()).await,
         Err(e) => {

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use futures::{StreamExt, TryStreamExt};
 use kafkalog::TopicPartition;
-use manifest::layout::{ClusterLayout, PartitionKey};
+use manifest::layout::{ClusterLayout, PartitionKey, parse_upload_time_ms};
 use manifest::store::{ManifestStore, StoreError};
 use object_store::path::Path as ObjectPath;
 
@@ -91,24 +91,30 @@ pub(crate) async fn sweep_due(
     (deleted, errors)
 }
 
-/// The upload time in a data key's upload id (11 hex digits of ms).
-fn upload_time_ms(layout: &ClusterLayout, pk: &PartitionKey, key: &str) -> Option<i64> {
-    let name = layout.parse_data_key(pk, key).ok()?;
-    i64::from_str_radix(name.upload_id.get(..11)?, 16).ok()
-}
-
-/// True when `key` is a page key of `pk` (as `layout` formats them).
-fn is_page_key(layout: &ClusterLayout, pk: &PartitionKey, key: &str) -> bool {
-    let Some(name) = key.rsplit('/').next().and_then(|n| n.strip_suffix(".json")) else {
-        return false;
+/// Since when `key` counts as unreferenced, when it is one of `pk`'s data
+/// or page keys (`None`: not ours, never deleted): when this process
+/// dropped it, else the upload time in its upload id, else its
+/// last-modified time (pages written before page upload ids).
+fn unreferenced_since(
+    layout: &ClusterLayout,
+    pk: &PartitionKey,
+    key: &str,
+    dropped_ms: Option<i64>,
+    last_modified_ms: i64,
+) -> Option<i64> {
+    let upload_id = match (
+        layout.parse_data_key(pk, key),
+        layout.parse_page_key(pk, key),
+    ) {
+        (Ok(data), _) => Some(data.upload_id),
+        (_, Ok(page)) => page.upload_id,
+        (Err(_), Err(_)) => return None,
     };
-    let Some((a, b)) = name.split_once('-') else {
-        return false;
-    };
-    match (a.parse::<i64>(), b.parse::<i64>()) {
-        (Ok(a), Ok(b)) => layout.page_key(pk, a, b) == key,
-        _ => false,
-    }
+    Some(
+        dropped_ms
+            .or_else(|| upload_id.as_deref().and_then(parse_upload_time_ms))
+            .unwrap_or(last_modified_ms),
+    )
 }
 
 /// Deletes the partition's objects that its latest manifest (and pages)
@@ -142,10 +148,7 @@ async fn sweep_partition(
         referenced.extend(ranges.iter().map(|r| r.key.clone()));
     }
     let mut listed = Vec::new();
-    for dir in [
-        layout.data_dir(&pk),
-        format!("{}/pages", layout.partition_dir(&pk)),
-    ] {
+    for dir in [layout.data_dir(&pk), layout.pages_dir(&pk)] {
         let prefix = ObjectPath::from(dir.as_str());
         let metas: Vec<object_store::ObjectMeta> = store
             .object_store()
@@ -170,16 +173,15 @@ async fn sweep_partition(
         if referenced.contains(&key) {
             continue;
         }
-        let ours = layout.parse_data_key(&pk, &key).is_ok() || is_page_key(layout, &pk, &key);
-        if !ours {
+        let Some(since) = unreferenced_since(
+            layout,
+            &pk,
+            &key,
+            st.dropped.get(&key).copied(),
+            meta.last_modified.timestamp_millis(),
+        ) else {
             continue;
-        }
-        let since = st
-            .dropped
-            .get(&key)
-            .copied()
-            .or_else(|| upload_time_ms(layout, &pk, &key))
-            .unwrap_or_else(|| meta.last_modified.timestamp_millis());
+        };
         if now - since >= grace_ms {
             to_delete.push(key);
         } else {
@@ -224,33 +226,40 @@ async fn sweep_partition(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use manifest::layout::UploadId;
     use std::path::PathBuf;
 
     #[test]
-    fn keys_the_sweep_may_delete() {
+    fn keys_the_sweep_may_delete_and_since_when() {
         let layout = ClusterLayout::new("p", "c").expect("layout");
         let pk = PartitionKey {
             tp: TopicPartition::new("t", 0).expect("tp"),
             topic_id: "vVw7a5a_QkWcK7JvBD2t8Q".parse().expect("id"),
         };
-        let key = layout
-            .data_key(
-                &pk,
-                0,
-                9,
-                1,
-                &format!("{:011x}{:016x}", 1_700_000_000_123i64, 5),
-            )
-            .expect("key");
-        assert_eq!(upload_time_ms(&layout, &pk, &key), Some(1_700_000_000_123));
-        assert_eq!(upload_time_ms(&layout, &pk, "p/other"), None);
-        assert!(is_page_key(&layout, &pk, &layout.page_key(&pk, 0, 99)));
-        assert!(!is_page_key(
-            &layout,
-            &pk,
-            &format!("{}/pages/notes.json", layout.partition_dir(&pk))
-        ));
-        assert!(!is_page_key(&layout, &pk, &key));
+        let id = format!("{:011x}{:016x}", 1_700_000_000_123i64, 5);
+        let data = layout.data_key(&pk, 0, 9, 1, &id).expect("key");
+        let page = layout.page_key(&pk, 0, 99, &UploadId::parse(&id).expect("id"));
+        let old_page = format!(
+            "{}/00000000000000000000-00000000000000000099.json",
+            layout.pages_dir(&pk)
+        );
+        let notes = format!("{}/notes.json", layout.pages_dir(&pk));
+        // (key, dropped at) -> since
+        let table: [(&str, Option<i64>, Option<i64>); 6] = [
+            (&data, None, Some(1_700_000_000_123)),
+            (&data, Some(5), Some(5)),
+            (&page, None, Some(1_700_000_000_123)),
+            (&old_page, None, Some(42)),
+            (&notes, None, None),
+            ("p/other", Some(5), None),
+        ];
+        for (key, dropped, since) in table {
+            assert_eq!(
+                unreferenced_since(&layout, &pk, key, dropped, 42),
+                since,
+                "{key}"
+            );
+        }
     }
 
     fn loaded(dirty: bool, last_sweep_ms: Option<i64>) -> PartitionState {
