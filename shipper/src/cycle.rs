@@ -40,8 +40,10 @@ use crate::upload::{RateLimiter, Uploaded, upload_range};
 /// What one cycle (or several, summed) did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CycleReport {
-    /// Partitions known.
+    /// Partitions known (selected by `topics`/`exclude`).
     pub partitions: usize,
+    /// Partitions found in the readable log dirs, selected or not.
+    pub seen: usize,
     /// Manifest versions committed.
     pub committed: usize,
     /// Objects uploaded and committed.
@@ -78,6 +80,7 @@ impl CycleReport {
 
     fn absorb(&mut self, r: CycleReport) {
         self.partitions = r.partitions;
+        self.seen = r.seen;
         self.committed += r.committed;
         self.objects += r.objects;
         self.bytes += r.bytes;
@@ -147,16 +150,19 @@ enum Observation {
 }
 
 /// What one read of the log dirs found: each partition's observation,
-/// and the log dirs that could not be read.
+/// the log dirs that could not be read, and how many partitions the
+/// readable ones hold (selected or not).
 type Observed = (
     Vec<(TopicPartition, PathBuf, Observation)>,
     Vec<(PathBuf, String)>,
+    usize,
 );
 
 fn observe_all(opts: &ShipperOptions, known: Vec<(TopicPartition, PathBuf)>) -> Observed {
     let mut found: BTreeMap<TopicPartition, (PathBuf, Arc<RootCheckpoints>)> = BTreeMap::new();
     let mut up: HashSet<PathBuf> = HashSet::new();
     let mut problems = Vec::new();
+    let mut seen = 0;
     for root in &opts.log_dirs {
         if !root.is_dir() {
             problems.push((
@@ -180,6 +186,7 @@ fn observe_all(opts: &ShipperOptions, known: Vec<(TopicPartition, PathBuf)>) -> 
             }
         };
         up.insert(root.clone());
+        seen += tps.len();
         for tp in tps {
             if !opts.selects(&tp.topic) {
                 continue;
@@ -214,7 +221,7 @@ fn observe_all(opts: &ShipperOptions, known: Vec<(TopicPartition, PathBuf)>) -> 
         };
         out.push((tp, root, obs));
     }
-    (out, problems)
+    (out, problems, seen)
 }
 
 impl Shipper {
@@ -405,7 +412,7 @@ impl Shipper {
             .map(|(tp, st)| (tp.clone(), st.root.clone()))
             .collect();
         let opts = self.opts.clone();
-        let (observed, problems) =
+        let (observed, problems, seen) =
             match tokio::task::spawn_blocking(move || observe_all(&opts, known)).await {
                 Ok(x) => x,
                 Err(e) => {
@@ -416,6 +423,7 @@ impl Shipper {
                 }
             };
         self.note_down_roots(problems);
+        report.seen = seen;
         let mut views: BTreeMap<TopicPartition, SourceView> = BTreeMap::new();
         let mut deletions: Vec<TopicPartition> = Vec::new();
         let grace_ms = self.opts.partition_delete_grace.as_millis() as i64;

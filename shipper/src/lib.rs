@@ -189,3 +189,4 @@ pub use cycle::{CycleReport, PartitionStatus, Shipper};
 pub use error::ShipperError;
 pub use health::Health;
 pub use metrics::Metrics;
+pub use source::why_log_dir_unreadable;
