@@ -353,6 +353,16 @@ fn once_without_a_readable_log_dir_exits_2_naming_each() {
     assert!(err.contains("2 manifest versions"), "{err}");
 }
 
+/// The binary with S3 requests sent to `endpoint` (dummy credentials).
+fn against(endpoint: &str) -> Command {
+    let mut c = shipper_bin();
+    c.env("AWS_ENDPOINT_URL", endpoint)
+        .env_remove("AWS_ENDPOINT_URL_S3")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test");
+    c
+}
+
 #[test]
 fn once_against_an_unreachable_store_exits_1_within_the_timeout() {
     let port = {
@@ -364,7 +374,7 @@ fn once_against_an_unreachable_store_exits_1_within_the_timeout() {
     source(&logs);
     let endpoint = format!("http://127.0.0.1:{port}");
     let started = Instant::now();
-    let out = shipper_bin()
+    let out = against(&endpoint)
         .args([
             "once",
             "--log-dir",
@@ -376,10 +386,6 @@ fn once_against_an_unreachable_store_exits_1_within_the_timeout() {
             "--store-timeout",
             "2s",
         ])
-        .env("AWS_ENDPOINT_URL", &endpoint)
-        .env_remove("AWS_ENDPOINT_URL_S3")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_REGION", "us-east-1")
         .output()
         .expect("run");
@@ -402,12 +408,8 @@ fn once_against_an_unreachable_store_exits_1_within_the_timeout() {
         "log_dirs = [\"logs\"]\nbucket = \"s3://unreachable-bucket/p\"\ncluster_id = \"src\"\nstore_timeout = \"600ms\"\n",
     )
     .expect("write");
-    let out = shipper_bin()
+    let out = against(&endpoint)
         .args(["once", "--config", file.to_str().expect("utf-8")])
-        .env("AWS_ENDPOINT_URL", &endpoint)
-        .env_remove("AWS_ENDPOINT_URL_S3")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
         .output()
         .expect("run");
     let err = String::from_utf8_lossy(&out.stderr);
@@ -417,13 +419,9 @@ fn once_against_an_unreachable_store_exits_1_within_the_timeout() {
         err.contains(&format!("connecting to 127.0.0.1:{port}")),
         "{err}"
     );
-    let out = shipper_bin()
+    let out = against(&endpoint)
         .args(["once", "--config", file.to_str().expect("utf-8")])
         .env("SEGMIRROR_STORE_TIMEOUT", "300ms")
-        .env("AWS_ENDPOINT_URL", &endpoint)
-        .env_remove("AWS_ENDPOINT_URL_S3")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
         .output()
         .expect("run");
     let err = String::from_utf8_lossy(&out.stderr);
