@@ -10,16 +10,26 @@
 //!     partition's latest manifest version (see `feed`).
 //! <prefix>/segmirror/v1/<cluster>/topics/<topic>/<topic-id>/<partition>/manifest/<version:020>.json
 //!     the epoch manifest of one partition, one immutable object per version.
-//! <prefix>/segmirror/v1/<cluster>/topics/<topic>/<topic-id>/<partition>/pages/<first:020>-<last:020>.json
-//!     sealed pages of old ranges, named by the offsets they cover.
+//! <prefix>/segmirror/v1/<cluster>/topics/<topic>/<topic-id>/<partition>/pages/<first:020>-<last:020>-<upload>.json
+//!     sealed pages of old ranges, named by the offsets they cover and a
+//!     fresh upload id per write (create-only: a page is never replaced).
+//!     Buckets written before page upload ids hold
+//!     `pages/<first:020>-<last:020>.json`, still parsed.
 //! <prefix>/segmirror/v1/<cluster>/topics/<topic>/<topic-id>/<partition>/data/<base:020>-<last:020>-e<epoch:010>-<upload>.batches
 //!     shipped batches, byte for byte as in the source segment.
 //! ```
 //!
 //! Offsets are zero-padded to 20 digits and sequence numbers and versions to
 //! 20 digits, so that a lexical listing is numeric order. Data keys carry the
-//! epoch of their first batch and a unique upload id, so a retried upload or
-//! a second shipper never overwrites an object that some manifest names.
+//! epoch of their first batch and a unique upload id, and page keys an
+//! upload id, so a retried upload or a second shipper never overwrites an
+//! object that some manifest names.
+//!
+//! An upload id ([`UploadId`]) is 27 characters of `[0-9a-f]`: the upload
+//! time in milliseconds since the Unix epoch as 11 hex digits, then 64
+//! random bits as 16 ([`parse_upload_time_ms`] reads the time back; ids
+//! written by other tools that do not start with 11 hex digits have no
+//! time). Keys accept any 1-64 characters of `[a-z0-9]`.
 //!
 //! Object formats: `.batches` objects are the source's bytes, checked with
 //! the CRC-32C their manifest range records. The `.json` objects (heads,
@@ -165,6 +175,80 @@ pub struct DataName {
     pub upload_id: String,
 }
 
+/// A sealed page's name, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageName {
+    /// Base offset of its first range.
+    pub first_offset: i64,
+    /// Last offset of its last range.
+    pub last_offset: i64,
+    /// Its upload id; `None` for a page named in the form written before
+    /// page upload ids (`<first:020>-<last:020>.json`).
+    pub upload_id: Option<String>,
+}
+
+/// A unique upload id (see the module docs for its form).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UploadId(String);
+
+impl UploadId {
+    /// A fresh upload id: milliseconds since the epoch and 64 random bits,
+    /// in hex, so ids sort roughly by time and never repeat.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> UploadId {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        let mut random = [0u8; 8];
+        // Without /dev/urandom, the clock, the process id and a counter
+        // below still make ids differ.
+        let urandom = std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut random));
+        if urandom.is_err() {
+            random = [0u8; 8];
+        }
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let r = u64::from_le_bytes(random)
+            ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ (std::process::id() as u64) << 32;
+        UploadId(format!("{ms:011x}{r:016x}"))
+    }
+
+    /// Checks `id` ([`validate_upload_id`]).
+    pub fn parse(id: &str) -> Result<UploadId, LayoutError> {
+        validate_upload_id(id)?;
+        Ok(UploadId(id.to_string()))
+    }
+
+    /// The id as written in keys.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The upload time it encodes ([`parse_upload_time_ms`]).
+    pub fn time_ms(&self) -> Option<i64> {
+        parse_upload_time_ms(&self.0)
+    }
+}
+
+impl fmt::Display for UploadId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The upload time (ms since the Unix epoch) encoded in an upload id's
+/// first 11 hex digits; `None` when it does not start with them.
+pub fn parse_upload_time_ms(upload_id: &str) -> Option<i64> {
+    let digits = upload_id.get(..11)?;
+    if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    i64::from_str_radix(digits, 16).ok()
+}
+
 impl ClusterLayout {
     /// The layout of `cluster_id` under `prefix`.
     pub fn new(prefix: &str, cluster_id: &str) -> Result<ClusterLayout, LayoutError> {
@@ -245,12 +329,58 @@ impl ClusterLayout {
             .ok_or_else(|| err("manifest key", key, "name is not <20 digits>.json"))
     }
 
-    /// Key of a sealed page of old ranges covering `[first, last]`.
-    pub fn page_key(&self, p: &PartitionKey, first: i64, last: i64) -> String {
+    /// Directory of a partition's sealed pages.
+    pub fn pages_dir(&self, p: &PartitionKey) -> String {
+        format!("{}/pages", self.partition_dir(p))
+    }
+
+    /// Key of a sealed page of old ranges covering `[first, last]`,
+    /// written as `upload_id`.
+    pub fn page_key(
+        &self,
+        p: &PartitionKey,
+        first: i64,
+        last: i64,
+        upload_id: &UploadId,
+    ) -> String {
         format!(
-            "{}/pages/{first:020}-{last:020}.json",
+            "{}/pages/{first:020}-{last:020}-{upload_id}.json",
             self.partition_dir(p)
         )
+    }
+
+    /// Parses a page key of partition `p`, in either form: with an upload
+    /// id, or the older `<first:020>-<last:020>.json`.
+    pub fn parse_page_key(&self, p: &PartitionKey, key: &str) -> Result<PageName, LayoutError> {
+        let bad = || {
+            err(
+                "page key",
+                key,
+                "not <20 digits>-<20 digits>[-<upload id>].json under this partition",
+            )
+        };
+        let stem = key
+            .strip_prefix(&self.pages_dir(p))
+            .and_then(|r| r.strip_prefix('/'))
+            .and_then(|n| n.strip_suffix(".json"))
+            .ok_or_else(bad)?;
+        let mut parts = stem.splitn(3, '-');
+        let mut offset = || {
+            parts
+                .next()
+                .and_then(|s| parse_padded(s, ""))
+                .and_then(|n| i64::try_from(n).ok())
+        };
+        let (first, last) = (offset().ok_or_else(bad)?, offset().ok_or_else(bad)?);
+        let upload_id = match parts.next() {
+            None => None,
+            Some(id) => Some(UploadId::parse(id)?.0),
+        };
+        Ok(PageName {
+            first_offset: first,
+            last_offset: last,
+            upload_id,
+        })
     }
 
     /// Directory of a partition's data objects.
@@ -337,24 +467,9 @@ pub fn validate_upload_id(id: &str) -> Result<(), LayoutError> {
     Ok(())
 }
 
-/// A fresh upload id: milliseconds since the epoch and 64 random bits, in
-/// hex, so ids sort roughly by time and never repeat.
+/// A fresh upload id as a string ([`UploadId::new`]).
 pub fn new_upload_id() -> String {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
-    let mut random = [0u8; 8];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = std::io::Read::read_exact(&mut f, &mut random);
-    }
-    // Mix in the clock and a counter so ids differ even without /dev/urandom.
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let r = u64::from_le_bytes(random)
-        ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-        ^ (std::process::id() as u64) << 32;
-    format!("{ms:011x}{r:016x}")
+    UploadId::new().0
 }
 
 fn parse_padded(name: &str, suffix: &str) -> Option<u64> {
@@ -421,9 +536,14 @@ mod tests {
             l.data_key(&p, 100, 199, 5, "abc123").expect("key"),
             "dr/prod/segmirror/v1/Ab-c_9/topics/orders/vVw7a5a_QkWcK7JvBD2t8Q/3/data/00000000000000000100-00000000000000000199-e0000000005-abc123.batches"
         );
+        let id = UploadId::parse("18bcfe5683b0123456789abcdef").expect("id");
         assert_eq!(
-            l.page_key(&p, 0, 99),
-            "dr/prod/segmirror/v1/Ab-c_9/topics/orders/vVw7a5a_QkWcK7JvBD2t8Q/3/pages/00000000000000000000-00000000000000000099.json"
+            l.page_key(&p, 0, 99, &id),
+            "dr/prod/segmirror/v1/Ab-c_9/topics/orders/vVw7a5a_QkWcK7JvBD2t8Q/3/pages/00000000000000000000-00000000000000000099-18bcfe5683b0123456789abcdef.json"
+        );
+        assert_eq!(
+            l.pages_dir(&p),
+            "dr/prod/segmirror/v1/Ab-c_9/topics/orders/vVw7a5a_QkWcK7JvBD2t8Q/3/pages"
         );
         assert_eq!(
             ClusterLayout::new("", "c").expect("layout").head_key(0),
@@ -457,6 +577,66 @@ mod tests {
             l.parse_manifest_key(&p, "elsewhere/00000000000000000001.json")
                 .is_err()
         );
+    }
+
+    #[test]
+    fn page_keys_parse_with_and_without_an_upload_id() {
+        let l = ClusterLayout::new("p", "c1").expect("layout");
+        let p = pk();
+        let id = UploadId::new();
+        assert_eq!(
+            l.parse_page_key(&p, &l.page_key(&p, 256, 511, &id)),
+            Ok(PageName {
+                first_offset: 256,
+                last_offset: 511,
+                upload_id: Some(id.to_string()),
+            })
+        );
+        // The form written before page upload ids.
+        let old = format!(
+            "{}/00000000000000000000-00000000000000000255.json",
+            l.pages_dir(&p)
+        );
+        assert_eq!(
+            l.parse_page_key(&p, &old),
+            Ok(PageName {
+                first_offset: 0,
+                last_offset: 255,
+                upload_id: None,
+            })
+        );
+        for bad in [
+            format!("{}/notes.json", l.pages_dir(&p)),
+            format!("{}/0-255.json", l.pages_dir(&p)),
+            format!(
+                "{}/00000000000000000000-00000000000000000255-UP.json",
+                l.pages_dir(&p)
+            ),
+            format!(
+                "{}/00000000000000000000-00000000000000000255.batches",
+                l.pages_dir(&p)
+            ),
+            l.data_key(&p, 0, 255, 1, id.as_str()).expect("data key"),
+            l.page_key(&p, 0, 255, &id).replace("/3/", "/4/"),
+        ] {
+            assert!(l.parse_page_key(&p, &bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_upload_id_gives_back_its_upload_time() {
+        let id = format!("{:011x}{:016x}", 1_700_000_000_123i64, 5);
+        assert_eq!(parse_upload_time_ms(&id), Some(1_700_000_000_123));
+        assert_eq!(
+            UploadId::parse(&id).expect("id").time_ms(),
+            Some(1_700_000_000_123)
+        );
+        assert_eq!(parse_upload_time_ms("abc123"), None);
+        assert_eq!(parse_upload_time_ms("zzzzzzzzzzzz"), None);
+        let now = UploadId::new().time_ms().expect("a time");
+        assert!(now > 1_700_000_000_000);
+        assert_ne!(UploadId::new(), UploadId::new());
+        assert!(UploadId::parse("Upper").is_err());
     }
 
     #[test]

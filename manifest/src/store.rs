@@ -226,6 +226,22 @@ impl ManifestStore {
             .map_err(|e| self.store_err("put", key, e))
     }
 
+    /// Starts a multipart upload of a new object at `key` (for objects
+    /// larger than one part). Completing a multipart upload is not
+    /// create-if-absent on every store (`object_store` has no conditional
+    /// multipart), so this is for keys that no other writer can choose:
+    /// data keys, which carry a fresh upload id (see `layout`). Writers
+    /// check what they find at the key when a completion fails.
+    pub async fn put_multipart_new(
+        &self,
+        key: &str,
+    ) -> Result<Box<dyn object_store::MultipartUpload>, StoreError> {
+        self.store
+            .put_multipart_opts(&Path::from(key), Default::default())
+            .await
+            .map_err(|e| self.store_err("put_multipart", key, e))
+    }
+
     /// Reads a whole object. A body of another length than the store
     /// announced for it is a transport fault (a cut connection, a broken
     /// proxy): the object is read once more, and a second short body is a
@@ -417,8 +433,11 @@ impl ManifestStore {
         })
     }
 
-    /// Writes a sealed page (idempotent: an identical page may already be
-    /// there from an earlier attempt).
+    /// Writes a sealed page, create-if-absent (idempotent: an identical
+    /// page may already be there from an earlier attempt). A page key
+    /// carries a fresh upload id (`layout::ClusterLayout::page_key`), so a
+    /// [`StoreError::Conflict`] (another page at the key) is a real race:
+    /// the caller's commit is lost, never the page replaced.
     pub async fn put_page(&self, key: &str, page: &Page) -> Result<(), StoreError> {
         let bytes = page.encode().map_err(|source| StoreError::Format {
             key: key.to_string(),

@@ -6,7 +6,7 @@ use kafkalog::checkpoint::EpochEntry;
 use kafkalog::epoch::EpochLineage;
 use kafkalog::{TopicId, TopicPartition};
 use manifest::feed::{Head, HeadEntry};
-use manifest::layout::{ClusterLayout, PartitionKey};
+use manifest::layout::{ClusterLayout, PartitionKey, UploadId};
 use manifest::partition::{MirrorOrigin, Page, PartitionManifest, ShippedRange};
 
 fn tp(topic: &str, p: i32) -> Option<TopicPartition> {
@@ -19,6 +19,7 @@ pub fn manifest_with(n: usize, origin: bool) -> Option<(PartitionManifest, Vec<P
     let id = TopicId::from_bytes([7; 16]);
     let tp = tp("orders", 3)?;
     let layout = ClusterLayout::new("prefix", "src-cluster").ok()?;
+    let page_id = UploadId::parse("18bcfe5683b0123456789abcdef").ok()?;
     let pk = PartitionKey {
         tp: tp.clone(),
         topic_id: id,
@@ -49,7 +50,7 @@ pub fn manifest_with(n: usize, origin: bool) -> Option<(PartitionManifest, Vec<P
             completes_segment: i % 4 == 3,
             segment_generation: u32::from(i % 7 == 0),
         };
-        if let Some((_, page)) = m.push_range(range, |a, b| layout.page_key(&pk, a, b)) {
+        if let Some((_, page)) = m.push_range(range, |a, b| layout.page_key(&pk, a, b, &page_id)) {
             pages.push(page);
         }
     }

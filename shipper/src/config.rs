@@ -23,7 +23,13 @@
 //! partition_delete_grace = "5m"               # a partition dir gone this long is published as deleted
 //! fence_backoff = "5m"                        # back-off after losing a manifest commit to another shipper
 //! error_backoff = "5m"                        # back-off after a non-retryable error (corrupt source data)
+//! store_timeout = "60s"                       # `shipper once` gives up when the store does not answer within this
 //! ```
+//!
+//! Relative paths: `log_dirs` in a file resolve against the file's
+//! directory; given as flags or in `SEGMIRROR_LOG_DIRS`, against the
+//! working directory ([`ShipperConfig::resolve_paths`]). Bucket URLs are
+//! URLs: `file://` takes an absolute path only (`file:///abs/path`).
 //!
 //! Sizes are integers (bytes) or strings with a unit (`B`, `KB`, `MB`,
 //! `GB` powers of 1000; `KiB`, `MiB`, `GiB` powers of 1024). Durations are
@@ -38,7 +44,8 @@
 //! `SEGMIRROR_RATE_LIMIT`, `SEGMIRROR_SHIP_BEYOND_HW`,
 //! `SEGMIRROR_METRICS_ADDR`, `SEGMIRROR_DELETE_GRACE`,
 //! `SEGMIRROR_SWEEP_INTERVAL`, `SEGMIRROR_PARTITION_DELETE_GRACE`,
-//! `SEGMIRROR_FENCE_BACKOFF`, `SEGMIRROR_ERROR_BACKOFF`.
+//! `SEGMIRROR_FENCE_BACKOFF`, `SEGMIRROR_ERROR_BACKOFF`,
+//! `SEGMIRROR_STORE_TIMEOUT`.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -193,6 +200,10 @@ pub struct ShipperConfig {
     /// Back-off after a non-retryable error.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_backoff: Option<String>,
+    /// How long `shipper once` waits for the store to answer before it
+    /// gives up (humantime).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store_timeout: Option<String>,
 }
 
 /// A configuration error naming the field.
@@ -335,7 +346,12 @@ pub struct Validated {
     pub bucket: BucketUrl,
     /// Metrics endpoint address.
     pub metrics_addr: Option<SocketAddr>,
+    /// How long `once` waits for the store to answer.
+    pub store_timeout: Duration,
 }
+
+/// Default of [`Validated::store_timeout`].
+pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn duration(
     field: &'static str,
@@ -376,8 +392,35 @@ impl ShipperConfig {
     pub fn from_file(path: &std::path::Path) -> Result<ShipperConfig, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| bad("(file)", format!("{}: {e}", path.display())))?;
-        Self::from_toml(&text)
-            .map_err(|e| bad(e.field, format!("{}: {}", path.display(), e.reason)))
+        let config = Self::from_toml(&text)
+            .map_err(|e| bad(e.field, format!("{}: {}", path.display(), e.reason)))?;
+        // Paths in the file resolve against the file's directory.
+        let dir = path.parent().unwrap_or(std::path::Path::new(""));
+        let dir = if dir.is_absolute() {
+            dir.to_path_buf()
+        } else {
+            std::env::current_dir()
+                .map_err(|e| {
+                    bad(
+                        "(file)",
+                        format!("{}: the working directory: {e}", path.display()),
+                    )
+                })?
+                .join(dir)
+        };
+        Ok(config.resolve_paths(&dir))
+    }
+
+    /// Joins every relative path (`log_dirs`) to `base`, which should be
+    /// absolute: the working directory for flags and the environment, the
+    /// file's directory for a file.
+    pub fn resolve_paths(mut self, base: &std::path::Path) -> ShipperConfig {
+        for d in &mut self.log_dirs {
+            if d.is_relative() {
+                *d = base.join(&*d);
+            }
+        }
+        self
     }
 
     /// The `SEGMIRROR_*` variables found by `lookup` (use
@@ -436,6 +479,7 @@ impl ShipperConfig {
             partition_delete_grace: s("SEGMIRROR_PARTITION_DELETE_GRACE"),
             fence_backoff: s("SEGMIRROR_FENCE_BACKOFF"),
             error_backoff: s("SEGMIRROR_ERROR_BACKOFF"),
+            store_timeout: s("SEGMIRROR_STORE_TIMEOUT"),
         })
     }
 
@@ -463,7 +507,8 @@ impl ShipperConfig {
             sweep_interval,
             partition_delete_grace,
             fence_backoff,
-            error_backoff
+            error_backoff,
+            store_timeout
         );
         if !over.log_dirs.is_empty() {
             self.log_dirs = over.log_dirs;
@@ -483,7 +528,10 @@ impl ShipperConfig {
             if !d.is_absolute() {
                 return Err(bad(
                     "log_dirs",
-                    format!("{} is not an absolute path", d.display()),
+                    format!(
+                        "{} is not an absolute path (resolve it first: ShipperConfig::resolve_paths)",
+                        d.display()
+                    ),
                 ));
             }
         }
@@ -605,10 +653,15 @@ impl ShipperConfig {
                 })
             })
             .transpose()?;
+        let store_timeout = duration("store_timeout", &self.store_timeout, DEFAULT_STORE_TIMEOUT)?;
+        if store_timeout < Duration::from_millis(100) {
+            return Err(bad("store_timeout", "must be at least 100ms"));
+        }
         Ok(Validated {
             options: o,
             bucket,
             metrics_addr,
+            store_timeout,
         })
     }
 }
@@ -633,6 +686,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "partition_delete_grace",
     "fence_backoff",
     "error_backoff",
+    "store_timeout",
 ];
 
 #[cfg(test)]
@@ -877,5 +931,67 @@ error_backoff = "2m"
         let e = ShipperConfig::from_env(|k| (k == "SEGMIRROR_RATE_LIMIT").then(|| "fast".into()))
             .expect_err("bad");
         assert_eq!(e.field, "rate_limit");
+    }
+
+    #[test]
+    fn relative_log_dirs_in_a_file_resolve_against_the_file_s_directory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conf = dir.path().join("etc/shipper.toml");
+        std::fs::create_dir_all(dir.path().join("etc")).expect("mkdir");
+        std::fs::write(
+            &conf,
+            "log_dirs = [\"data\", \"../kafka\", \"/abs\"]\nbucket = \"memory://\"\ncluster_id = \"c\"\n",
+        )
+        .expect("write");
+        let c = ShipperConfig::from_file(&conf).expect("parse");
+        assert_eq!(
+            c.log_dirs,
+            vec![
+                dir.path().join("etc/data"),
+                dir.path().join("etc/../kafka"),
+                PathBuf::from("/abs")
+            ]
+        );
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_base_given() {
+        let c = ShipperConfig {
+            log_dirs: vec![PathBuf::from("src"), PathBuf::from("/abs")],
+            ..ShipperConfig::default()
+        }
+        .resolve_paths(std::path::Path::new("/work/dir"));
+        assert_eq!(
+            c.log_dirs,
+            vec![PathBuf::from("/work/dir/src"), PathBuf::from("/abs")]
+        );
+    }
+
+    #[test]
+    fn the_store_timeout_defaults_to_a_minute_and_parses_like_other_durations() {
+        let v = ShipperConfig::from_toml(MINIMAL)
+            .expect("parse")
+            .validate()
+            .expect("valid");
+        assert_eq!(v.store_timeout, Duration::from_secs(60));
+        let file =
+            ShipperConfig::from_toml(&format!("{MINIMAL}store_timeout = \"5s\"")).expect("parse");
+        assert_eq!(
+            file.validate().expect("valid").store_timeout,
+            Duration::from_secs(5)
+        );
+        let env =
+            ShipperConfig::from_env(|k| (k == "SEGMIRROR_STORE_TIMEOUT").then(|| "750ms".into()))
+                .expect("env");
+        assert_eq!(
+            file.merge(env).validate().expect("valid").store_timeout,
+            Duration::from_millis(750)
+        );
+        let e = ShipperConfig::from_toml(&format!("{MINIMAL}store_timeout = \"soon\""))
+            .expect("parse")
+            .validate()
+            .expect_err("bad");
+        assert_eq!(e.field, "store_timeout");
     }
 }

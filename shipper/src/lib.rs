@@ -157,24 +157,36 @@
 //! # Modules
 //!
 //! - [`config`]: the configuration file, environment and validation.
-//! - [`Shipper`]: the cycle; [`status`]: what `shipper status` shows;
-//!   [`metrics`]: Prometheus metrics; [`clock`]: injectable time.
+//! - [`Shipper`] (module `cycle`): the cycle (observe, plan, upload,
+//!   commit per partition, report); `commit`: the next manifest version
+//!   (a pure function) and its create-only commit, answered by an outcome
+//!   (committed, adopted, fenced, failed); `feed`: publishing the change
+//!   feed's head; `sweep`: deleting unreferenced objects.
+//! - [`health`]: a partition's health, a state machine with one transition
+//!   function.
+//! - [`status`]: what `shipper status` shows; [`metrics`]: Prometheus
+//!   metrics; [`clock`]: injectable time.
 
 mod chunks;
 pub mod clock;
+mod commit;
 pub mod config;
+mod cycle;
 mod edit;
 pub mod error;
+mod feed;
+pub mod health;
 pub mod metrics;
 mod partition;
 mod plan;
-mod shipper;
 mod source;
 pub mod status;
+mod sweep;
 mod upload;
 
 pub use config::{ShipperConfig, ShipperOptions};
+pub use cycle::{CycleReport, PartitionStatus, Shipper};
 pub use error::ShipperError;
+pub use health::Health;
 pub use metrics::Metrics;
-pub use partition::Health;
-pub use shipper::{CycleReport, PartitionStatus, Shipper};
+pub use source::why_log_dir_unreadable;

@@ -19,6 +19,7 @@ use manifest::lineage::{EpochLineage, divergence_point};
 use manifest::partition::{MirrorOrigin, PartitionManifest, ShippedRange};
 
 use crate::error::ShipperError;
+use crate::health::{self, Forget, Health, HealthEvent};
 use crate::plan::{RangePlan, TailStop, plan_segment, plan_tail};
 use crate::source::{
     BadBatch, BatchMark, Cursor, Fingerprint, Located, SourceView, locate, read_header_at, walk,
@@ -40,48 +41,6 @@ pub(crate) fn cache_page(cache: &PageCache, key: String, ranges: Arc<Vec<Shipped
         Ok(mut c) => c.insert(key, ranges),
         Err(p) => p.into_inner().insert(key, ranges),
     };
-}
-
-/// How a partition is doing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Health {
-    /// Shipping.
-    Ok,
-    /// No `partition.metadata` yet: not shipped (object keys need the topic
-    /// id) until it appears.
-    NoTopicId,
-    /// The partition dir is gone (not yet for the grace period).
-    Missing,
-    /// Published as deleted.
-    Deleted,
-    /// Stopped by an error until `retry_at_ms`.
-    Failed {
-        /// The error.
-        error: String,
-        /// When it is tried again (ms since the epoch).
-        retry_at_ms: i64,
-    },
-    /// Another shipper committed first: backing off until `until_ms`.
-    Fenced {
-        /// The other shipper's id.
-        writer: String,
-        /// End of the back-off (ms since the epoch).
-        until_ms: i64,
-    },
-}
-
-impl Health {
-    /// A short, stable name (metrics label).
-    pub fn name(&self) -> &'static str {
-        match self {
-            Health::Ok => "ok",
-            Health::NoTopicId => "no_topic_id",
-            Health::Missing => "missing",
-            Health::Deleted => "deleted",
-            Health::Failed { .. } => "failed",
-            Health::Fenced { .. } => "fenced",
-        }
-    }
 }
 
 /// Why the source no longer matches what was shipped.
@@ -763,16 +722,31 @@ impl PartitionState {
         self.confirmed.retain(|b, _| work.seg_fps.contains_key(b));
     }
 
+    /// Moves the partition's health by `event` ([`health::next`]) and
+    /// forgets what the transition says. Returns whether the partition is
+    /// shipped this cycle.
+    pub(crate) fn apply_health(&mut self, event: HealthEvent) -> bool {
+        let step = health::next(&self.health, event);
+        match step.forget {
+            Forget::Nothing => {}
+            Forget::Position => {
+                self.cursor = None;
+                self.suspect_tail = None;
+            }
+            Forget::BucketState => self.reset(),
+        }
+        self.health = step.to;
+        step.ships
+    }
+
     /// A corrupt or unreadable source stops the partition until the error
     /// back-off has passed.
     pub(crate) fn fail(&mut self, e: &ShipperError, now_ms: i64, backoff_ms: i64) {
         tracing::error!(partition = %self.tp, error = %e, "partition stopped: not shipping it until the error is fixed (retried in {}s)", backoff_ms / 1000);
-        self.health = Health::Failed {
+        self.apply_health(HealthEvent::Stopped {
             error: e.to_string(),
             retry_at_ms: now_ms + backoff_ms,
-        };
-        self.cursor = None;
-        self.suspect_tail = None;
+        });
     }
 }
 

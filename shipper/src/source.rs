@@ -483,3 +483,13 @@ fn locate_from(
         }
     }
 }
+
+/// Why `dir` cannot be read as a log dir (`None`: it can): it is missing,
+/// not a directory, or cannot be listed.
+pub fn why_log_dir_unreadable(dir: &Path) -> Option<String> {
+    match std::fs::metadata(dir) {
+        Err(e) => Some(e.to_string()),
+        Ok(m) if !m.is_dir() => Some("not a directory".to_string()),
+        Ok(_) => std::fs::read_dir(dir).err().map(|e| e.to_string()),
+    }
+}

@@ -241,18 +241,7 @@ pub(crate) async fn upload_range(
             Err(e) => return Err(store_err(e)),
         }
     } else {
-        let location = ObjectPath::from(key.as_str());
-        let upload = store
-            .object_store()
-            .put_multipart_opts(&location, Default::default())
-            .await
-            .map_err(|e| {
-                store_err(StoreError::Store {
-                    op: "put_multipart",
-                    key: key.clone(),
-                    source: e,
-                })
-            })?;
+        let upload = store.put_multipart_new(&key).await.map_err(store_err)?;
         let mut writer = WriteMultipart::new_with_chunk_size(upload, part_size);
         let mut digest = kafkalog::batch::Crc32cDigest::new();
         let mut failure: Option<ShipperError> = None;

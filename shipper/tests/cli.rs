@@ -290,3 +290,228 @@ async fn metrics_are_served_on_get_metrics() {
         assert!(body.contains(want), "metrics lack {want}:\n{body}");
     }
 }
+
+fn once_in(cwd: &Path, args: &[&str]) -> (i32, String, Duration) {
+    let started = Instant::now();
+    let out = shipper_bin()
+        .current_dir(cwd)
+        .arg("once")
+        .args(args)
+        .output()
+        .expect("run shipper");
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text, started.elapsed())
+}
+
+#[test]
+fn once_without_a_readable_log_dir_exits_2_naming_each() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bucket = format!("file://{}", dir.path().join("bucket").display());
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").expect("write");
+    let file = file.to_str().expect("utf-8");
+    let (code, err, _) = once_in(
+        dir.path(),
+        &[
+            "--log-dir",
+            "/missing",
+            "--log-dir",
+            file,
+            "--bucket",
+            &bucket,
+            "--cluster-id",
+            "src",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no log dir is readable"), "{err}");
+    assert!(err.contains("/missing: No such file or directory"), "{err}");
+    assert!(err.contains(&format!("{file}: not a directory")), "{err}");
+    // One unreadable dir among readable ones: a warning, and the others ship.
+    let logs = dir.path().join("logs");
+    source(&logs);
+    let logs = logs.to_str().expect("utf-8");
+    let (code, err, _) = once_in(
+        dir.path(),
+        &[
+            "--log-dir",
+            "/missing",
+            "--log-dir",
+            logs,
+            "--bucket",
+            &bucket,
+            "--cluster-id",
+            "src",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("log dir unreadable") && err.contains("/missing"),
+        "{err}"
+    );
+    assert!(err.contains("2 manifest versions"), "{err}");
+}
+
+/// The binary with S3 requests sent to `endpoint` (dummy credentials).
+fn against(endpoint: &str) -> Command {
+    let mut c = shipper_bin();
+    c.env("AWS_ENDPOINT_URL", endpoint)
+        .env_remove("AWS_ENDPOINT_URL_S3")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test");
+    c
+}
+
+#[test]
+fn once_against_an_unreachable_store_exits_1_within_the_timeout() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    source(&logs);
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let started = Instant::now();
+    let out = against(&endpoint)
+        .args([
+            "once",
+            "--log-dir",
+            logs.to_str().expect("utf-8"),
+            "--bucket",
+            "s3://unreachable-bucket/p",
+            "--cluster-id",
+            "src",
+            "--store-timeout",
+            "2s",
+        ])
+        .env("AWS_REGION", "us-east-1")
+        .output()
+        .expect("run");
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+    // Either the client's own retries end first (their error), or the
+    // timeout does (then a connection attempt says why).
+    assert!(
+        err.contains("error sending request")
+            || err.contains("did not answer within 2s") && err.contains("refused"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    // The environment variable and the file key set it too.
+    let file = dir.path().join("shipper.toml");
+    std::fs::write(
+        &file,
+        "log_dirs = [\"logs\"]\nbucket = \"s3://unreachable-bucket/p\"\ncluster_id = \"src\"\nstore_timeout = \"600ms\"\n",
+    )
+    .expect("write");
+    let out = against(&endpoint)
+        .args(["once", "--config", file.to_str().expect("utf-8")])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("did not answer within 600ms"), "{err}");
+    assert!(
+        err.contains(&format!("connecting to 127.0.0.1:{port}")),
+        "{err}"
+    );
+    let out = against(&endpoint)
+        .args(["once", "--config", file.to_str().expect("utf-8")])
+        .env("SEGMIRROR_STORE_TIMEOUT", "300ms")
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("within 300ms"), "{err}");
+}
+
+#[test]
+fn relative_log_dirs_resolve_against_the_working_directory_or_the_config_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    source(&dir.path().join("logs"));
+    let bucket = format!("file://{}", dir.path().join("bucket").display());
+    let (code, err, _) = once_in(
+        dir.path(),
+        &[
+            "--log-dir",
+            "logs",
+            "--bucket",
+            &bucket,
+            "--cluster-id",
+            "src",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("2 manifest versions"), "{err}");
+    // In a file: against the file's directory, wherever the process runs.
+    let etc = dir.path().join("etc");
+    std::fs::create_dir_all(&etc).expect("mkdir");
+    let file = etc.join("shipper.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "log_dirs = [\"../logs\"]\nbucket = \"file://{}\"\ncluster_id = \"other\"\n",
+            dir.path().join("bucket").display()
+        ),
+    )
+    .expect("write");
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let (code, err, _) = once_in(
+        elsewhere.path(),
+        &["--config", file.to_str().expect("utf-8")],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("2 manifest versions"), "{err}");
+}
+
+#[test]
+fn once_that_ships_nothing_says_what_it_found() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    source(&logs);
+    let logs = logs.to_str().expect("utf-8");
+    let bucket = format!("file://{}", dir.path().join("bucket").display());
+    let base = [
+        "--log-dir",
+        logs,
+        "--bucket",
+        &bucket,
+        "--cluster-id",
+        "src",
+    ];
+    let (code, err, _) = once_in(dir.path(), &base);
+    assert_eq!(code, 0, "{err}");
+    let (code, err, _) = once_in(dir.path(), &base);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("shipped nothing: 2 partitions in the log dirs, 2 selected by every topic: 2 are already shipped"),
+        "{err}"
+    );
+    let mut args = base.to_vec();
+    args.extend(["--topics", "payments"]);
+    let (code, err, _) = once_in(dir.path(), &args);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("2 partitions in the log dirs, 0 selected by --topics payments: the selection matches none of them"),
+        "{err}"
+    );
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).expect("mkdir");
+    let (code, err, _) = once_in(
+        dir.path(),
+        &[
+            "--log-dir",
+            empty.to_str().expect("utf-8"),
+            "--bucket",
+            &bucket,
+            "--cluster-id",
+            "src",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("the log dirs hold no partitions"), "{err}");
+}

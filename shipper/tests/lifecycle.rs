@@ -805,7 +805,8 @@ async fn sealed_pages_through_sweeps_cuts_and_retention() {
         assert_eq!(data_keys(&b, &t, 19).await, referenced(&b, &v1).await);
 
         // A truncation inside the page: its kept ranges move inline; the
-        // re-shipped ranges seal a page under the same name again.
+        // re-shipped ranges seal a page over the same offsets under a new
+        // name (pages are create-only: a fresh upload id per write).
         log.truncate_to(100).expect("truncate");
         append_n(&mut log, 500, 1, 1, 40);
         let r = s.ship_available().await;
@@ -819,10 +820,20 @@ async fn sealed_pages_through_sweeps_cuts_and_retention() {
         );
         let last = versions.last().expect("last");
         assert_eq!(last.shipped_end_offset, 600);
+        let span = |m: &PartitionManifest| {
+            m.pages
+                .first()
+                .map(|p| (p.first_offset, p.last_offset, p.key.clone()))
+        };
+        let (old, new) = (span(&v1).expect("v1 page"), span(last).expect("new page"));
         assert_eq!(
-            last.pages.first().map(|p| p.key.clone()),
-            v1.pages.first().map(|p| p.key.clone()),
-            "the page name is reused"
+            (old.0, old.1),
+            (new.0, new.1),
+            "the same offsets are sealed"
+        );
+        assert_ne!(
+            old.2, new.2,
+            "under a new key: the old page is never replaced"
         );
         assert_eq!(last.lineage.entries(), source_epochs(&root, &t));
         assert_shipped_matches_source(&ms, last, &root, &t, 600).await;
@@ -845,7 +856,7 @@ async fn sealed_pages_through_sweeps_cuts_and_retention() {
         assert_eq!(data_keys(&b, &t, 19).await, referenced(&b, &v).await);
         let pages = keys_under(
             &b.counting.inner().clone(),
-            &format!("{}/pages", ms.layout().partition_dir(&pk(&t, 19))),
+            &ms.layout().pages_dir(&pk(&t, 19)),
         )
         .await;
         assert!(pages.is_empty(), "{pages:?}");

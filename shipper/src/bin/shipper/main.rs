@@ -88,10 +88,15 @@ pub(crate) struct Common {
     /// Delete unreferenced objects after this long, or "never" (leave them to lifecycle rules).
     #[arg(long, value_name = "DURATION|never")]
     delete_grace: Option<String>,
+    /// `once`: give up when the store does not answer within this, e.g. 60s (the default).
+    #[arg(long, value_name = "DURATION")]
+    store_timeout: Option<String>,
 }
 
 impl Common {
-    /// File, then environment, then flags.
+    /// File, then environment, then flags. Relative paths in the file
+    /// resolve against its directory; in flags and the environment, against
+    /// the working directory.
     pub(crate) fn load(&self) -> anyhow::Result<ShipperConfig> {
         let path = self
             .config
@@ -101,7 +106,9 @@ impl Common {
             Some(p) => ShipperConfig::from_file(p)?,
             None => ShipperConfig::default(),
         };
-        let env = ShipperConfig::from_env(|k| std::env::var(k).ok())?;
+        let cwd = std::env::current_dir()
+            .map_err(|e| anyhow::anyhow!("reading the working directory: {e}"))?;
+        let env = ShipperConfig::from_env(|k| std::env::var(k).ok())?.resolve_paths(&cwd);
         let flags = ShipperConfig {
             log_dirs: self.log_dirs.clone(),
             bucket: self.bucket.clone(),
@@ -117,8 +124,10 @@ impl Common {
             ship_beyond_hw: self.ship_beyond_hw.then_some(true),
             metrics_addr: self.metrics_addr.clone(),
             delete_grace: self.delete_grace.clone(),
+            store_timeout: self.store_timeout.clone(),
             ..ShipperConfig::default()
-        };
+        }
+        .resolve_paths(&cwd);
         Ok(file.merge(env).merge(flags))
     }
 }
@@ -132,10 +141,15 @@ enum Cmd {
 
 SIGINT or SIGTERM: the cycle in progress finishes (uploads, manifests, head), then the process exits 0.")]
     Run(run::RunArgs),
-    /// Ship everything shippable now, then exit (0: done; 1: a partition failed).
+    /// Ship everything shippable now, then exit (0: done; 1: a partition failed or the store is unreachable; 2: bad usage or no readable log dir).
     #[command(after_help = "Examples:
   shipper once --log-dir /data/kafka --bucket file:///data/bucket --cluster-id src
-  shipper once --config /etc/segmirror/shipper.toml --topics 'orders|payments' --exclude 'tmp-.*'")]
+  shipper once --config /etc/segmirror/shipper.toml --topics 'orders|payments' --exclude 'tmp-.*'
+  shipper once --log-dir data --bucket s3://dr-bucket/segmirror --cluster-id src --store-timeout 20s
+
+Exit codes: 0 shipped (or found nothing to ship: a line says what it found); 1 a partition
+failed, or the store did not answer within --store-timeout (default 60s); 2 a usage or
+configuration error, or none of the log dirs is readable.")]
     Once(run::RunArgs),
     /// Per-partition shipped end, source high watermark and lag, from the bucket.
     #[command(after_help = "Examples:

@@ -1,15 +1,69 @@
 //! `shipper once`: ship everything shippable now, then exit.
+//!
+//! Never a silent no-op: no readable log dir is exit 2 naming each dir and
+//! why; a store that does not answer within `store_timeout` is exit 1
+//! naming the endpoint and the error (a probe of the store, bounded by the
+//! timeout, runs before any partition is walked); a run that shipped
+//! nothing says what it found in one line.
 
-use crate::run::{RunArgs, build};
+use std::time::Duration;
+
+use manifest::bucket::BucketUrl;
+use shipper::{CycleReport, PartitionStatus};
+
+use crate::run::{RunArgs, build_validated};
 
 pub(crate) async fn once(args: RunArgs) -> anyhow::Result<u8> {
-    let mut shipper = build(&args)?;
+    let config = args.common.load()?;
+    let selection = selection(&config);
+    let v = config.validate()?;
+    let dirs = &v.options.log_dirs;
+    let unreadable: Vec<(String, String)> = dirs
+        .iter()
+        .filter_map(|d| {
+            shipper::why_log_dir_unreadable(d).map(|why| (d.display().to_string(), why))
+        })
+        .collect();
+    if unreadable.len() == dirs.len() {
+        eprintln!("shipper: error: no log dir is readable:");
+        for (d, why) in &unreadable {
+            eprintln!("  {d}: {why}");
+        }
+        return Ok(2);
+    }
+    for (d, why) in &unreadable {
+        tracing::warn!(log_dir = %d, %why, "log dir unreadable: shipping the others");
+    }
+    let timeout = v.store_timeout;
+    let endpoint = endpoint(&v.bucket);
+    let mut shipper = build_validated(v)?;
+    // One request the whole run depends on, bounded: an unreachable store
+    // is reported before any partition is walked.
+    match tokio::time::timeout(timeout, shipper.store().latest_head_seq()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            eprintln!("shipper: error: the store at {endpoint}: {e}");
+            return Ok(1);
+        }
+        Err(_) => {
+            let why = diagnose(&endpoint).await;
+            eprintln!(
+                "shipper: error: the store at {endpoint} did not answer within {}: {why}",
+                humantime::format_duration(timeout)
+            );
+            return Ok(1);
+        }
+    }
     let r = shipper.ship_available().await;
-    let failed: Vec<_> = shipper
-        .partitions()
-        .into_iter()
+    let partitions = shipper.partitions();
+    let failed: Vec<&PartitionStatus> = partitions
+        .iter()
         .filter(|p| p.state == "failed" || p.state == "fenced")
         .collect();
+    if r.committed == 0 && r.objects == 0 && failed.is_empty() && r.errors.is_empty() {
+        eprintln!("{}", nothing_shipped(&r, &partitions, &selection));
+        return Ok(0);
+    }
     eprintln!(
         "shipped {} objects, {} bytes, {} batches; {} manifest versions, {} heads; {} partitions, {} failed",
         r.objects,
@@ -29,5 +83,124 @@ pub(crate) async fn once(args: RunArgs) -> anyhow::Result<u8> {
             p.detail.as_deref().unwrap_or("")
         );
     }
-    Ok(if failed.is_empty() { 0 } else { 1 })
+    for (p, e) in r.errors.iter().filter(|(p, _)| p == "-") {
+        eprintln!("  {p}: {e}");
+    }
+    Ok(
+        if failed.is_empty() && !r.errors.iter().any(|(p, _)| p == "-") {
+            0
+        } else {
+            1
+        },
+    )
+}
+
+/// The topic selection, for messages.
+fn selection(c: &shipper::ShipperConfig) -> String {
+    match (c.topics.as_deref(), c.exclude.as_deref()) {
+        (None, None) => "every topic".to_string(),
+        (Some(t), None) => format!("--topics {t}"),
+        (None, Some(x)) => format!("every topic but --exclude {x}"),
+        (Some(t), Some(x)) => format!("--topics {t} but --exclude {x}"),
+    }
+}
+
+/// One line saying what a run that shipped nothing found, and why.
+fn nothing_shipped(r: &CycleReport, partitions: &[PartitionStatus], selection: &str) -> String {
+    let found = format!(
+        "shipped nothing: {} partitions in the log dirs, {} selected by {selection}",
+        r.seen, r.partitions
+    );
+    let count = |state: &str| partitions.iter().filter(|p| p.state == state).count();
+    let why = if r.seen == 0 {
+        "the log dirs hold no partitions".to_string()
+    } else if r.partitions == 0 {
+        "the selection matches none of them".to_string()
+    } else {
+        let no_id = count("no_topic_id");
+        let gone = count("missing") + count("deleted");
+        let mut parts = Vec::new();
+        if no_id > 0 {
+            parts.push(format!(
+                "{no_id} without a topic id (no partition.metadata) are not shipped"
+            ));
+        }
+        if gone > 0 {
+            parts.push(format!("{gone} are gone from the log dirs"));
+        }
+        let rest = r.partitions
+            - no_id.min(r.partitions)
+            - gone.min(r.partitions - no_id.min(r.partitions));
+        if rest > 0 {
+            parts.push(format!(
+                "{rest} are already shipped up to what the source has committed"
+            ));
+        }
+        parts.join("; ")
+    };
+    format!("{found}: {why}")
+}
+
+/// The endpoint a bucket's requests go to, for messages.
+fn endpoint(bucket: &BucketUrl) -> String {
+    match bucket {
+        BucketUrl::S3 { .. } => {
+            let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+            let endpoint = env("AWS_ENDPOINT_URL_S3")
+                .or_else(|| env("AWS_ENDPOINT_URL"))
+                .unwrap_or_else(|| {
+                    let region = env("AWS_REGION")
+                        .or_else(|| env("AWS_DEFAULT_REGION"))
+                        .unwrap_or_else(|| "us-east-1".to_string());
+                    format!("https://s3.{region}.amazonaws.com")
+                });
+            format!("{bucket} ({endpoint})")
+        }
+        _ => bucket.to_string(),
+    }
+}
+
+/// Why an endpoint did not answer, as far as one TCP connection can tell
+/// (the store client retries connection errors until its own deadline, so
+/// its error is not at hand when the timeout fires).
+async fn diagnose(endpoint: &str) -> String {
+    let Some(url) = endpoint
+        .rsplit_once('(')
+        .and_then(|(_, e)| e.strip_suffix(')'))
+    else {
+        return "no answer".to_string();
+    };
+    let (default_port, rest) = match url.split_once("://") {
+        Some(("https", rest)) => (443, rest),
+        Some((_, rest)) => (80, rest),
+        None => (443, url),
+    };
+    let authority = rest.split('/').next().unwrap_or(rest).to_string();
+    let addr = if authority
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        authority
+    } else {
+        format!("{authority}:{default_port}")
+    };
+    let probe = addr.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        use std::net::ToSocketAddrs;
+        let addrs: Vec<_> = probe.to_socket_addrs()?.collect();
+        let mut last = std::io::Error::other("the name resolves to no address");
+        for a in addrs {
+            match std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)) {
+                Ok(_) => return Ok(()),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    })
+    .await;
+    match result {
+        Ok(Ok(())) => format!("{addr} accepts connections but no request was answered"),
+        Ok(Err(e)) => format!("connecting to {addr}: {e}"),
+        Err(e) => format!("no answer ({e})"),
+    }
 }

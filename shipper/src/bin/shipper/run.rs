@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use manifest::counting::CountingStore;
+use shipper::config::Validated;
 use shipper::{Metrics, Shipper};
 
 use crate::Common;
@@ -17,7 +18,11 @@ pub(crate) struct RunArgs {
 /// Builds the shipper from the merged configuration, with metrics served
 /// when an address is configured.
 pub(crate) fn build(args: &RunArgs) -> anyhow::Result<Shipper> {
-    let v = args.common.load()?.validate()?;
+    build_validated(args.common.load()?.validate()?)
+}
+
+/// [`build`] from a validated configuration.
+pub(crate) fn build_validated(v: Validated) -> anyhow::Result<Shipper> {
     let counting = CountingStore::new(v.bucket.build()?);
     let metrics = Arc::new(Metrics::new(Some(counting.clone())));
     if let Some(addr) = v.metrics_addr {

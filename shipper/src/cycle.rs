@@ -1,0 +1,887 @@
+//! The ship cycle: observe the log dirs, plan, upload, commit per
+//! partition, publish the feed, sweep, report. See the crate docs for the
+//! semantics; the commit, the feed and the sweep have their own modules.
+//!
+//! Invariants:
+//! - one slot ([`PartitionState`]) per partition; a partition being
+//!   decided, uploaded and committed is taken out of the map and put back
+//!   with its commit's outcome, so no two steps hold it at once;
+//! - health moves only through `PartitionState::apply_health` (see
+//!   `crate::health`), and a partition is planned only when that says it
+//!   ships this cycle;
+//! - steps 1 and 3 read local files only; an idle cycle (nothing new
+//!   anywhere) makes no request to the bucket.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kafkalog::TopicPartition;
+use manifest::layout::{ClusterLayout, PartitionKey, new_upload_id};
+use manifest::store::{ManifestStore, StoreError};
+use object_store::ObjectStore;
+
+use crate::chunks::ChunkPool;
+use crate::clock::{Clock, SystemClock};
+use crate::commit::{self, CommitCtx, CommitOutcome, load_page};
+use crate::config::ShipperOptions;
+use crate::error::ShipperError;
+use crate::feed::Feed;
+use crate::health::{Health, HealthEvent};
+use crate::metrics::Metrics;
+use crate::partition::{DecideCtx, PageCache, PartitionState, Work};
+use crate::plan::RangePlan;
+use crate::source::{self, RootCheckpoints, SourceView};
+use crate::sweep::{self, SweepPolicy};
+use crate::upload::{RateLimiter, Uploaded, upload_range};
+
+/// What one cycle (or several, summed) did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CycleReport {
+    /// Partitions known (selected by `topics`/`exclude`).
+    pub partitions: usize,
+    /// Partitions found in the readable log dirs, selected or not.
+    pub seen: usize,
+    /// Manifest versions committed.
+    pub committed: usize,
+    /// Objects uploaded and committed.
+    pub objects: u64,
+    /// Bytes of those objects.
+    pub bytes: u64,
+    /// Record batches in them.
+    pub batches: u64,
+    /// Heads published.
+    pub heads: usize,
+    /// Manifests cut back after a source divergence.
+    pub cuts: usize,
+    /// Compacted segments shipped again.
+    pub reshipped_segments: usize,
+    /// Partitions published as deleted.
+    pub deleted_partitions: usize,
+    /// Unreferenced objects deleted by sweeps.
+    pub deleted_objects: u64,
+    /// Partitions that lost a commit to another shipper, with its id.
+    pub fenced: Vec<(TopicPartition, String)>,
+    /// Errors, by partition (`-` for cluster-wide ones).
+    pub errors: Vec<(String, String)>,
+    /// More is waiting: a partition's plan hit the per-cycle byte budget,
+    /// or a decision needs another cycle (pages to read, a cut to re-ship
+    /// after).
+    pub backlog: bool,
+}
+
+impl CycleReport {
+    /// True when the cycle committed or deleted anything.
+    pub fn did_something(&self) -> bool {
+        self.committed > 0 || self.heads > 0 || self.deleted_objects > 0
+    }
+
+    fn absorb(&mut self, r: CycleReport) {
+        self.partitions = r.partitions;
+        self.seen = r.seen;
+        self.committed += r.committed;
+        self.objects += r.objects;
+        self.bytes += r.bytes;
+        self.batches += r.batches;
+        self.heads += r.heads;
+        self.cuts += r.cuts;
+        self.reshipped_segments += r.reshipped_segments;
+        self.deleted_partitions += r.deleted_partitions;
+        self.deleted_objects += r.deleted_objects;
+        self.fenced.extend(r.fenced);
+        self.errors.extend(r.errors);
+        self.backlog = r.backlog;
+    }
+}
+
+/// One partition as the shipper sees it (for status output and tests).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PartitionStatus {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// Topic id, when known.
+    pub topic_id: Option<String>,
+    /// State name (see [`Health::name`]).
+    pub state: &'static str,
+    /// The error, or the other writer when fenced.
+    pub detail: Option<String>,
+    /// Latest manifest version known.
+    pub manifest_version: Option<u64>,
+    /// Its writer.
+    pub writer: Option<String>,
+    /// Its shipped end.
+    pub shipped_end_offset: i64,
+    /// The source high watermark last seen.
+    pub source_high_watermark: i64,
+    /// `source_high_watermark - shipped_end_offset` (never negative).
+    pub lag_offsets: i64,
+    /// Committed bytes not shipped, as of the last plan.
+    pub lag_bytes: u64,
+}
+
+/// Tails the source log dirs and ships to the bucket. See the crate docs.
+#[derive(Debug)]
+pub struct Shipper {
+    opts: ShipperOptions,
+    store: ManifestStore,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+    limiter: Option<Arc<RateLimiter>>,
+    /// The chunk buffers all uploads share (`crate::chunks`).
+    chunks: Arc<ChunkPool>,
+    /// One slot per partition known.
+    partitions: BTreeMap<TopicPartition, PartitionState>,
+    /// The change feed's head and the entries for the next one.
+    feed: Feed,
+    pages: PageCache,
+    started_ms: i64,
+    down_roots: HashSet<PathBuf>,
+}
+
+enum Observation {
+    View(Box<SourceView>),
+    Missing,
+    Unknown,
+    Error(kafkalog::Error),
+}
+
+/// What one read of the log dirs found: each partition's observation,
+/// the log dirs that could not be read, and how many partitions the
+/// readable ones hold (selected or not).
+type Observed = (
+    Vec<(TopicPartition, PathBuf, Observation)>,
+    Vec<(PathBuf, String)>,
+    usize,
+);
+
+fn observe_all(opts: &ShipperOptions, known: Vec<(TopicPartition, PathBuf)>) -> Observed {
+    let mut found: BTreeMap<TopicPartition, (PathBuf, Arc<RootCheckpoints>)> = BTreeMap::new();
+    let mut up: HashSet<PathBuf> = HashSet::new();
+    let mut problems = Vec::new();
+    let mut seen = 0;
+    for root in &opts.log_dirs {
+        if !root.is_dir() {
+            problems.push((
+                root.clone(),
+                "the log dir is missing or not a directory".to_string(),
+            ));
+            continue;
+        }
+        let cps = match source::read_root_checkpoints(root) {
+            Ok(c) => Arc::new(c),
+            Err(e) => {
+                problems.push((root.clone(), e.to_string()));
+                continue;
+            }
+        };
+        let tps = match kafkalog::reader::list_partitions(root) {
+            Ok(t) => t,
+            Err(e) => {
+                problems.push((root.clone(), e.to_string()));
+                continue;
+            }
+        };
+        up.insert(root.clone());
+        seen += tps.len();
+        for tp in tps {
+            if !opts.selects(&tp.topic) {
+                continue;
+            }
+            if let Some((first, _)) = found.get(&tp) {
+                problems.push((
+                    root.clone(),
+                    format!("{tp} is also in {}: shipping that one", first.display()),
+                ));
+                continue;
+            }
+            found.insert(tp, (root.clone(), Arc::clone(&cps)));
+        }
+    }
+    let mut out = Vec::new();
+    for (tp, root) in known {
+        if found.contains_key(&tp) {
+            continue;
+        }
+        let obs = if up.contains(&root) {
+            Observation::Missing
+        } else {
+            Observation::Unknown
+        };
+        out.push((tp, root, obs));
+    }
+    for (tp, (root, cps)) in found {
+        let obs = match source::observe(&root, &tp, &cps, opts.ship_beyond_hw) {
+            Ok(Some(v)) => Observation::View(Box::new(v)),
+            Ok(None) => Observation::Missing,
+            Err(e) => Observation::Error(e),
+        };
+        out.push((tp, root, obs));
+    }
+    (out, problems, seen)
+}
+
+impl Shipper {
+    /// A shipper over `store` (built from the bucket URL in production:
+    /// [`manifest::bucket::BucketUrl::build`]; a
+    /// [`manifest::counting::CountingStore`] to count requests). Keys go
+    /// under `opts.bucket_prefix`.
+    pub fn new(opts: ShipperOptions, store: Arc<dyn ObjectStore>) -> Result<Shipper, ShipperError> {
+        let layout = ClusterLayout::new(&opts.bucket_prefix, &opts.cluster_id)
+            .map_err(|e| ShipperError::store("-", StoreError::Layout(e)))?;
+        let limiter = opts
+            .rate_limit
+            .map(|r| Arc::new(RateLimiter::new(r, opts.part_size)));
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let started_ms = clock.now_ms();
+        Ok(Shipper {
+            store: ManifestStore::new(store, layout),
+            clock,
+            metrics: Arc::new(Metrics::new(None)),
+            limiter,
+            chunks: ChunkPool::for_uploads(
+                opts.upload_concurrency,
+                crate::upload::CHANNEL,
+                opts.part_size,
+            ),
+            partitions: BTreeMap::new(),
+            feed: Feed::default(),
+            pages: PageCache::default(),
+            started_ms,
+            down_roots: HashSet::new(),
+            opts,
+        })
+    }
+
+    /// Uses `clock` instead of the system clock (tests).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Shipper {
+        self.started_ms = clock.now_ms();
+        self.clock = clock;
+        self
+    }
+
+    /// Reports into `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Shipper {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The options.
+    pub fn options(&self) -> &ShipperOptions {
+        &self.opts
+    }
+
+    /// The bucket's manifest store.
+    pub fn store(&self) -> &ManifestStore {
+        &self.store
+    }
+
+    /// Every partition known, sorted.
+    pub fn partitions(&self) -> Vec<PartitionStatus> {
+        self.partitions
+            .values()
+            .map(|st| {
+                let m = st.manifest.as_ref();
+                let end = st.shipped_end();
+                PartitionStatus {
+                    topic: st.tp.topic.clone(),
+                    partition: st.tp.partition,
+                    topic_id: st.pk.as_ref().map(|p| p.topic_id.to_string()),
+                    state: st.health.name(),
+                    detail: match &st.health {
+                        Health::Failed { error, .. } => Some(error.clone()),
+                        Health::Fenced { writer, .. } => Some(format!("fenced by {writer}")),
+                        _ => None,
+                    },
+                    manifest_version: m.map(|m| m.version),
+                    writer: m.map(|m| m.writer.clone()),
+                    shipped_end_offset: end,
+                    source_high_watermark: st.hw,
+                    lag_offsets: (st.hw - end).max(0),
+                    lag_bytes: st.lag_bytes,
+                }
+            })
+            .collect()
+    }
+
+    /// Runs cycles until one finds nothing more to ship (for `shipper once`
+    /// and tests), then returns what they did in total.
+    pub async fn ship_available(&mut self) -> CycleReport {
+        let mut total = CycleReport::default();
+        for _ in 0..10_000 {
+            let r = self.run_cycle().await;
+            let more = r.committed > 0 || r.backlog;
+            total.absorb(r);
+            if !more {
+                break;
+            }
+        }
+        total
+    }
+
+    /// Runs cycles every tail interval (at once while there is a backlog)
+    /// until `stop` completes; the cycle in progress finishes first.
+    pub async fn run(&mut self, stop: impl std::future::Future<Output = ()>) {
+        tokio::pin!(stop);
+        loop {
+            let r = self.run_cycle().await;
+            let pause = if r.backlog {
+                Duration::ZERO
+            } else {
+                self.opts.tail_interval
+            };
+            tokio::select! {
+                biased;
+                _ = &mut stop => break,
+                _ = tokio::time::sleep(pause) => {}
+            }
+        }
+        tracing::info!("shipper stopped");
+    }
+
+    /// One cycle: discover and read the source, ship what is new, commit
+    /// one manifest version per changed partition, publish one head, sweep
+    /// the partitions that are due. An idle cycle makes no request.
+    pub async fn run_cycle(&mut self) -> CycleReport {
+        let started = Instant::now();
+        let now = self.clock.now_ms();
+        let mut report = CycleReport::default();
+        if let Err(e) = self.feed.load_once(&self.store).await {
+            self.cluster_error(&mut report, e);
+        }
+        // 1. Discover and read the source (local files only).
+        let Some((views, deletions)) = self.observe(now, &mut report).await else {
+            return report;
+        };
+        // 2. Read the latest manifests of partitions new to this process
+        //    (or reset), and pages some decision needs.
+        self.load_manifests(&views, &mut report).await;
+        // 3. Decide (local files only).
+        let Some(mut works) = self.decide(views, now, &mut report).await else {
+            return report;
+        };
+        works.extend(self.deletion_works(deletions));
+        // 4. Upload every planned range.
+        let results = self.upload(&works).await;
+        // 5. Commit one manifest version per partition.
+        self.commit_all(works, results, now, &mut report).await;
+        // 6. One head for everything committed, and for any version this
+        //    shipper holds that the feed does not name yet (adopted after a
+        //    lost answer, or committed just before a crash).
+        self.feed.queue_unnamed(
+            self.partitions
+                .values()
+                .filter_map(|st| st.manifest.as_ref()),
+        );
+        match self.feed.publish(&self.store, &self.opts.shipper_id).await {
+            Ok(true) => {
+                report.heads += 1;
+                self.metrics.heads_published.inc();
+            }
+            Ok(false) => {}
+            Err(e) => self.cluster_error(&mut report, e),
+        }
+        // 7. Sweep the partitions that are due.
+        report.deleted_objects += self.sweep(now, false, &mut report).await;
+        report.partitions = self.partitions.len();
+        self.update_metrics(now, started.elapsed());
+        report
+    }
+
+    /// Reads the log dirs and moves each partition's health by what was
+    /// found. Returns the views of the partitions to ship this cycle and
+    /// the partitions gone for the grace period; `None` when the log dirs
+    /// could not be read at all (the error is in the report).
+    async fn observe(
+        &mut self,
+        now: i64,
+        report: &mut CycleReport,
+    ) -> Option<(BTreeMap<TopicPartition, SourceView>, Vec<TopicPartition>)> {
+        let known: Vec<(TopicPartition, PathBuf)> = self
+            .partitions
+            .iter()
+            .filter(|(_, st)| st.health != Health::Deleted)
+            .map(|(tp, st)| (tp.clone(), st.root.clone()))
+            .collect();
+        let opts = self.opts.clone();
+        let (observed, problems, seen) =
+            match tokio::task::spawn_blocking(move || observe_all(&opts, known)).await {
+                Ok(x) => x,
+                Err(e) => {
+                    report
+                        .errors
+                        .push(("-".into(), format!("reading the log dirs: {e}")));
+                    return None;
+                }
+            };
+        self.note_down_roots(problems);
+        report.seen = seen;
+        let mut views: BTreeMap<TopicPartition, SourceView> = BTreeMap::new();
+        let mut deletions: Vec<TopicPartition> = Vec::new();
+        let grace_ms = self.opts.partition_delete_grace.as_millis() as i64;
+        for (tp, root, obs) in observed {
+            let st = self
+                .partitions
+                .entry(tp.clone())
+                .or_insert_with(|| PartitionState::new(tp.clone(), root.clone(), now));
+            match obs {
+                Observation::Unknown => {}
+                Observation::Missing => {
+                    let since = *st.missing_since_ms.get_or_insert(now);
+                    st.apply_health(HealthEvent::DirMissing);
+                    let published_live = st.manifest.as_ref().is_some_and(|m| !m.deleted);
+                    if now - since >= grace_ms && published_live {
+                        deletions.push(tp);
+                    }
+                }
+                Observation::Error(e) => {
+                    let e = ShipperError::Source {
+                        tp: tp.clone(),
+                        source: Box::new(e),
+                    };
+                    self.metrics.error(e.kind());
+                    tracing::warn!(partition = %tp, error = %e, "cannot read the partition this cycle");
+                    report.errors.push((tp.to_string(), e.to_string()));
+                }
+                Observation::View(v) => {
+                    st.root = root;
+                    st.missing_since_ms = None;
+                    let Some(topic_id) = v.topic_id else {
+                        if !st.warned_no_topic_id {
+                            tracing::warn!(partition = %tp, "no partition.metadata (topic id): not shipped until it appears (object keys need the topic id)");
+                            st.warned_no_topic_id = true;
+                        }
+                        st.apply_health(HealthEvent::Seen {
+                            has_topic_id: false,
+                            now_ms: now,
+                        });
+                        continue;
+                    };
+                    if st.pk.as_ref().is_none_or(|p| p.topic_id != topic_id) {
+                        if let Some(old) = &st.pk {
+                            tracing::warn!(partition = %tp, old = %old.topic_id, new = %topic_id, "the topic was recreated (new topic id): starting a new manifest chain");
+                        }
+                        st.reset();
+                        st.confirmed.clear();
+                        st.dropped.clear();
+                        st.last_sweep_ms = None;
+                        st.pk = Some(PartitionKey {
+                            tp: tp.clone(),
+                            topic_id,
+                        });
+                    }
+                    let ships = st.apply_health(HealthEvent::Seen {
+                        has_topic_id: true,
+                        now_ms: now,
+                    });
+                    if ships {
+                        views.insert(tp, *v);
+                    }
+                }
+            }
+        }
+        Some((views, deletions))
+    }
+
+    /// Logs log dirs that became unreadable or readable again.
+    fn note_down_roots(&mut self, problems: Vec<(PathBuf, String)>) {
+        let mut down = HashSet::new();
+        for (root, problem) in problems {
+            if self.down_roots.insert(root.clone()) {
+                tracing::warn!(log_dir = %root.display(), %problem, "log dir unreadable: its partitions are left as they are until it is back");
+            }
+            down.insert(root);
+        }
+        for root in self.down_roots.iter().filter(|r| !down.contains(*r)) {
+            tracing::info!(log_dir = %root.display(), "log dir readable again");
+        }
+        self.down_roots = down;
+    }
+
+    /// Decides every partition ready to ship from its view (local files
+    /// only, on a blocking thread). Returns the partitions with work, taken
+    /// out of `self.partitions` until they are committed; `None` when the
+    /// planning thread failed.
+    async fn decide(
+        &mut self,
+        views: BTreeMap<TopicPartition, SourceView>,
+        now: i64,
+        report: &mut CycleReport,
+    ) -> Option<Vec<(PartitionState, Work)>> {
+        let ctx = DecideCtx {
+            max_object: self.opts.max_object_size,
+            max_cycle_bytes: self.opts.max_cycle_bytes,
+            error_backoff_ms: self.opts.error_backoff.as_millis() as i64,
+            pages: Arc::clone(&self.pages),
+        };
+        let mut batch: Vec<(PartitionState, SourceView)> = Vec::new();
+        for (tp, v) in views {
+            let ready = self
+                .partitions
+                .get(&tp)
+                .is_some_and(|st| st.loaded && st.pk.is_some() && st.health == Health::Ok);
+            if ready && let Some(st) = self.partitions.remove(&tp) {
+                batch.push((st, v));
+            }
+        }
+        let decide_ctx = ctx.clone();
+        let decided = tokio::task::spawn_blocking(move || {
+            let mut out = Vec::with_capacity(batch.len());
+            for (mut st, v) in batch {
+                let d = st.decide(&v, &decide_ctx);
+                out.push((st, d));
+            }
+            out
+        })
+        .await;
+        let decided = match decided {
+            Ok(d) => d,
+            Err(e) => {
+                report.errors.push(("-".into(), format!("planning: {e}")));
+                return None;
+            }
+        };
+        let mut works: Vec<(PartitionState, Work)> = Vec::new();
+        for (mut st, d) in decided {
+            match d {
+                Ok(Some(w)) => works.push((st, w)),
+                Ok(None) => {
+                    if !st.pages_to_load.is_empty() {
+                        report.backlog = true;
+                    }
+                    self.partitions.insert(st.tp.clone(), st);
+                }
+                Err(e) => {
+                    self.metrics.error(e.kind());
+                    report.errors.push((st.tp.to_string(), e.to_string()));
+                    if e.is_retryable() {
+                        tracing::warn!(partition = %st.tp, error = %e, "retrying next cycle");
+                        st.cursor = None;
+                    } else {
+                        st.fail(&e, now, ctx.error_backoff_ms);
+                    }
+                    self.partitions.insert(st.tp.clone(), st);
+                }
+            }
+        }
+        Some(works)
+    }
+
+    /// The work of publishing `deletions` as deleted.
+    fn deletion_works(&mut self, deletions: Vec<TopicPartition>) -> Vec<(PartitionState, Work)> {
+        let mut works = Vec::new();
+        for tp in deletions {
+            if let Some(st) = self.partitions.remove(&tp) {
+                tracing::warn!(partition = %tp, "the partition dir has been gone for the grace period: publishing it as deleted");
+                let w = Work {
+                    mark_deleted: true,
+                    ..Work::default()
+                };
+                works.push((st, w));
+            }
+        }
+        works
+    }
+
+    /// Uploads every job of every work (`upload_concurrency` at once), each
+    /// under a fresh data key. Returns, per work, one result per job.
+    async fn upload(
+        &self,
+        works: &[(PartitionState, Work)],
+    ) -> Vec<Vec<Result<Uploaded, ShipperError>>> {
+        let mut jobs: Vec<(usize, usize, RangePlan, TopicPartition, PartitionKey)> = Vec::new();
+        let mut results: Vec<Vec<Option<Result<Uploaded, ShipperError>>>> = Vec::new();
+        for (wi, (st, w)) in works.iter().enumerate() {
+            let plans = w.jobs();
+            results.push((0..plans.len()).map(|_| None).collect());
+            if let Some(pk) = &st.pk {
+                for (ji, p) in plans.into_iter().enumerate() {
+                    jobs.push((wi, ji, p, st.tp.clone(), pk.clone()));
+                }
+            }
+        }
+        let store = &self.store;
+        let part_size = self.opts.part_size;
+        let limiter = self.limiter.clone();
+        let chunks = &self.chunks;
+        let mut uploads = futures::stream::iter(jobs.into_iter().map(|(wi, ji, plan, tp, pk)| {
+            let limiter = limiter.clone();
+            async move {
+                let key = store.layout().data_key(
+                    &pk,
+                    plan.summary.base_offset,
+                    plan.summary.last_offset,
+                    plan.summary.first_epoch,
+                    &new_upload_id(),
+                );
+                let r = match key {
+                    Ok(key) => {
+                        upload_range(
+                            store,
+                            &tp,
+                            &plan,
+                            key,
+                            part_size,
+                            limiter.as_deref(),
+                            chunks,
+                        )
+                        .await
+                    }
+                    Err(e) => Err(ShipperError::store(tp.to_string(), StoreError::Layout(e))),
+                };
+                (wi, ji, r)
+            }
+        }))
+        .buffer_unordered(self.opts.upload_concurrency);
+        while let Some((wi, ji, r)) = uploads.next().await {
+            if let Err(e) = &r {
+                tracing::warn!(error = %e, "upload failed");
+            }
+            if let Some(slot) = results.get_mut(wi).and_then(|v| v.get_mut(ji)) {
+                *slot = Some(r);
+            }
+        }
+        drop(uploads);
+        works
+            .iter()
+            .zip(results)
+            .map(|((st, _), rs)| {
+                rs.into_iter()
+                    .map(|r| {
+                        r.unwrap_or_else(|| {
+                            Err(ShipperError::Inconsistent {
+                                tp: st.tp.clone(),
+                                reason: "an upload did not run".into(),
+                            })
+                        })
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Commits every work ([`commit::commit`]) and records the outcomes in
+    /// the report, the metrics and the feed; the partitions go back into
+    /// `self.partitions`.
+    async fn commit_all(
+        &mut self,
+        works: Vec<(PartitionState, Work)>,
+        results: Vec<Vec<Result<Uploaded, ShipperError>>>,
+        now: i64,
+        report: &mut CycleReport,
+    ) {
+        let cctx = CommitCtx {
+            store: &self.store,
+            layout: self.store.layout(),
+            shipper_id: &self.opts.shipper_id,
+            cluster_id: &self.opts.cluster_id,
+            now_ms: now,
+            fence_backoff_ms: self.opts.fence_backoff.as_millis() as i64,
+            pages: &self.pages,
+        };
+        let outcomes: Vec<(PartitionState, bool, CommitOutcome)> =
+            futures::stream::iter(works.into_iter().zip(results).map(|((mut st, w), rs)| {
+                let cctx = &cctx;
+                async move {
+                    let backlog = w.capped || w.cut.is_some();
+                    let o = commit::commit(cctx, &mut st, w, rs).await;
+                    (st, backlog, o)
+                }
+            }))
+            .buffer_unordered(self.opts.upload_concurrency)
+            .collect()
+            .await;
+        let error_backoff_ms = self.opts.error_backoff.as_millis() as i64;
+        for (mut st, backlog, o) in outcomes {
+            report.backlog |= o.wants_another_cycle(backlog);
+            let error = match o {
+                CommitOutcome::Committed {
+                    version,
+                    shipped,
+                    cut,
+                    deleted,
+                    partial,
+                } => {
+                    tracing::debug!(partition = %st.tp, version, objects = shipped.objects, "committed");
+                    report.committed += 1;
+                    report.objects += shipped.objects;
+                    report.bytes += shipped.bytes;
+                    report.batches += shipped.batches;
+                    report.reshipped_segments += shipped.reshipped;
+                    report.cuts += usize::from(cut);
+                    report.deleted_partitions += usize::from(deleted);
+                    self.metrics.manifest_commits.inc();
+                    self.metrics.shipped_objects.inc_by(shipped.objects);
+                    self.metrics.shipped_bytes.inc_by(shipped.bytes);
+                    self.metrics.shipped_batches.inc_by(shipped.batches);
+                    if let Some(m) = &st.manifest {
+                        self.feed.queue(m);
+                    }
+                    partial
+                }
+                CommitOutcome::Unchanged { error } => error,
+                CommitOutcome::Adopted { version } => {
+                    tracing::debug!(partition = %st.tp, version, "adopted a version committed under this shipper's id");
+                    None
+                }
+                CommitOutcome::Fenced { version, writer } => {
+                    tracing::debug!(partition = %st.tp, version, %writer, "fenced");
+                    self.metrics.error("fenced");
+                    report.fenced.push((st.tp.clone(), writer));
+                    None
+                }
+                CommitOutcome::Failed(e) => Some(e),
+            };
+            if let Some(e) = error {
+                self.metrics.error(e.kind());
+                report.errors.push((st.tp.to_string(), e.to_string()));
+                if !e.is_retryable() && !matches!(e, ShipperError::Fenced { .. }) {
+                    st.fail(&e, now, error_backoff_ms);
+                }
+            }
+            self.partitions.insert(st.tp.clone(), st);
+        }
+    }
+
+    /// Sweeps every partition now, whatever the schedule (`shipper once`,
+    /// tests). Returns the number of objects deleted.
+    pub async fn sweep_now(&mut self) -> u64 {
+        let now = self.clock.now_ms();
+        let mut report = CycleReport::default();
+        self.sweep(now, true, &mut report).await
+    }
+
+    /// Sweeps the partitions due (all with `force`); `delete_grace =
+    /// never` sweeps none.
+    async fn sweep(&mut self, now: i64, force: bool, report: &mut CycleReport) -> u64 {
+        let Some(grace) = self.opts.delete_grace else {
+            return 0;
+        };
+        let policy = SweepPolicy {
+            grace_ms: grace.as_millis() as i64,
+            interval_ms: self.opts.sweep_interval.as_millis() as i64,
+            on_start: self.opts.sweep_on_start,
+            started_ms: self.started_ms,
+        };
+        let (deleted, errors) = sweep::sweep_due(
+            &self.store,
+            &self.pages,
+            &mut self.partitions,
+            &policy,
+            now,
+            force,
+            &self.metrics,
+        )
+        .await;
+        report.errors.extend(errors);
+        deleted
+    }
+
+    fn cluster_error(&self, report: &mut CycleReport, e: ShipperError) {
+        tracing::warn!(error = %e, "bucket unavailable; retrying next cycle");
+        self.metrics.error(e.kind());
+        report.errors.push(("-".into(), e.to_string()));
+    }
+
+    async fn load_manifests(
+        &mut self,
+        views: &BTreeMap<TopicPartition, SourceView>,
+        report: &mut CycleReport,
+    ) {
+        let mut wanted: Vec<(TopicPartition, PartitionKey, Option<u64>)> = Vec::new();
+        let mut pages: Vec<String> = Vec::new();
+        for tp in views.keys() {
+            let Some(st) = self.partitions.get_mut(tp) else {
+                continue;
+            };
+            if st.health != Health::Ok {
+                continue;
+            }
+            pages.append(&mut st.pages_to_load);
+            if st.loaded {
+                continue;
+            }
+            let Some(pk) = st.pk.clone() else { continue };
+            let known = self.feed.known_version(tp, &pk);
+            wanted.push((tp.clone(), pk, known));
+        }
+        let store = &self.store;
+        let loaded: Vec<_> =
+            futures::stream::iter(wanted.into_iter().map(|(tp, pk, known)| async move {
+                let r = store.latest_manifest(&pk, known).await;
+                (tp, r)
+            }))
+            .buffer_unordered(self.opts.upload_concurrency)
+            .collect()
+            .await;
+        for (tp, r) in loaded {
+            let Some(st) = self.partitions.get_mut(&tp) else {
+                continue;
+            };
+            match r {
+                Ok(m) => {
+                    if let Some(m) = &m
+                        && m.writer != self.opts.shipper_id
+                    {
+                        tracing::info!(partition = %tp, version = m.version, writer = %m.writer, shipped_end = m.shipped_end_offset, "continuing from the latest manifest");
+                    }
+                    st.manifest = m;
+                    st.loaded = true;
+                    st.cursor = None;
+                    if self.opts.sweep_on_start && st.last_sweep_ms.is_none() {
+                        st.dirty = true;
+                    }
+                }
+                Err(e) => {
+                    let e = ShipperError::store(tp.to_string(), e);
+                    tracing::warn!(partition = %tp, error = %e, "cannot read the latest manifest; retrying next cycle");
+                    self.metrics.error(e.kind());
+                    report.errors.push((tp.to_string(), e.to_string()));
+                }
+            }
+        }
+        for key in pages {
+            if let Err(e) = load_page(store, &self.pages, &key).await {
+                tracing::warn!(key, error = %e, "cannot read a sealed page; retrying next cycle");
+            }
+        }
+    }
+
+    fn update_metrics(&mut self, now: i64, took: Duration) {
+        let m = &self.metrics;
+        m.cycles.inc();
+        m.last_cycle_seconds.set(took.as_secs_f64());
+        m.partitions.clear();
+        for st in self.partitions.values_mut() {
+            if st.hw <= st.shipped_end() {
+                st.caught_up_at_ms = now;
+            }
+            m.partitions
+                .get_or_create(&vec![("state", st.health.name().to_string())])
+                .inc();
+            let labels = Metrics::partition_labels(&st.tp.topic, st.tp.partition);
+            let end = st.shipped_end();
+            m.shipped_end.get_or_create(&labels).set(end);
+            m.source_hw.get_or_create(&labels).set(st.hw);
+            m.lag_offsets
+                .get_or_create(&labels)
+                .set((st.hw - end).max(0));
+            m.lag_bytes.get_or_create(&labels).set(st.lag_bytes as i64);
+            let lag_s = if st.hw > end {
+                (now - st.caught_up_at_ms).max(0) as f64 / 1000.0
+            } else {
+                0.0
+            };
+            m.lag_seconds.get_or_create(&labels).set(lag_s);
+        }
+        m.sync_requests();
+    }
+}

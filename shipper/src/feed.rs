@@ -1,0 +1,106 @@
+//! The change feed as this shipper publishes it: the newest head seen, and
+//! the entries waiting for the next one.
+//!
+//! Invariants:
+//! - every version this process holds is named by a published head, or
+//!   queued for the next one: versions committed in a cycle are queued as
+//!   they commit, and [`Feed::queue_unnamed`] queues any other (adopted
+//!   after a lost answer, or committed just before a crash), since
+//!   appliers learn versions only from the feed;
+//! - at most one head is written per cycle, create-if-absent at the next
+//!   sequence number, merged again on a lost race
+//!   (`ManifestStore::publish_head`);
+//! - with nothing queued, publishing makes no request (an idle cycle makes
+//!   none).
+
+use std::collections::BTreeMap;
+
+use kafkalog::TopicPartition;
+use manifest::feed::{Head, HeadEntry};
+use manifest::layout::PartitionKey;
+use manifest::partition::PartitionManifest;
+use manifest::store::ManifestStore;
+
+use crate::error::ShipperError;
+
+/// The feed's head as known here, and what the next head adds.
+#[derive(Debug, Default)]
+pub(crate) struct Feed {
+    head: Option<Head>,
+    loaded: bool,
+    pending: BTreeMap<String, HeadEntry>,
+}
+
+impl Feed {
+    /// Reads the newest head, once per process (until it succeeds).
+    pub(crate) async fn load_once(&mut self, store: &ManifestStore) -> Result<(), ShipperError> {
+        if self.loaded {
+            return Ok(());
+        }
+        let h = store
+            .latest_head(None)
+            .await
+            .map_err(|e| ShipperError::store("-", e))?;
+        self.head = h;
+        self.loaded = true;
+        Ok(())
+    }
+
+    /// The version the last head seen names for `tp` under `pk`'s topic id.
+    pub(crate) fn known_version(&self, tp: &TopicPartition, pk: &PartitionKey) -> Option<u64> {
+        self.head
+            .as_ref()
+            .and_then(|h| h.partitions.get(&tp.to_string()))
+            .filter(|e| e.topic_id == pk.topic_id)
+            .map(|e| e.manifest_version)
+    }
+
+    /// Queues `m` for the next head.
+    pub(crate) fn queue(&mut self, m: &PartitionManifest) {
+        let e = HeadEntry::for_manifest(m);
+        self.pending.insert(e.map_key(), e);
+    }
+
+    /// Queues every version in `held` that neither the last head seen nor
+    /// the queue names (memory only: no request).
+    pub(crate) fn queue_unnamed<'a>(&mut self, held: impl Iterator<Item = &'a PartitionManifest>) {
+        for m in held {
+            let e = HeadEntry::for_manifest(m);
+            let named = |h: Option<&HeadEntry>| {
+                h.is_some_and(|h| {
+                    h.topic_id == e.topic_id && h.manifest_version >= e.manifest_version
+                })
+            };
+            let key = e.map_key();
+            if named(self.head.as_ref().and_then(|h| h.partitions.get(&key)))
+                || named(self.pending.get(&key))
+            {
+                continue;
+            }
+            self.pending.insert(key, e);
+        }
+    }
+
+    /// Publishes one head with the queued entries. `Ok(true)`: a new head
+    /// was written; `Ok(false)`: nothing queued, or the newest head already
+    /// said it all.
+    pub(crate) async fn publish(
+        &mut self,
+        store: &ManifestStore,
+        writer: &str,
+    ) -> Result<bool, ShipperError> {
+        if self.pending.is_empty() {
+            return Ok(false);
+        }
+        let entries: Vec<HeadEntry> = self.pending.values().cloned().collect();
+        let known = self.head.as_ref().map(|h| h.seq);
+        let h = store
+            .publish_head(known, writer, &entries)
+            .await
+            .map_err(|e| ShipperError::store("-", e))?;
+        let published = known != Some(h.seq);
+        self.head = Some(h);
+        self.pending.clear();
+        Ok(published)
+    }
+}
