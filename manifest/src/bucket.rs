@@ -138,8 +138,20 @@ impl BucketUrl {
     }
 
     /// Builds the store. S3 settings come from the environment (see the
-    /// module docs).
+    /// module docs); a request is retried for at most 3 minutes
+    /// (object_store's default).
     pub fn build(&self) -> Result<Arc<dyn ObjectStore>, BucketError> {
+        self.build_with_retry_timeout(object_store::RetryConfig::default().retry_timeout)
+    }
+
+    /// Builds the store with each request's retries bounded by
+    /// `retry_timeout` (S3; local stores do not retry): what a batch run
+    /// (`once`) uses so that an unreachable store fails it within its
+    /// `store_timeout` at every request, not only the first.
+    pub fn build_with_retry_timeout(
+        &self,
+        retry_timeout: std::time::Duration,
+    ) -> Result<Arc<dyn ObjectStore>, BucketError> {
         match self {
             BucketUrl::Memory => Ok(Arc::new(InMemory::new())),
             BucketUrl::File { root } => {
@@ -156,7 +168,12 @@ impl BucketUrl {
                 Ok(Arc::new(fs))
             }
             BucketUrl::S3 { bucket, .. } => {
-                let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+                let mut builder = AmazonS3Builder::from_env()
+                    .with_bucket_name(bucket)
+                    .with_retry(object_store::RetryConfig {
+                        retry_timeout,
+                        ..object_store::RetryConfig::default()
+                    });
                 if std::env::var_os("AWS_ACCESS_KEY_ID").is_none()
                     && let Some(p) = shared_profile()
                 {

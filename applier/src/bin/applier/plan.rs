@@ -19,7 +19,7 @@ pub(crate) async fn run(args: PlanArgs) -> anyhow::Result<u8> {
     };
     crate::run::require_bucket_dir(bucket)?;
     let store = manifest::store::ManifestStore::new(
-        bucket.build()?,
+        bucket.build_with_retry_timeout(v.store_timeout)?,
         manifest::layout::ClusterLayout::new(bucket.prefix(), &v.options.source_cluster_id)?,
     );
     let rows =

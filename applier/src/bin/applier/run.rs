@@ -35,7 +35,13 @@ pub(crate) async fn run(args: RunArgs, once: bool) -> anyhow::Result<u8> {
     if let Some(b) = &v.bucket {
         require_bucket_dir(b)?;
     }
-    let store = v.bucket.as_ref().map(|b| b.build()).transpose()?;
+    // Each request's retries end within the store timeout (a daemon tries
+    // again next cycle; `once` fails within it).
+    let store = v
+        .bucket
+        .as_ref()
+        .map(|b| b.build_with_retry_timeout(v.store_timeout))
+        .transpose()?;
     let mut applier = Applier::open(v.options.clone(), store.clone())?;
     if let Some(addr) = v.metrics_addr {
         let exposition = applier::metrics::serve(addr)

@@ -23,7 +23,9 @@ pub(crate) fn build(args: &RunArgs) -> anyhow::Result<Shipper> {
 
 /// [`build`] from a validated configuration.
 pub(crate) fn build_validated(v: Validated) -> anyhow::Result<Shipper> {
-    let counting = CountingStore::new(v.bucket.build()?);
+    // Each request's retries end within the store timeout (a daemon tries
+    // again next cycle; `once` fails within it).
+    let counting = CountingStore::new(v.bucket.build_with_retry_timeout(v.store_timeout)?);
     let metrics = Arc::new(Metrics::new(Some(counting.clone())));
     if let Some(addr) = v.metrics_addr {
         let bound = metrics.serve(addr)?;
