@@ -5,6 +5,8 @@
 //!   implementation of Kafka's record format independent of ours, run with
 //!   the interpreter of `tests/.venv` (created on first use by
 //!   `tests/fixtures/setup.sh`).
+//! - [`metrics`]: scraping a service's metrics endpoint over TCP and
+//!   reading its OpenMetrics samples.
 //! - [`backends`] (feature `backends`): the bucket backends every store test
 //!   body runs on — `memory://`, `file://` in a fresh temp dir, and an
 //!   S3-compatible server under a fresh prefix when
@@ -24,6 +26,7 @@
 #[cfg(feature = "backends")]
 mod backends;
 pub mod kafka_python;
+pub mod metrics;
 
 #[cfg(feature = "backends")]
 pub use backends::{Backend, S3_BUCKET_VAR, backends};
