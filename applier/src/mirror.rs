@@ -669,18 +669,5 @@ pub fn new_record(
     topic_id: TopicId,
     state: manifest::state::MirrorState,
 ) -> MirrorRecord {
-    MirrorRecord {
-        schema: manifest::partition::SchemaVersion::CURRENT,
-        source_cluster_id: source_cluster_id.to_string(),
-        topic_id,
-        state,
-        lme: None,
-        stopped_at_offset: None,
-        stop_epoch: None,
-        stopped_source_cluster_id: None,
-        failback_pending: false,
-        applied_manifest_version: 0,
-        segment_generations: BTreeMap::new(),
-        updated_at_ms: now_ms(),
-    }
+    MirrorRecord::new(source_cluster_id, topic_id, state, now_ms())
 }

@@ -16,6 +16,7 @@ use kafkalog::checkpoint;
 use kafkalog::reader::{self, PartitionReader};
 use kafkalog::records;
 use kafkalog::verify::{self, VerifyOptions, VerifyStats};
+use segmirror_testkit::kafka_python;
 use serde_json::Value;
 
 fn b64(v: &Option<Vec<u8>>) -> Value {
@@ -36,7 +37,7 @@ fn tp_of(p: &Value) -> TopicPartition {
 #[test]
 fn reads_every_batch_and_record_of_a_kafka_python_log_dir() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let expected = common::generate_kafka_logdir(dir.path());
+    let expected = kafka_python::generate_kafka_logdir(dir.path());
     let partitions = expected["partitions"].as_array().expect("partitions");
     let found = reader::list_partitions(dir.path()).expect("list");
     assert_eq!(found.len(), partitions.len());
@@ -179,7 +180,7 @@ fn with_flipped<T>(path: &Path, at: u64, f: impl FnOnce() -> T) -> T {
 #[test]
 fn verify_catches_every_single_byte_flip_inside_any_batch() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let expected = common::generate_kafka_logdir(dir.path());
+    let expected = kafka_python::generate_kafka_logdir(dir.path());
     let mut checked = 0u64;
     for p in expected["partitions"].as_array().expect("partitions") {
         let tp = tp_of(p);
@@ -278,7 +279,7 @@ fn kafka_python_reads_what_kafkalog_produces_in_every_codec() {
         assert_eq!(code, 0, "produce {codec}: {out}{err}");
         assert_eq!(out.lines().count(), 3, "three batches acknowledged: {out}");
     }
-    let out = common::run_fixture("read_with_kafka_python.py", &["--log-dir", root]);
+    let out = kafka_python::run_fixture("read_with_kafka_python.py", &["--log-dir", root]);
     let parsed: Value = serde_json::from_slice(&out.stdout).expect("reader json");
     let parts = parsed.as_array().expect("list");
     assert_eq!(parts.len(), 5);

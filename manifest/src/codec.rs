@@ -1,5 +1,6 @@
 //! The integrity envelope of every JSON object segmirror writes to the
-//! bucket: partition manifests, sealed pages and heads.
+//! bucket (partition manifests, sealed pages and heads) and of the
+//! applier's local mirror record (`mirror_state`).
 //!
 //! The objects are compact JSON, and JSON alone does not detect damage: a
 //! flipped bit in a digit or in a topic id character still parses and
@@ -23,10 +24,13 @@
 //!   read. Only then is the JSON parsed; the `crc32c` member is an unknown
 //!   field to the object's schema and ignored.
 //! - When there is no well-formed trailer, the object's `schema` decides:
-//!   from 1.1 on a trailer is required, and the object is refused with
-//!   [`ManifestFormatError::MissingChecksum`]; objects of schema 1.0 (written
+//!   from the kind's [`ObjectKind::checksummed_since`] on (1.1 for the
+//!   bucket's objects, 1.2 for the mirror record, whose version numbers
+//!   are its own) a trailer is required, and the object is refused with
+//!   [`ManifestFormatError::MissingChecksum`]; older objects (written
 //!   before checksums existed) are still accepted, with a `tracing` warning
-//!   per decode, since corruption in them cannot be detected.
+//!   per decode of a bucket object, since corruption in them cannot be
+//!   detected.
 //! - A newer major version is refused with
 //!   [`ManifestFormatError::UnsupportedSchema`] as before; a newer minor is
 //!   read (its unknown fields ignored) when its trailer verifies.
@@ -55,7 +59,8 @@ use serde::de::DeserializeOwned;
 
 use crate::partition::{ManifestFormatError, SCHEMA_MAJOR, SchemaVersion};
 
-/// The first schema version whose objects carry the CRC-32C trailer.
+/// The first schema version whose manifests, pages and heads carry the
+/// CRC-32C trailer.
 pub const CHECKSUMMED_SINCE: SchemaVersion = SchemaVersion { major: 1, minor: 1 };
 
 /// What precedes the CRC digits at the end of a checksummed object.
@@ -74,15 +79,29 @@ pub enum ObjectKind {
     Page,
     /// A change feed head (`head/<seq>.json`).
     Head,
+    /// The applier's mirror record of a local partition
+    /// (`segmirror-mirror.json` in the partition dir).
+    MirrorRecord,
 }
 
 impl ObjectKind {
-    /// The kind's name: `manifest`, `page` or `head`.
+    /// The kind's name: `manifest`, `page`, `head` or `mirror record`.
     pub fn as_str(self) -> &'static str {
         match self {
             ObjectKind::Manifest => "manifest",
             ObjectKind::Page => "page",
             ObjectKind::Head => "head",
+            ObjectKind::MirrorRecord => "mirror record",
+        }
+    }
+
+    /// The first schema version of this kind whose objects carry the
+    /// trailer: [`CHECKSUMMED_SINCE`] for the bucket's objects,
+    /// `mirror_state::CHECKSUMMED_SINCE` for the mirror record.
+    pub fn checksummed_since(self) -> SchemaVersion {
+        match self {
+            ObjectKind::Manifest | ObjectKind::Page | ObjectKind::Head => CHECKSUMMED_SINCE,
+            ObjectKind::MirrorRecord => crate::mirror_state::CHECKSUMMED_SINCE,
         }
     }
 }
@@ -175,7 +194,8 @@ fn leading_schema(bytes: &[u8]) -> Option<SchemaVersion> {
 /// [`ManifestFormatError::ChecksumMismatch`]); a newer major is refused; an
 /// object of schema 1.1 or later without a well-formed trailer is refused
 /// ([`ManifestFormatError::MissingChecksum`], whether or not the rest is
-/// valid JSON: a damaged trailer or a torn object); older objects are
+/// valid JSON: a damaged trailer or a torn object; from 1.2 for the mirror
+/// record, see [`ObjectKind::checksummed_since`]); older objects are
 /// [`Integrity::Unchecked`] (their fields are not checked here).
 pub fn verify(kind: ObjectKind, bytes: &[u8]) -> Result<Integrity, ManifestFormatError> {
     let trailer = split_trailer(bytes);
@@ -209,11 +229,10 @@ pub fn verify(kind: ObjectKind, bytes: &[u8]) -> Result<Integrity, ManifestForma
             minor: schema.minor,
         });
     }
+    let since = kind.checksummed_since();
     match trailer {
         Some((_, crc32c)) => Ok(Integrity::Verified { schema, crc32c }),
-        None if (schema.major, schema.minor)
-            >= (CHECKSUMMED_SINCE.major, CHECKSUMMED_SINCE.minor) =>
-        {
+        None if (schema.major, schema.minor) >= (since.major, since.minor) => {
             Err(ManifestFormatError::MissingChecksum {
                 object: kind,
                 major: schema.major,
@@ -250,8 +269,8 @@ pub(crate) fn decode<T: DeserializeOwned>(
             key = key.unwrap_or("(unknown)"),
             schema = %format_args!("{}.{}", schema.major, schema.minor),
             "accepted a {kind} written before checksums (schema below {}.{}): damage to it cannot be detected",
-            CHECKSUMMED_SINCE.major,
-            CHECKSUMMED_SINCE.minor,
+            kind.checksummed_since().major,
+            kind.checksummed_since().minor,
         );
     }
     Ok(value)

@@ -10,17 +10,47 @@
 //! loop check read.
 //!
 //! Kafka ignores unknown files in a partition dir.
+//!
+//! # Format
+//!
+//! The record's schema versions are its own (not the manifest's):
+//!
+//! - 1.2 ([`RECORD_SCHEMA`], written since): compact JSON, fields in
+//!   declaration order, sealed with the CRC-32C trailer of [`crate::codec`]
+//!   (`...,"crc32c":<n>}`), exactly as manifests are. A record whose
+//!   trailer does not match its bytes, or a 1.2 record without a trailer
+//!   (torn, or its trailer damaged), is refused with
+//!   [`MirrorRecordError::Damaged`] naming the file: a damaged record is
+//!   never taken for an absent one (which would make a mirror look like a
+//!   source partition).
+//! - 1.0 and 1.1 (written before, pretty-printed, no trailer; 1.1 borrowed
+//!   the manifest's version number): still read, unchecked (the next write
+//!   seals it). Not warned about per read: the shipper reads the record of
+//!   every partition each cycle.
+//! - A newer major version is refused; a newer minor is read when its
+//!   trailer verifies (unknown fields ignored).
+//!
+//! A decoded record's `schema` is [`RECORD_SCHEMA`], the version it is
+//! written as, whatever it was read as.
 
 use std::path::Path;
 
 use kafkalog::topic::TopicId;
 use serde::{Deserialize, Serialize};
 
-use crate::partition::{MirrorOrigin, SchemaVersion, decode_versioned};
+use crate::codec::{self, ObjectKind};
+use crate::partition::{ManifestFormatError, MirrorOrigin, SchemaVersion};
 use crate::state::MirrorState;
 
 /// Name of the file in the partition dir.
 pub const MIRROR_FILE: &str = kafkalog::reader::MIRROR_RECORD_FILE;
+
+/// The version of the record this build writes (1.2: with the CRC-32C
+/// trailer).
+pub const RECORD_SCHEMA: SchemaVersion = SchemaVersion { major: 1, minor: 2 };
+
+/// The first record version that carries the CRC-32C trailer.
+pub const CHECKSUMMED_SINCE: SchemaVersion = RECORD_SCHEMA;
 
 /// The applier's durable record of one mirror partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,9 +110,44 @@ pub enum MirrorRecordError {
         /// What is wrong.
         reason: String,
     },
+    /// The file's CRC-32C trailer does not match its bytes, or a record of
+    /// a version that requires one has none (torn or damaged on disk).
+    #[error("mirror record {path} is damaged: {source}")]
+    Damaged {
+        /// The file.
+        path: String,
+        /// The checksum error.
+        #[source]
+        source: ManifestFormatError,
+    },
 }
 
 impl MirrorRecord {
+    /// The record of a partition that starts mirroring `source_cluster_id`
+    /// (topic `topic_id`) in `state`, written at `now_ms`: no stop recorded,
+    /// nothing applied yet.
+    pub fn new(
+        source_cluster_id: &str,
+        topic_id: TopicId,
+        state: MirrorState,
+        now_ms: i64,
+    ) -> MirrorRecord {
+        MirrorRecord {
+            schema: RECORD_SCHEMA,
+            source_cluster_id: source_cluster_id.to_string(),
+            topic_id,
+            state,
+            lme: None,
+            stopped_at_offset: None,
+            stop_epoch: None,
+            stopped_source_cluster_id: None,
+            failback_pending: false,
+            applied_manifest_version: 0,
+            segment_generations: std::collections::BTreeMap::new(),
+            updated_at_ms: now_ms,
+        }
+    }
+
     /// The origin the shipper publishes for a source partition with this
     /// record.
     pub fn origin(&self) -> MirrorOrigin {
@@ -93,28 +158,243 @@ impl MirrorRecord {
         }
     }
 
-    /// Reads the record of partition dir `dir` (None when it is not a mirror).
+    /// Reads the record of partition dir `dir` (None when it is not a
+    /// mirror: the file does not exist). A damaged or unreadable file is an
+    /// error naming it.
     pub fn read(dir: &Path) -> Result<Option<MirrorRecord>, MirrorRecordError> {
         let path = dir.join(MIRROR_FILE);
         let Some(bytes) = kafkalog::fsutil::read_optional(&path)? else {
             return Ok(None);
         };
-        decode_versioned(&bytes)
-            .map(Some)
-            .map_err(|e| MirrorRecordError::Malformed {
-                path: path.display().to_string(),
-                reason: e.to_string(),
-            })
+        let path = || path.display().to_string();
+        MirrorRecord::decode(&bytes).map(Some).map_err(|e| match e {
+            ManifestFormatError::ChecksumMismatch { .. }
+            | ManifestFormatError::MissingChecksum { .. } => MirrorRecordError::Damaged {
+                path: path(),
+                source: e,
+            },
+            other => MirrorRecordError::Malformed {
+                path: path(),
+                reason: other.to_string(),
+            },
+        })
     }
 
-    /// Writes the record atomically and durably.
+    /// Writes the record atomically and durably, as [`RECORD_SCHEMA`].
     pub fn write(&self, dir: &Path) -> Result<(), MirrorRecordError> {
         let path = dir.join(MIRROR_FILE);
-        let bytes = serde_json::to_vec_pretty(self).map_err(|e| MirrorRecordError::Malformed {
+        let bytes = self.encode().map_err(|e| MirrorRecordError::Malformed {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
         kafkalog::fsutil::write_atomic(&path, &bytes, true)?;
         Ok(())
+    }
+
+    /// The record's bytes as [`RECORD_SCHEMA`] (whatever its `schema`
+    /// says): compact JSON sealed with the CRC-32C trailer.
+    pub fn encode(&self) -> Result<Vec<u8>, ManifestFormatError> {
+        if self.schema == RECORD_SCHEMA {
+            codec::encode(ObjectKind::MirrorRecord, self)
+        } else {
+            let current = MirrorRecord {
+                schema: RECORD_SCHEMA,
+                ..self.clone()
+            };
+            codec::encode(ObjectKind::MirrorRecord, &current)
+        }
+    }
+
+    /// Verifies (see the module docs) and decodes a record's bytes.
+    pub fn decode(bytes: &[u8]) -> Result<MirrorRecord, ManifestFormatError> {
+        codec::verify(ObjectKind::MirrorRecord, bytes)?;
+        let mut record: MirrorRecord = serde_json::from_slice(bytes)
+            .map_err(|e| ManifestFormatError::Malformed(e.to_string()))?;
+        record.schema = RECORD_SCHEMA;
+        Ok(record)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_source_a_stop_was_mirroring_round_trips() {
+        let mut r = sample();
+        r.stopped_source_cluster_id = Some("src-1".into());
+        let bytes = r.encode().expect("encode");
+        assert!(String::from_utf8_lossy(&bytes).contains(r#""stopped_source_cluster_id":"src-1""#));
+        assert_eq!(MirrorRecord::decode(&bytes).expect("decode"), r);
+    }
+
+    fn sample() -> MirrorRecord {
+        MirrorRecord {
+            schema: RECORD_SCHEMA,
+            source_cluster_id: "src-1".into(),
+            topic_id: "vVw7a5a_QkWcK7JvBD2t8Q".parse().expect("topic id"),
+            state: crate::state::initial().0,
+            lme: Some(4),
+            stopped_at_offset: Some(100),
+            stop_epoch: Some(5),
+            stopped_source_cluster_id: None,
+            failback_pending: true,
+            applied_manifest_version: 3,
+            segment_generations: [(0, 1), (70, 2)].into_iter().collect(),
+            updated_at_ms: 1_700_000_000_200,
+        }
+    }
+
+    /// The sample as 1.2 writes it: compact JSON, then the CRC-32C of
+    /// everything before `,"crc32c":` (1955714686 = 0x7491d67e, checked
+    /// against the `crc32c` Python package).
+    const GOLDEN_1_2: &str = r#"{"schema":{"major":1,"minor":2},"source_cluster_id":"src-1","topic_id":"vVw7a5a_QkWcK7JvBD2t8Q","state":{"state":"PREPARING","previous":null,"retries":0},"lme":4,"stopped_at_offset":100,"stop_epoch":5,"failback_pending":true,"applied_manifest_version":3,"segment_generations":{"0":1,"70":2},"updated_at_ms":1700000000200,"crc32c":1955714686}"#;
+
+    /// The sample as the writer before 1.2 wrote it: pretty JSON, no
+    /// trailer, the manifest's version 1.1.
+    const OLD_1_1: &str = r#"{
+  "schema": {
+    "major": 1,
+    "minor": 1
+  },
+  "source_cluster_id": "src-1",
+  "topic_id": "vVw7a5a_QkWcK7JvBD2t8Q",
+  "state": {
+    "state": "PREPARING",
+    "previous": null,
+    "retries": 0
+  },
+  "lme": 4,
+  "stopped_at_offset": 100,
+  "stop_epoch": 5,
+  "failback_pending": true,
+  "applied_manifest_version": 3,
+  "segment_generations": {
+    "0": 1,
+    "70": 2
+  },
+  "updated_at_ms": 1700000000200
+}"#;
+
+    fn written(bytes: &[u8]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join(MIRROR_FILE), bytes).expect("write");
+        dir
+    }
+
+    #[test]
+    fn golden_bytes_are_pinned() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        sample().write(dir.path()).expect("write");
+        let on_disk = std::fs::read(dir.path().join(MIRROR_FILE)).expect("read");
+        assert_eq!(String::from_utf8(on_disk).expect("utf-8"), GOLDEN_1_2);
+        assert_eq!(
+            MirrorRecord::read(dir.path()).expect("read"),
+            Some(sample())
+        );
+        assert_eq!(
+            codec::verify(ObjectKind::MirrorRecord, GOLDEN_1_2.as_bytes()),
+            Ok(codec::Integrity::Verified {
+                schema: RECORD_SCHEMA,
+                crc32c: 0x7491_d67e
+            })
+        );
+        // Whatever `schema` says, the record is written as 1.2.
+        let old = MirrorRecord {
+            schema: SchemaVersion { major: 1, minor: 0 },
+            ..sample()
+        };
+        assert_eq!(old.encode().expect("encode"), GOLDEN_1_2.as_bytes());
+    }
+
+    #[test]
+    fn a_record_without_trailer_from_before_1_2_is_still_read() {
+        let dir = written(OLD_1_1.as_bytes());
+        assert_eq!(
+            MirrorRecord::read(dir.path()).expect("read"),
+            Some(sample())
+        );
+        let v10 = OLD_1_1.replace("\"minor\": 1", "\"minor\": 0");
+        assert_eq!(MirrorRecord::decode(v10.as_bytes()), Ok(sample()));
+        // Rewritten, it gains the trailer.
+        let record = MirrorRecord::read(dir.path()).expect("read").expect("some");
+        record.write(dir.path()).expect("write");
+        assert_eq!(
+            std::fs::read(dir.path().join(MIRROR_FILE)).expect("read"),
+            GOLDEN_1_2.as_bytes()
+        );
+    }
+
+    #[test]
+    fn a_flipped_byte_is_an_error_naming_the_file() {
+        codec::testing::every_bit_flip_is_refused(GOLDEN_1_2.as_bytes(), MirrorRecord::decode);
+        // `"lme":4` -> `"lme":5`: still valid JSON of the right shape.
+        let flipped = GOLDEN_1_2.replace("\"lme\":4", "\"lme\":5");
+        let dir = written(flipped.as_bytes());
+        let err = MirrorRecord::read(dir.path()).expect_err("damaged");
+        assert!(
+            matches!(
+                &err,
+                MirrorRecordError::Damaged {
+                    source: ManifestFormatError::ChecksumMismatch {
+                        object: ObjectKind::MirrorRecord,
+                        ..
+                    },
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        let path = dir.path().join(MIRROR_FILE).display().to_string();
+        assert!(text.contains(&path), "{text}");
+        assert!(text.contains("mirror record checksum mismatch"), "{text}");
+    }
+
+    #[test]
+    fn a_truncated_file_is_an_error_naming_the_file_never_absent() {
+        let whole = GOLDEN_1_2.as_bytes();
+        for len in 0..whole.len() {
+            let dir = written(&whole[..len]);
+            let err = MirrorRecord::read(dir.path()).expect_err("truncated");
+            let path = dir.path().join(MIRROR_FILE).display().to_string();
+            assert!(err.to_string().contains(&path), "{len}: {err}");
+            if len > 32 {
+                assert!(
+                    matches!(
+                        err,
+                        MirrorRecordError::Damaged {
+                            source: ManifestFormatError::MissingChecksum { .. },
+                            ..
+                        }
+                    ),
+                    "{len}: {err:?}"
+                );
+            }
+        }
+        // An old record torn is malformed, still an error.
+        let dir = written(&OLD_1_1.as_bytes()[..OLD_1_1.len() / 2]);
+        assert!(matches!(
+            MirrorRecord::read(dir.path()),
+            Err(MirrorRecordError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn absent_is_none_and_a_newer_major_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(MirrorRecord::read(dir.path()).expect("read"), None);
+        let newer = codec::testing::reseal(GOLDEN_1_2.as_bytes(), |t| {
+            t.replace("\"major\":1", "\"major\":2")
+        });
+        assert!(matches!(
+            MirrorRecord::decode(&newer),
+            Err(ManifestFormatError::UnsupportedSchema { major: 2, .. })
+        ));
+        // A newer minor with a good trailer is read, unknown fields ignored.
+        let minor = codec::testing::reseal(GOLDEN_1_2.as_bytes(), |t| {
+            t.replace("\"minor\":2}", "\"minor\":3},\"later\":true")
+        });
+        assert_eq!(MirrorRecord::decode(&minor), Ok(sample()));
     }
 }

@@ -282,27 +282,6 @@ pub enum ManifestFormatError {
     },
 }
 
-#[derive(Deserialize)]
-struct Probe {
-    schema: SchemaVersion,
-}
-
-/// Decodes a versioned object without an integrity envelope (the local
-/// mirror record): refuses a newer major before reading the rest.
-pub(crate) fn decode_versioned<T: for<'de> Deserialize<'de>>(
-    bytes: &[u8],
-) -> Result<T, ManifestFormatError> {
-    let probe: Probe =
-        serde_json::from_slice(bytes).map_err(|e| ManifestFormatError::Malformed(e.to_string()))?;
-    if probe.schema.major > SCHEMA_MAJOR {
-        return Err(ManifestFormatError::UnsupportedSchema {
-            major: probe.schema.major,
-            minor: probe.schema.minor,
-        });
-    }
-    serde_json::from_slice(bytes).map_err(|e| ManifestFormatError::Malformed(e.to_string()))
-}
-
 impl PartitionManifest {
     /// A first, empty manifest for a partition.
     pub fn new(

@@ -667,21 +667,7 @@ mod tests {
     }
 
     fn record() -> MirrorRecord {
-        let (initial, _) = state::initial();
-        MirrorRecord {
-            schema: crate::partition::SchemaVersion::CURRENT,
-            source_cluster_id: SRC.into(),
-            topic_id: topic_id(),
-            state: initial,
-            lme: None,
-            stopped_at_offset: None,
-            stop_epoch: None,
-            stopped_source_cluster_id: None,
-            failback_pending: false,
-            applied_manifest_version: 0,
-            segment_generations: Default::default(),
-            updated_at_ms: 0,
-        }
+        MirrorRecord::new(SRC, topic_id(), state::initial().0, 0)
     }
 
     /// A record of a partition that stopped mirroring `from` at `at` with

@@ -1,5 +1,5 @@
-//! The commit protocol on real stores (`memory://` and `file://`; S3 in the
-//! scenario suite): create-if-absent versions, exactly one winner among
+//! The commit protocol on real stores (`memory://`, `file://` and S3 when
+//! configured: `segmirror_testkit::backends`): create-if-absent versions, exactly one winner among
 //! concurrent writers, the read-decide-commit loop, and the change feed.
 
 use std::sync::Arc;
@@ -13,60 +13,13 @@ use manifest::lineage::EpochLineage;
 use manifest::partition::{PartitionManifest, ShippedRange};
 use manifest::store::{ManifestStore, StoreError};
 use object_store::{ObjectStore, ObjectStoreExt};
+use segmirror_testkit::{Backend, backends};
 
 fn pk() -> PartitionKey {
     PartitionKey {
         tp: TopicPartition::new("orders", 0).expect("tp"),
         topic_id: "vVw7a5a_QkWcK7JvBD2t8Q".parse().expect("id"),
     }
-}
-
-/// A backend: its name, the store, a fresh prefix, and the dir it lives in
-/// (kept alive as long as the store).
-type Backend = (
-    &'static str,
-    Arc<dyn ObjectStore>,
-    String,
-    Option<tempfile::TempDir>,
-);
-
-/// The backends every test runs on: memory, a directory, and an
-/// S3-compatible server when `SEGMIRROR_TEST_S3_BUCKET` names a bucket on
-/// it (CI starts one; endpoint and credentials from the AWS variables).
-/// Each test gets a fresh prefix, so runs do not see each other.
-fn backends() -> Vec<Backend> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let url = format!("file://{}", dir.path().display());
-    let mut out = vec![
-        (
-            "memory",
-            BucketUrl::Memory.build().expect("memory"),
-            String::new(),
-            None,
-        ),
-        (
-            "file",
-            BucketUrl::parse(&url).expect("url").build().expect("file"),
-            String::new(),
-            Some(dir),
-        ),
-    ];
-    if let Ok(bucket) = std::env::var("SEGMIRROR_TEST_S3_BUCKET") {
-        let url = BucketUrl::parse(&format!(
-            "s3://{bucket}/manifest-tests/{}",
-            manifest::layout::new_upload_id()
-        ))
-        .expect("s3 url");
-        out.push((
-            "s3",
-            url.build().expect("s3"),
-            url.prefix().to_string(),
-            None,
-        ));
-    } else if std::env::var("CI").is_ok() {
-        panic!("CI must run the S3 backend: set SEGMIRROR_TEST_S3_BUCKET (see .ci/run)");
-    }
-    out
 }
 
 fn layout(prefix: &str, sub: &str) -> ClusterLayout {
@@ -93,7 +46,13 @@ fn manifest_at(version: u64, end: i64, writer: &str) -> PartitionManifest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixteen_racing_writers_exactly_one_wins() {
-    for (name, store, prefix, _dir) in backends() {
+    for Backend {
+        name,
+        store,
+        prefix,
+        ..
+    } in backends()
+    {
         let ms = ManifestStore::new(store, layout(&prefix, "race"));
         let mut tasks = Vec::new();
         for w in 0..16 {
@@ -132,7 +91,13 @@ async fn sixteen_racing_writers_exactly_one_wins() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn losers_reread_and_decide_again() {
-    for (name, store, prefix, _dir) in backends() {
+    for Backend {
+        name,
+        store,
+        prefix,
+        ..
+    } in backends()
+    {
         let ms = ManifestStore::new(store, layout(&prefix, ""));
         // 8 writers each add 10 offsets; every one ends up committed once.
         let mut tasks = Vec::new();
@@ -162,7 +127,13 @@ async fn losers_reread_and_decide_again() {
 
 #[tokio::test]
 async fn manifests_are_checked_against_their_key() {
-    for (name, store, prefix, _dir) in backends() {
+    for Backend {
+        name,
+        store,
+        prefix,
+        ..
+    } in backends()
+    {
         let ms = ManifestStore::new(store.clone(), layout(&prefix, ""));
         ms.commit_manifest(&manifest_at(1, 5, "a"))
             .await
@@ -218,7 +189,13 @@ async fn flip_a_bit(store: &Arc<dyn ObjectStore>, key: &str, at: usize) {
 
 #[tokio::test]
 async fn damaged_manifests_pages_and_heads_are_format_errors_naming_kind_and_key() {
-    for (name, store, prefix, _dir) in backends() {
+    for Backend {
+        name,
+        store,
+        prefix,
+        ..
+    } in backends()
+    {
         let ms = ManifestStore::new(store.clone(), layout(&prefix, "damage"));
         let p = pk();
         let mut m = manifest_at(1, 0, "a");
@@ -294,7 +271,13 @@ async fn damaged_manifests_pages_and_heads_are_format_errors_naming_kind_and_key
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_change_feed_merges_concurrent_shippers() {
-    for (name, store, prefix, _dir) in backends() {
+    for Backend {
+        name,
+        store,
+        prefix,
+        ..
+    } in backends()
+    {
         let ms = ManifestStore::new(store, layout(&prefix, "feed"));
         assert!(ms.latest_head(None).await.expect("empty").is_none());
         let mut tasks = Vec::new();
@@ -388,7 +371,7 @@ async fn pages_are_written_before_the_manifest_that_names_them() {
 
 #[tokio::test]
 async fn a_missing_bucket_is_a_permanent_error_naming_bucket_and_credentials() {
-    let Ok(bucket) = std::env::var("SEGMIRROR_TEST_S3_BUCKET") else {
+    let Ok(bucket) = std::env::var(segmirror_testkit::S3_BUCKET_VAR) else {
         return;
     };
     let url = BucketUrl::parse(&format!("s3://{bucket}-does-not-exist/x")).expect("url");

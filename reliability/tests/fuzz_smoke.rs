@@ -82,7 +82,10 @@ fn check_json(data: &[u8]) {
         let bytes = p.encode().expect("encodes");
         assert_eq!(Page::decode(&bytes).expect("re-decodes"), p);
     }
-    let _ = serde_json::from_slice::<MirrorRecord>(data);
+    if let Ok(r) = MirrorRecord::decode(data) {
+        let bytes = r.encode().expect("encodes");
+        assert_eq!(MirrorRecord::decode(&bytes).expect("re-decodes"), r);
+    }
 }
 
 fn check_toml(text: &str) {

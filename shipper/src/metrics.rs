@@ -19,16 +19,15 @@
 //! | `segmirror_shipper_partitions` | gauge | `state` | partitions by state (`ok`, `no_topic_id`, `missing`, `deleted`, `failed`, `fenced`) |
 //! | `segmirror_shipper_last_cycle_seconds` | gauge | | duration of the last cycle |
 //!
-//! The endpoint answers `GET /metrics` (OpenMetrics text) and 404 to
-//! anything else, one connection at a time on its own thread.
+//! The endpoint is `segmirror_service::metrics::serve`: `GET /metrics`
+//! answers the registry's OpenMetrics text, rendered at each scrape, and
+//! anything else 404.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use manifest::counting::{CountingStore, RequestCounts};
-use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -192,48 +191,75 @@ impl Metrics {
     /// The metrics in the OpenMetrics text format.
     pub fn render(&self) -> String {
         self.sync_requests();
-        let mut out = String::new();
-        if encode(&mut out, &self.registry).is_err() {
-            out.clear();
-        }
-        out
+        segmirror_service::metrics::encode(&self.registry)
     }
 
-    /// Serves `GET /metrics` on `addr` from a background thread. Returns the
-    /// address bound (useful with port 0).
+    /// Serves `GET /metrics` on `addr` from a background thread (see
+    /// `segmirror_service::metrics`). Returns the address bound (useful with
+    /// port 0).
     pub fn serve(self: &Arc<Self>, addr: SocketAddr) -> std::io::Result<SocketAddr> {
-        let listener = TcpListener::bind(addr)?;
-        let bound = listener.local_addr()?;
         let metrics = Arc::clone(self);
-        std::thread::Builder::new()
-            .name("metrics".into())
-            .spawn(move || {
-                for stream in listener.incoming() {
-                    let Ok(mut stream) = stream else { continue };
-                    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(5)));
-                    let mut line = String::new();
-                    let mut reader = BufReader::new(&stream);
-                    if reader.read_line(&mut line).is_err() {
-                        continue;
-                    }
-                    // Drain the headers.
-                    let mut header = String::new();
-                    while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
-                        header.clear();
-                    }
-                    let path = line.split_whitespace().nth(1).unwrap_or("");
-                    let response = if line.starts_with("GET ") && (path == "/metrics" || path.starts_with("/metrics?")) {
-                        let body = metrics.render();
-                        format!(
-                            "HTTP/1.1 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                            body.len()
-                        )
-                    } else {
-                        "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 24\r\nConnection: close\r\n\r\ntry GET /metrics instead".to_string()
-                    };
-                    let _ = stream.write_all(response.as_bytes());
-                }
-            })?;
-        Ok(bound)
+        segmirror_service::metrics::serve(addr, move || metrics.render())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_endpoint_serves_every_documented_metric() {
+        let m = Arc::new(Metrics::new(None));
+        m.shipped_bytes.inc_by(4096);
+        m.error("store");
+        m.lag_offsets
+            .get_or_create(&Metrics::partition_labels("orders", 3))
+            .set(7);
+        m.lag_seconds
+            .get_or_create(&Metrics::partition_labels("orders", 3))
+            .set(1.5);
+        m.partitions
+            .get_or_create(&vec![("state", "ok".to_string())])
+            .set(2);
+        m.requests
+            .get_or_create(&vec![("kind", "put".to_string())])
+            .inc();
+        for family in [&m.lag_bytes, &m.shipped_end, &m.source_hw] {
+            family
+                .get_or_create(&Metrics::partition_labels("orders", 3))
+                .set(1);
+        }
+        m.last_cycle_seconds.set(0.25);
+        let addr = m
+            .serve(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .expect("serve");
+        let s = segmirror_testkit::metrics::scrape(addr, "/metrics");
+        assert_eq!(s.status, 200);
+        assert_eq!(s.content_type, segmirror_service::metrics::CONTENT_TYPE);
+        let samples = segmirror_testkit::metrics::samples(&s.body);
+        for (series, value) in [
+            ("segmirror_shipper_shipped_bytes_total", 4096.0),
+            ("segmirror_shipper_shipped_objects_total", 0.0),
+            ("segmirror_shipper_errors_total{kind=\"store\"}", 1.0),
+            (
+                "segmirror_shipper_lag_offsets{topic=\"orders\",partition=\"3\"}",
+                7.0,
+            ),
+            (
+                "segmirror_shipper_lag_seconds{topic=\"orders\",partition=\"3\"}",
+                1.5,
+            ),
+            ("segmirror_shipper_partitions{state=\"ok\"}", 2.0),
+            ("segmirror_shipper_last_cycle_seconds", 0.25),
+        ] {
+            assert_eq!(samples.get(series), Some(&value), "{series} in\n{}", s.body);
+        }
+        // A family without samples is not in the text: every family has
+        // one above.
+        let names = segmirror_testkit::metrics::assert_documented_metrics_served(
+            include_str!("metrics.rs"),
+            &s.body,
+        );
+        assert_eq!(names.len(), 16, "{names:?}");
     }
 }

@@ -7,6 +7,7 @@ mod common;
 
 use common::*;
 use kafkalog::{LogDir, TopicId};
+use segmirror_testkit::kafka_python::generate_kafka_logdir;
 use shipper::Shipper;
 
 fn shipper(o: shipper::ShipperOptions, b: &Backend) -> Shipper {

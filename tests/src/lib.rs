@@ -1,73 +1,21 @@
 //! The end-to-end test kit: one scenario body, several backends.
 //!
-//! [`backends`] yields `memory://`, `file://` (a temp dir) and, when
+//! [`backends`] (from `segmirror-testkit`) yields `memory://`, `file://` (a temp dir) and, when
 //! `SEGMIRROR_TEST_S3_BUCKET` is set (CI starts moto and sets it, with the
 //! AWS endpoint and credentials), an S3-compatible server under a fresh
 //! prefix. Every scenario in `tests/` runs its body on each.
 #![allow(missing_docs)]
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 use std::time::Duration;
 
 use applier::{Applier, ApplierOptions};
 use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
 use kafkalog::{PartitionLog, TopicPartition};
-use manifest::bucket::BucketUrl;
-use object_store::ObjectStore;
 use shipper::{Shipper, ShipperOptions};
 
-/// One bucket backend for a scenario.
-pub struct Backend {
-    /// `memory`, `file` or `s3`.
-    pub name: &'static str,
-    /// The store.
-    pub store: Arc<dyn ObjectStore>,
-    /// Key prefix inside it.
-    pub prefix: String,
-    /// The bucket URL (for the binaries), None for memory.
-    pub url: Option<String>,
-    _dir: Option<tempfile::TempDir>,
-}
-
-/// The backends every scenario runs on.
-pub fn backends() -> Vec<Backend> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file_url = format!("file://{}", dir.path().display());
-    let mut out = vec![
-        Backend {
-            name: "memory",
-            store: BucketUrl::Memory.build().expect("memory"),
-            prefix: String::new(),
-            url: None,
-            _dir: None,
-        },
-        Backend {
-            name: "file",
-            store: BucketUrl::parse(&file_url)
-                .expect("url")
-                .build()
-                .expect("file"),
-            prefix: String::new(),
-            url: Some(file_url),
-            _dir: Some(dir),
-        },
-    ];
-    if let Ok(bucket) = std::env::var("SEGMIRROR_TEST_S3_BUCKET") {
-        let url = format!("s3://{bucket}/e2e-{}", manifest::layout::new_upload_id());
-        let parsed = BucketUrl::parse(&url).expect("s3 url");
-        out.push(Backend {
-            name: "s3",
-            store: parsed.build().expect("s3"),
-            prefix: parsed.prefix().to_string(),
-            url: Some(url),
-            _dir: None,
-        });
-    } else if std::env::var_os("CI").is_some() {
-        panic!("CI must run the scenarios on S3 too: set SEGMIRROR_TEST_S3_BUCKET (see .ci/run)");
-    }
-    out
-}
+pub use segmirror_testkit::kafka_python::generate_kafka_logdir;
+pub use segmirror_testkit::{Backend, backends};
 
 /// Shipper options for tests: quick, deterministic, nothing swept away.
 pub fn shipper_options(b: &Backend, log_dir: &Path, cluster: &str) -> ShipperOptions {
@@ -163,43 +111,4 @@ pub fn lineage(root: &Path, tp: &TopicPartition) -> Vec<(i32, i64)> {
         .iter()
         .map(|e| (e.epoch, e.start_offset))
         .collect()
-}
-
-/// The workspace root.
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("root")
-        .to_path_buf()
-}
-
-/// Generates the kafka-python log dir (an implementation independent of
-/// ours) into `dir` and returns its expected.json.
-pub fn kafka_python_logdir(dir: &Path) -> serde_json::Value {
-    let root = workspace_root();
-    let python = root.join("tests/.venv/bin/python");
-    let ok = std::process::Command::new(&python)
-        .args(["-c", "import kafka"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok {
-        let status = std::process::Command::new("bash")
-            .arg(root.join("tests/fixtures/setup.sh"))
-            .status()
-            .expect("setup.sh");
-        assert!(status.success(), "tests/fixtures/setup.sh failed");
-    }
-    let out = std::process::Command::new(&python)
-        .arg(root.join("tests/fixtures/gen_kafka_logdir.py"))
-        .args(["--out", dir.to_str().expect("utf-8"), "--seed", "1"])
-        .output()
-        .expect("generator");
-    assert!(
-        out.status.success(),
-        "generator failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&std::fs::read(dir.join("expected.json")).expect("expected.json"))
-        .expect("json")
 }

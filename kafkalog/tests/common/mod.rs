@@ -1,67 +1,8 @@
-//! Shared helpers for kafkalog's integration tests: the kafka-python
-//! fixtures (an implementation of Kafka's format independent of ours) and
-//! the `kafkalog` binary.
+//! Shared helpers for kafkalog's integration tests: running the `kafkalog`
+//! binary. (The kafka-python fixtures are `segmirror_testkit::kafka_python`.)
 #![allow(dead_code, unreachable_pub)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-/// The workspace root.
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
-
-/// The Python interpreter of `tests/.venv`, created on first use by
-/// `tests/fixtures/setup.sh` (kafka-python and its codecs).
-pub fn fixture_python() -> PathBuf {
-    let root = workspace_root();
-    let python = root.join("tests/.venv/bin/python");
-    let ok = Command::new(&python)
-        .args(["-c", "import kafka, snappy, lz4, zstandard, crc32c"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok {
-        let status = Command::new("bash")
-            .arg(root.join("tests/fixtures/setup.sh"))
-            .status()
-            .expect("run tests/fixtures/setup.sh");
-        assert!(
-            status.success(),
-            "tests/fixtures/setup.sh failed: kafka-python fixtures unavailable"
-        );
-    }
-    python
-}
-
-/// Runs a fixture script with the venv's Python; panics with its output on failure.
-pub fn run_fixture(script: &str, args: &[&str]) -> Output {
-    let out = Command::new(fixture_python())
-        .arg(workspace_root().join("tests/fixtures").join(script))
-        .args(args)
-        .output()
-        .expect("run fixture script");
-    assert!(
-        out.status.success(),
-        "{script} {args:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// Generates the kafka-python log dir into `dir` and returns its expected.json.
-pub fn generate_kafka_logdir(dir: &Path) -> serde_json::Value {
-    run_fixture(
-        "gen_kafka_logdir.py",
-        &["--out", dir.to_str().expect("utf-8 path"), "--seed", "1"],
-    );
-    let text = std::fs::read_to_string(dir.join("expected.json")).expect("expected.json");
-    serde_json::from_str(&text).expect("expected.json parses")
-}
+use std::process::Command;
 
 /// The `kafkalog` binary.
 pub fn kafkalog() -> Command {

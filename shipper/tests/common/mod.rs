@@ -1,13 +1,12 @@
-//! Shared helpers for the shipper's tests: the kafka-python fixtures (an
-//! implementation of Kafka's format independent of ours), logs written with
-//! kafkalog, the backends every test body runs on, and readers of what was
-//! shipped.
+//! Shared helpers for the shipper's tests: logs written with kafkalog, the
+//! backends every test body runs on (`segmirror_testkit`'s, counted), and
+//! readers of what was shipped. The kafka-python fixtures are
+//! `segmirror_testkit::kafka_python`.
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +17,6 @@ use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
 use kafkalog::checkpoint::{self, EpochEntry};
 use kafkalog::reader::PartitionReader;
 use kafkalog::{LogConfig, LogDir, PartitionLog, TopicId, TopicPartition};
-use manifest::bucket::BucketUrl;
 use manifest::counting::CountingStore;
 use manifest::layout::{ClusterLayout, PartitionKey};
 use manifest::partition::{PartitionManifest, ShippedRange};
@@ -30,64 +28,8 @@ use shipper::ShipperOptions;
 /// The source cluster id of every test.
 pub const CLUSTER: &str = "src-1";
 
-/// The workspace root.
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
-
-/// The Python interpreter of `tests/.venv`, created on first use by
-/// `tests/fixtures/setup.sh` (kafka-python and its codecs).
-pub fn fixture_python() -> PathBuf {
-    let root = workspace_root();
-    let python = root.join("tests/.venv/bin/python");
-    let ok = Command::new(&python)
-        .args(["-c", "import kafka, snappy, lz4, zstandard, crc32c"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok {
-        let status = Command::new("bash")
-            .arg(root.join("tests/fixtures/setup.sh"))
-            .status()
-            .expect("run tests/fixtures/setup.sh");
-        assert!(
-            status.success(),
-            "tests/fixtures/setup.sh failed: kafka-python fixtures unavailable"
-        );
-    }
-    python
-}
-
-/// Runs a fixture script with the venv's Python; panics with its output on failure.
-pub fn run_fixture(script: &str, args: &[&str]) -> Output {
-    let out = Command::new(fixture_python())
-        .arg(workspace_root().join("tests/fixtures").join(script))
-        .args(args)
-        .output()
-        .expect("run fixture script");
-    assert!(
-        out.status.success(),
-        "{script} {args:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// Generates the kafka-python log dir into `dir` and returns its expected.json.
-pub fn generate_kafka_logdir(dir: &Path) -> serde_json::Value {
-    run_fixture(
-        "gen_kafka_logdir.py",
-        &["--out", dir.to_str().expect("utf-8 path"), "--seed", "1"],
-    );
-    let text = std::fs::read_to_string(dir.join("expected.json")).expect("expected.json");
-    serde_json::from_str(&text).expect("expected.json parses")
-}
-
-/// A bucket to run a test body on.
+/// A bucket to run a test body on: one of `segmirror_testkit::backends`,
+/// counted.
 pub struct Backend {
     /// `memory`, `file` or `s3`.
     pub name: &'static str,
@@ -95,7 +37,7 @@ pub struct Backend {
     pub counting: CountingStore,
     /// Key prefix (a fresh one per test on S3).
     pub prefix: String,
-    _dir: Option<tempfile::TempDir>,
+    _kit: segmirror_testkit::Backend,
 }
 
 impl Backend {
@@ -113,42 +55,18 @@ impl Backend {
     }
 }
 
-/// The backends every test body runs on: memory and a directory, plus an
-/// S3-compatible server when `SEGMIRROR_TEST_S3_BUCKET` names a bucket on it
-/// (endpoint and credentials from the AWS variables; CI starts one).
+/// The backends every test body runs on (`segmirror_testkit::backends`),
+/// each behind a [`CountingStore`].
 pub fn backends() -> Vec<Backend> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let url = format!("file://{}", dir.path().display());
-    let mut out = vec![
-        Backend {
-            name: "memory",
-            counting: CountingStore::new(BucketUrl::Memory.build().expect("memory")),
-            prefix: String::new(),
-            _dir: None,
-        },
-        Backend {
-            name: "file",
-            counting: CountingStore::new(
-                BucketUrl::parse(&url).expect("url").build().expect("file"),
-            ),
-            prefix: String::new(),
-            _dir: Some(dir),
-        },
-    ];
-    if let Ok(bucket) = std::env::var("SEGMIRROR_TEST_S3_BUCKET") {
-        let url = BucketUrl::parse(&format!(
-            "s3://{bucket}/shipper-tests/{}",
-            manifest::layout::new_upload_id()
-        ))
-        .expect("s3 url");
-        out.push(Backend {
-            name: "s3",
-            counting: CountingStore::new(url.build().expect("s3")),
-            prefix: url.prefix().to_string(),
-            _dir: None,
-        });
-    }
-    out
+    segmirror_testkit::backends()
+        .into_iter()
+        .map(|b| Backend {
+            name: b.name,
+            counting: CountingStore::new(Arc::clone(&b.store)),
+            prefix: b.prefix.clone(),
+            _kit: b,
+        })
+        .collect()
 }
 
 /// Test options: small objects and parts so that splitting and multipart

@@ -1,0 +1,38 @@
+//! Test support shared by segmirror's crates; a dev-dependency only, never
+//! linked into a service.
+//!
+//! - [`kafka_python`]: the fixtures written and read by kafka-python, an
+//!   implementation of Kafka's record format independent of ours, run with
+//!   the interpreter of `tests/.venv` (created on first use by
+//!   `tests/fixtures/setup.sh`).
+//! - [`metrics`]: scraping a service's metrics endpoint over TCP and
+//!   reading its OpenMetrics samples.
+//! - [`backends`] (feature `backends`): the bucket backends every store test
+//!   body runs on — `memory://`, `file://` in a fresh temp dir, and an
+//!   S3-compatible server under a fresh prefix when
+//!   `SEGMIRROR_TEST_S3_BUCKET` is set. The stores are built with
+//!   [`manifest::bucket::BucketUrl`], the production builder, so S3 tests
+//!   exercise the configuration the services use.
+//!
+//! Helpers here panic with a message on failure: they run only in tests,
+//! where a panic is the failure report.
+//!
+//! `manifest` dev-depends on this crate, which depends on `manifest` (with
+//! the feature): cargo allows that cycle, and `manifest`'s integration
+//! tests link one `manifest` (the library); its unit tests must not use
+//! this crate's `manifest` types as their own (they do not: a `Backend`
+//! holds only `object_store` types).
+
+#[cfg(feature = "backends")]
+mod backends;
+pub mod kafka_python;
+pub mod metrics;
+
+#[cfg(feature = "backends")]
+pub use backends::{Backend, S3_BUCKET_VAR, backends};
+
+/// The workspace root (this crate's parent directory).
+pub fn workspace_root() -> std::path::PathBuf {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent().unwrap_or(here).to_path_buf()
+}
