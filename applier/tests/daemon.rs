@@ -6,14 +6,10 @@ mod common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{SOURCE, produce, publish, topic_id, tp};
+use common::{SOURCE, file_bucket, produce, publish, topic_id, tp};
 use kafkalog::{LogConfig, LogDir};
-use manifest::layout::ClusterLayout;
-use manifest::store::ManifestStore;
-use object_store::ObjectStore;
 
 fn applier(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_applier"))
@@ -66,16 +62,7 @@ async fn commands_reach_a_running_daemon_and_stop_works_without_one() {
         dir.path().join("dest"),
         dir.path().join("bucket"),
     );
-    std::fs::create_dir_all(&bucket).expect("bucket dir");
-    let bucket_url = format!("file://{}", bucket.display());
-    let object_store: Arc<dyn ObjectStore> = manifest::bucket::BucketUrl::parse(&bucket_url)
-        .expect("url")
-        .build()
-        .expect("store");
-    let store = ManifestStore::new(
-        object_store,
-        ClusterLayout::new("", SOURCE).expect("layout"),
-    );
+    let (bucket_url, store) = file_bucket(&bucket);
     {
         let d = LogDir::open(&source).expect("source");
         for t in ["orders", "audit"] {

@@ -7,14 +7,10 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{SOURCE, produce, publish, topic_id, tp};
+use common::{SOURCE, file_bucket, produce, publish, topic_id, tp};
 use kafkalog::{LogConfig, LogDir};
-use manifest::layout::ClusterLayout;
-use manifest::store::ManifestStore;
-use object_store::ObjectStore;
 
 fn applier(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_applier"))
@@ -31,17 +27,8 @@ fn applier(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
 
 /// A `file://` bucket where `SOURCE` shipped `orders` (40 records).
 async fn shipped_bucket(dir: &Path) -> String {
-    let (source, bucket) = (dir.join("source"), dir.join("bucket"));
-    std::fs::create_dir_all(&bucket).expect("bucket dir");
-    let url = format!("file://{}", bucket.display());
-    let object_store: Arc<dyn ObjectStore> = manifest::bucket::BucketUrl::parse(&url)
-        .expect("url")
-        .build()
-        .expect("store");
-    let store = ManifestStore::new(
-        object_store,
-        ClusterLayout::new("", SOURCE).expect("layout"),
-    );
+    let source = dir.join("source");
+    let (url, store) = file_bucket(&dir.join("bucket"));
     let d = LogDir::open(&source).expect("source");
     let mut log = d
         .open_or_create_partition(&tp("orders"), Some(topic_id()), LogConfig::default())

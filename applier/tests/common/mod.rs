@@ -144,3 +144,16 @@ pub async fn publish(
         .expect("head");
     committed
 }
+
+/// A `file://` bucket in `dir` (created), with its URL and the store of
+/// [`SOURCE`] in it.
+pub fn file_bucket(dir: &Path) -> (String, ManifestStore) {
+    std::fs::create_dir_all(dir).expect("bucket dir");
+    let url = format!("file://{}", dir.display());
+    let object_store = manifest::bucket::BucketUrl::parse(&url)
+        .expect("url")
+        .build()
+        .expect("store");
+    let layout = manifest::layout::ClusterLayout::new("", SOURCE).expect("layout");
+    (url, ManifestStore::new(object_store, layout))
+}
