@@ -15,6 +15,10 @@
 //! | `ScheduleRetry { retry_count }` | `retry_at_ms` = the failure's time + [`Backoff::delay`]; after a restart the failure's time is the record's, so a restarting process (`applier once` from cron) retries once it is due |
 //! | `CancelRetry` | `retry_at_ms` cleared |
 //!
+//! An event that reports work (`Prepared`, `Stopped`, `Error`) ends the
+//! work queued for it, so a FAILED partition never runs its old state's
+//! work.
+//!
 //! Invariants:
 //! - The state in memory is the state [`state::next`] returned, whether or
 //!   not its actions succeeded; an action that fails is reported as the
@@ -118,7 +122,16 @@ impl MirrorSlot {
         event: Event,
         env: &mut Env<'_>,
     ) -> Result<PartitionState, TransitionError> {
+        // An event that reports work (prepared, stopped, an error) ends
+        // the work queued for it; the actions may queue the next.
+        let reports_work = matches!(
+            event,
+            Event::Prepared | Event::Stopped | Event::Error { .. }
+        );
         let (next, actions) = state::next(&self.mirror.record.state, event)?;
+        if reports_work {
+            self.pending = None;
+        }
         self.mirror.record.state = next;
         if let Err(failed) = self.perform(&actions, env) {
             tracing::error!(partition = %self.tp(), error = %failed, "a state action failed");
@@ -387,6 +400,19 @@ mod tests {
         // A stop during PREPARING cancels the queued preparation.
         slot.drive(Event::Stop, &mut f.env()).expect("stop");
         assert_eq!(slot.pending, Some(Work::Failover));
+    }
+
+    #[test]
+    fn a_failure_ends_the_queued_work() {
+        let mut f = Fixture::new();
+        let m = f.mirror();
+        let mut slot = create(m, &mut f.env()).expect("create");
+        assert_eq!(slot.pending, Some(Work::Prepare));
+        // Preparation could not even read its manifest (a corrupt one).
+        slot.drive(error(false), &mut f.env()).expect("error");
+        assert_eq!(slot.state(), PartitionState::Failed);
+        assert_eq!(slot.pending, None, "FAILED runs no preparation");
+        assert!(!slot.fetching);
     }
 
     #[test]

@@ -131,12 +131,29 @@ pub async fn plan_all(
         let entry = head
             .as_ref()
             .and_then(|h| h.partitions.get(&tp.to_string()));
+        let state = record.as_ref().map(|r| r.state.state());
         let local = if root.join(tp.dir_name()).is_dir() {
-            Some(local_summary(root, &tp)?)
+            match local_summary(root, &tp) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    // This partition's files, not the plan: the others go on.
+                    out.push(PartitionPlan {
+                        partition: tp.to_string(),
+                        state: state.map(|s| s.as_str().to_string()),
+                        action: "none",
+                        summary: format!("cannot read the local partition: {e:#}"),
+                        log_end_offset: None,
+                        plan: None,
+                        fetch_objects: 0,
+                        fetch_bytes: 0,
+                        refused: None,
+                    });
+                    continue;
+                }
+            }
         } else {
             None
         };
-        let state = record.as_ref().map(|r| r.state.state());
         let mut row = PartitionPlan {
             partition: tp.to_string(),
             state: state.map(|s| s.as_str().to_string()),
