@@ -120,12 +120,36 @@ impl BucketUrl {
         ))
     }
 
-    /// Where this bucket is and which credentials reach it, for messages.
+    /// Where this bucket is, the endpoint its requests go to and which
+    /// credentials reach it, for messages.
     pub fn location(&self) -> String {
-        match self {
-            BucketUrl::S3 { .. } => format!("{self} (credentials: {})", credential_source()),
-            _ => self.to_string(),
+        match self.endpoint() {
+            Some(endpoint) => format!(
+                "{self} (endpoint {endpoint}, credentials: {})",
+                credential_source()
+            ),
+            None => self.to_string(),
         }
+    }
+
+    /// The endpoint an S3 bucket's requests go to: `AWS_ENDPOINT_URL_S3`
+    /// or `AWS_ENDPOINT_URL` when set (as [`BucketUrl::build`] uses them),
+    /// else AWS's regional endpoint. `None` for local buckets.
+    pub fn endpoint(&self) -> Option<String> {
+        let BucketUrl::S3 { .. } = self else {
+            return None;
+        };
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        Some(
+            env("AWS_ENDPOINT_URL_S3")
+                .or_else(|| env("AWS_ENDPOINT_URL"))
+                .unwrap_or_else(|| {
+                    let region = env("AWS_REGION")
+                        .or_else(|| env("AWS_DEFAULT_REGION"))
+                        .unwrap_or_else(|| "us-east-1".to_string());
+                    format!("https://s3.{region}.amazonaws.com")
+                }),
+        )
     }
 
     /// The key prefix inside the store (empty for file and memory: the

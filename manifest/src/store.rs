@@ -185,7 +185,7 @@ impl ManifestStore {
     }
 
     /// Names the bucket and credential source in permanent errors, e.g.
-    /// `s3://dr-bucket/prefix (credentials: environment (AWS_ACCESS_KEY_ID))`.
+    /// `s3://dr-bucket/prefix (endpoint https://s3.us-east-1.amazonaws.com, credentials: environment (AWS_ACCESS_KEY_ID))`.
     pub fn with_location(mut self, location: impl Into<String>) -> ManifestStore {
         self.location = location.into();
         self

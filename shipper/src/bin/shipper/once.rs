@@ -141,22 +141,11 @@ fn nothing_shipped(r: &CycleReport, partitions: &[PartitionStatus], selection: &
     format!("{found}: {why}")
 }
 
-/// The endpoint a bucket's requests go to, for messages.
+/// The bucket with the endpoint its requests go to, for messages.
 fn endpoint(bucket: &BucketUrl) -> String {
-    match bucket {
-        BucketUrl::S3 { .. } => {
-            let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-            let endpoint = env("AWS_ENDPOINT_URL_S3")
-                .or_else(|| env("AWS_ENDPOINT_URL"))
-                .unwrap_or_else(|| {
-                    let region = env("AWS_REGION")
-                        .or_else(|| env("AWS_DEFAULT_REGION"))
-                        .unwrap_or_else(|| "us-east-1".to_string());
-                    format!("https://s3.{region}.amazonaws.com")
-                });
-            format!("{bucket} ({endpoint})")
-        }
-        _ => bucket.to_string(),
+    match bucket.endpoint() {
+        Some(endpoint) => format!("{bucket} ({endpoint})"),
+        None => bucket.to_string(),
     }
 }
 
