@@ -67,7 +67,7 @@ def cluster_keys(key_prefix: str, cluster: str) -> dict[str, str]:
     return {
         "head": f"{root}/head/{7:020}.json",
         "manifest": f"{part}/manifest/{12:020}.json",
-        "page": f"{part}/pages/{0:020}-{99:020}.json",
+        "page": f"{part}/pages/{0:020}-{99:020}-18bcfe5683b0123456789abcdef.json",
         "data": f"{part}/data/{100:020}-{199:020}-e{5:010}-abc123.batches",
     }
 

@@ -4,7 +4,7 @@
 #
 #   .../head/<seq>.json                                             change feed
 #   .../topics/<topic>/<topic-id>/<partition>/manifest/<v>.json      manifests
-#   .../topics/<topic>/<topic-id>/<partition>/pages/<a>-<b>.json     sealed pages
+#   .../topics/<topic>/<topic-id>/<partition>/pages/<a>-<b>-<upload>.json  sealed pages (create-only)
 #   .../topics/<topic>/<topic-id>/<partition>/data/<...>.batches     shipped batches
 
 data "aws_caller_identity" "current" {}
