@@ -961,10 +961,10 @@ error_backoff = "2m"
             log_dirs: vec![PathBuf::from("src"), PathBuf::from("/abs")],
             ..ShipperConfig::default()
         }
-        .resolve_paths(std::path::Path::new("/work/dir"));
+        .resolve_paths(std::path::Path::new("/etc/segmirror"));
         assert_eq!(
             c.log_dirs,
-            vec![PathBuf::from("/work/dir/src"), PathBuf::from("/abs")]
+            vec![PathBuf::from("/etc/segmirror/src"), PathBuf::from("/abs")]
         );
     }
 
