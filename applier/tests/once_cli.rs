@@ -176,6 +176,15 @@ async fn plan_prints_what_once_would_do_and_changes_nothing() {
     assert!(out.contains("orders-0"), "{out}");
     assert!(out.contains("(new)"), "{out}");
     assert!(out.contains("fetch from 0"), "{out}");
+    // A mistyped source: said, and exit 2.
+    let mut typo = args.to_vec();
+    typo[6] = "src-clustr";
+    let (code, out) = applier(&typo, &[]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("source clusters in the bucket: src-cluster"),
+        "{out}"
+    );
     let mut json_args = args.to_vec();
     json_args.push("--json");
     let (code, out) = applier(&json_args, &[]);

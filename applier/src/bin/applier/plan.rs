@@ -39,10 +39,24 @@ pub(crate) async fn run(args: PlanArgs) -> anyhow::Result<u8> {
     if args.json {
         println!("{}", serde_json::json!({ "partitions": rows }));
     } else if rows.is_empty() {
+        // Say what the bucket holds, and exit 2 on a mistyped source or
+        // selection, as `once` does.
+        let selection = applier::feed::Selection {
+            include: v.options.topics.as_ref(),
+            exclude: v.options.exclude.as_ref(),
+        };
+        let inv = applier::inventory::take(
+            store.object_store(),
+            bucket.prefix(),
+            &v.options.source_cluster_id,
+            selection,
+        )
+        .await?;
         println!(
-            "nothing to plan: no mirror partition in {} and no topic of the bucket selected (--topics)",
+            "nothing to plan: no mirror partition in {} and no topic selected; {inv}",
             v.options.log_dir.display()
         );
+        return Ok(inv.verdict(0).exit_code());
     } else {
         print!("{}", applier::plan::table(&rows));
     }
