@@ -22,6 +22,7 @@
 //! - [`logdir`]: the log dir root, its lock and root checkpoints.
 //! - [`guard`]: the persisted write guard that makes a partition read-only.
 //! - [`reader`], [`verify`], [`compare`]: read-only access and checks.
+//! - [`units`]: sizes with units (`8MiB`), as every binary takes them.
 //!
 //! Non-goals: the old message formats (magic 0 and 1) are refused, not read.
 
@@ -42,6 +43,7 @@ pub mod records;
 pub mod segment;
 pub mod snapshot;
 pub mod topic;
+pub mod units;
 pub mod verify;
 
 pub use error::{Error, Result};
