@@ -13,6 +13,7 @@
 //! | `multipart_part` | parts uploaded (`put_part`) |
 //! | `multipart_complete` / `multipart_abort` | uploads completed / aborted |
 //! | `get` | reads (`get_opts` without `head`), one per range for `get_ranges` |
+//! | `get_bytes` | bytes the reads answered (the range each `get` returned) |
 //! | `head` | metadata reads (`get_opts` with `head`) |
 //! | `list` | listings started (`list`, `list_with_offset`, `list_with_delimiter`) |
 //! | `delete` | objects deleted (one per path passed to `delete_stream`) |
@@ -54,6 +55,7 @@ struct Counters {
     multipart_complete: AtomicU64,
     multipart_abort: AtomicU64,
     get: AtomicU64,
+    get_bytes: AtomicU64,
     head: AtomicU64,
     list: AtomicU64,
     delete: AtomicU64,
@@ -81,6 +83,9 @@ pub struct RequestCounts {
     pub multipart_abort: u64,
     /// Object reads.
     pub get: u64,
+    /// Bytes answered by reads (the length of the range each returned).
+    #[serde(default)]
+    pub get_bytes: u64,
     /// Metadata reads.
     pub head: u64,
     /// Listings.
@@ -92,7 +97,7 @@ pub struct RequestCounts {
 }
 
 impl RequestCounts {
-    /// Every request of every kind (bytes excluded).
+    /// Every request of every kind (`put_bytes` and `get_bytes` excluded).
     pub fn total(&self) -> u64 {
         self.put
             + self.multipart_create
@@ -129,6 +134,7 @@ impl RequestCounts {
                 .saturating_sub(earlier.multipart_complete),
             multipart_abort: self.multipart_abort.saturating_sub(earlier.multipart_abort),
             get: self.get.saturating_sub(earlier.get),
+            get_bytes: self.get_bytes.saturating_sub(earlier.get_bytes),
             head: self.head.saturating_sub(earlier.head),
             list: self.list.saturating_sub(earlier.list),
             delete: self.delete.saturating_sub(earlier.delete),
@@ -189,6 +195,7 @@ impl CountingStore {
             multipart_complete: load(&c.multipart_complete),
             multipart_abort: load(&c.multipart_abort),
             get: load(&c.get),
+            get_bytes: load(&c.get_bytes),
             head: load(&c.head),
             list: load(&c.list),
             delete: load(&c.delete),
@@ -298,12 +305,27 @@ impl ObjectStore for CountingStore {
         'life1: 'async_trait,
         Self: 'async_trait,
     {
-        if options.head {
-            bump(&self.counters.head, 1);
-        } else {
-            bump(&self.counters.get, 1);
-        }
-        self.inner.get_opts(location, options)
+        let head = options.head;
+        bump(
+            if head {
+                &self.counters.head
+            } else {
+                &self.counters.get
+            },
+            1,
+        );
+        let counters = Arc::clone(&self.counters);
+        let get = self.inner.get_opts(location, options);
+        Box::pin(async move {
+            let result = get.await?;
+            if !head {
+                bump(
+                    &counters.get_bytes,
+                    result.range.end.saturating_sub(result.range.start),
+                );
+            }
+            Ok(result)
+        })
     }
 
     fn get_ranges<'life0, 'life1, 'life2, 'async_trait>(
@@ -318,7 +340,14 @@ impl ObjectStore for CountingStore {
         Self: 'async_trait,
     {
         bump(&self.counters.get, ranges.len() as u64);
-        self.inner.get_ranges(location, ranges)
+        let answered: u64 = ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum();
+        let counters = Arc::clone(&self.counters);
+        let get = self.inner.get_ranges(location, ranges);
+        Box::pin(async move {
+            let parts = get.await?;
+            bump(&counters.get_bytes, answered);
+            Ok(parts)
+        })
     }
 
     fn delete_stream(
@@ -464,6 +493,7 @@ mod tests {
                 multipart_complete: 1,
                 multipart_abort: 0,
                 get: 1,
+                get_bytes: 5,
                 head: 1,
                 list: 1,
                 delete: 1,

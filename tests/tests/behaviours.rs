@@ -684,3 +684,100 @@ async fn resuming_from_the_same_source_cuts_only_the_local_writes() {
         );
     }
 }
+
+/// Behaviour 15 at scale, measured in bytes: a stop, one local batch, and a
+/// start from the same source cost the divergent tail (the local batch cut,
+/// the source's new batch fetched) and the manifests, never the mirrored
+/// log again. The bytes are counted on the store, as a bill would be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resuming_from_the_same_source_fetches_bytes_in_proportion_to_the_divergent_tail() {
+    use manifest::counting::CountingStore;
+    use std::sync::Arc;
+
+    for b in backends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (source, dest) = (dir.path().join("source"), dir.path().join("dest"));
+        // 20,000 records in 200 batches (about 2 MB).
+        let d = LogDir::open(&source).expect("source");
+        let mut log = d
+            .open_or_create_partition(&tp("orders"), Some(ID), LogConfig::default())
+            .expect("create");
+        produce(&mut log, 20_000, 1, 100);
+        log.close().expect("close");
+        drop(d);
+        let log_bytes: u64 = segment_files(&source, &tp("orders"))
+            .iter()
+            .map(|(_, bytes)| bytes.len() as u64)
+            .sum();
+        ship(&b, &source, "src").await;
+
+        let counting = Arc::new(CountingStore::new(b.store.clone()));
+        let mut a = Applier::open(
+            applier_options(&b, &dest, "src", "dst"),
+            Some(counting.as_dyn()),
+        )
+        .expect("applier");
+        drain(&mut a).await;
+        let first_apply = counting.snapshot().get_bytes;
+        assert!(
+            first_apply >= log_bytes,
+            "[{}] the first apply fetched the log",
+            b.name
+        );
+        a.command(Command::Stop, &[], true).await;
+        drop(a);
+
+        // One local batch after the stop (the divergent tail), and one new
+        // batch on the source.
+        let d = LogDir::open(&dest).expect("dest");
+        let mut log = d
+            .open_partition(&tp("orders"), LogConfig::default())
+            .expect("open");
+        produce(&mut log, 100, 2, 100);
+        log.close().expect("close");
+        drop(d);
+        append_source(&source, "orders", 100, 1);
+        let source_end = log_end(&source, &tp("orders"));
+        let tail_bytes = segment_files(&source, &tp("orders"))
+            .iter()
+            .map(|(_, bytes)| bytes.len() as u64)
+            .sum::<u64>()
+            - log_bytes;
+        ship(&b, &source, "src").await;
+
+        let before = counting.snapshot();
+        let mut a = Applier::open(
+            applier_options(&b, &dest, "src", "dst"),
+            Some(counting.as_dyn()),
+        )
+        .expect("applier");
+        let out = a.command(Command::Start, &["orders".into()], false).await;
+        assert!(out[0].error.is_none(), "[{}] {out:?}", b.name);
+        drain(&mut a).await;
+        drop(a);
+        let resumed = counting.snapshot().since(&before);
+        eprintln!(
+            "[{}] log {log_bytes} bytes; first apply fetched {first_apply}; resume fetched {} bytes in {} GETs (source tail {tail_bytes} bytes)",
+            b.name, resumed.get_bytes, resumed.get
+        );
+        assert_eq!(log_end(&dest, &tp("orders")), source_end, "[{}]", b.name);
+        assert_eq!(
+            segment_files(&dest, &tp("orders")),
+            segment_files(&source, &tp("orders")),
+            "[{}] byte-identical after the resume",
+            b.name
+        );
+        assert!(
+            resumed.get_bytes >= tail_bytes,
+            "[{}] the source's new batch was fetched",
+            b.name
+        );
+        // The tail plus manifests: a small fraction of the log, whatever its size.
+        assert!(
+            resumed.get_bytes < tail_bytes + 64 * 1024 && resumed.get_bytes * 20 < log_bytes,
+            "[{}] resume fetched {} bytes for a {tail_bytes}-byte tail of a {log_bytes}-byte log",
+            b.name,
+            resumed.get_bytes
+        );
+    }
+}
