@@ -6,9 +6,10 @@
 # and an accepted write. Exits 0 when everything behaved.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "== build =="
-cargo build -q -p kafkalog -p shipper -p applier
-bin=target/debug
+echo "== build: the three binaries the demo runs (kafkalog, shipper, applier), debug profile =="
+echo "   (a first build compiles the dependencies too: a few minutes on 2 cores; cargo shows its progress)"
+cargo build --bins -p kafkalog -p shipper -p applier
+bin=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug
 work=$(mktemp -d "${TMPDIR:-/tmp}/segmirror-demo.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 src="$work/source" dst="$work/mirror" bucket="file://$work/bucket"

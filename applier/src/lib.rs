@@ -1,6 +1,6 @@
 //! The applier: applies what a shipper put in the bucket to a local
 //! Kafka-format log, with the same offsets and bytes, and drives each mirror
-//! partition through its states (see `spec/mirroring.md`).
+//! partition through its states (see `docs/mirroring.md`).
 //!
 //! - [`mirror`]: one partition's work in each state (preparation,
 //!   fetching and appending, failover).

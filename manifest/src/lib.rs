@@ -4,7 +4,7 @@
 //! log) never talk to each other: everything they must agree on is decided
 //! here and, at run time, read from the bucket. The decisions that must be
 //! right are pure, documented, exhaustively tested code with no IO and no
-//! async (see `spec/mirroring.md` for the semantics):
+//! async (see `docs/mirroring.md` for the semantics):
 //!
 //! - [`lineage`]: the decisions taken from epoch lineages (the type,
 //!   `kafkalog::epoch::EpochLineage`, is re-exported there): the follower

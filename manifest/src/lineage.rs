@@ -19,7 +19,7 @@
 //!   The applier uses it against a manifest's lineage (source divergence),
 //!   and as the second step of failback.
 //! - [`truncation_point_for_lme`]: the first step of failback, the table of
-//!   `spec/mirroring.md` ("Failback: start again after a stop").
+//!   `docs/mirroring.md` ("Failback: start again after a stop").
 //!
 //! Both are total: no input makes them panic, and the offset they return is
 //! never negative and never above the local LEO.
@@ -111,7 +111,7 @@ pub fn divergence_point(
 }
 
 /// The failback truncation point `T` for the LME (last mirrored epoch) of the
-/// new primary, from the local lineage: the table of `spec/mirroring.md`,
+/// new primary, from the local lineage: the table of `docs/mirroring.md`,
 /// "Failback: start again after a stop":
 ///
 /// | LME against the local lineage | T |

@@ -27,7 +27,7 @@
 //! | stopped while mirroring the source it now starts from again | holds records | [`HistoryRule::ResumeAfterStop`] | the stop offset (the end of the LME's epoch in the local lineage) |
 //! | stopped (LME recorded) and now mirroring another source, or adopted with records of its own | holds records | failback: [`LmeRule`], from the LME the source's manifest records for this cluster | the LME table below |
 //!
-//! The LME table (`spec/mirroring.md`, [`lineage::truncation_point_for_lme`]):
+//! The LME table (`docs/mirroring.md`, [`lineage::truncation_point_for_lme`]):
 //!
 //! | LME against the local lineage | rule | T |
 //! | --- | --- | --- |
@@ -567,7 +567,7 @@ fn follow(sim: &mut Simulated, manifest: &PartitionManifest) -> Result<(), Refus
     Ok(())
 }
 
-/// STOPPING's plan (failover): see `spec/mirroring.md`, "Failover: stop".
+/// STOPPING's plan (failover): see `docs/mirroring.md`, "Failover: stop".
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct StopPlan {
     /// The last mirrored epoch: the latest local epoch at the stop.

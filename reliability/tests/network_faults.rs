@@ -8,6 +8,10 @@ use segmirror_reliability::netfaults::{NetOptions, run, s3_env};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_percent_network_faults_against_s3_converge() {
     if s3_env().is_none() {
+        assert!(
+            !segmirror_testkit::s3_required(),
+            "the S3 backend is required (SEGMIRROR_REQUIRE_S3 or CI) but SEGMIRROR_TEST_S3_BUCKET / AWS_ENDPOINT_URL are not set"
+        );
         eprintln!("skipped: SEGMIRROR_TEST_S3_BUCKET / AWS_ENDPOINT_URL not set");
         return;
     }

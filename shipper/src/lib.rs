@@ -1,6 +1,6 @@
 //! The shipper: tails a source broker's Kafka log dirs and ships their
 //! committed batches, byte for byte, to a bucket, with one epoch manifest
-//! per partition (see `spec/mirroring.md`, "Data path", and the `manifest`
+//! per partition (see `docs/mirroring.md`, "Data path", and the `manifest`
 //! crate for the formats). It is the only writer of a source cluster's
 //! objects.
 //!

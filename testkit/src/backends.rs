@@ -4,7 +4,8 @@
 //! dropped); `s3` too when `SEGMIRROR_TEST_S3_BUCKET` names a bucket on an
 //! S3-compatible server (endpoint and credentials from the AWS variables;
 //! `eval "$(bash tests/s3-server.sh start)"` starts moto and sets them).
-//! With `CI` set and no bucket, [`backends`] panics: CI must run S3 too.
+//! With `SEGMIRROR_REQUIRE_S3` (or `CI`) set and no bucket, [`backends`]
+//! and [`s3_test_bucket`] panic: a CI run must never pass by skipping S3.
 //!
 //! Each call gets fresh stores: a new temp dir, and on S3 a new key prefix
 //! under `segmirror-tests/`, so tests and runs never see each other.
@@ -17,6 +18,28 @@ use object_store::ObjectStore;
 
 /// The variable naming the S3 test bucket.
 pub const S3_BUCKET_VAR: &str = "SEGMIRROR_TEST_S3_BUCKET";
+
+/// The variable that makes the S3 backend mandatory (`.ci/run` sets it).
+pub const REQUIRE_S3_VAR: &str = "SEGMIRROR_REQUIRE_S3";
+
+/// Whether a missing S3 bucket must fail the test instead of skipping S3:
+/// `SEGMIRROR_REQUIRE_S3` set to anything but `0`, or `CI` set.
+pub fn s3_required() -> bool {
+    std::env::var(REQUIRE_S3_VAR).is_ok_and(|v| v != "0") || std::env::var_os("CI").is_some()
+}
+
+/// The S3 test bucket, or `None` when the S3 backend is not configured and
+/// not required. Panics, failing the test, when [`s3_required`] and the
+/// bucket is not set.
+pub fn s3_test_bucket() -> Option<String> {
+    match std::env::var(S3_BUCKET_VAR) {
+        Ok(bucket) => Some(bucket),
+        Err(_) if s3_required() => panic!(
+            "the S3 backend is required ({REQUIRE_S3_VAR} or CI is set) but {S3_BUCKET_VAR} is not: eval \"$(bash tests/s3-server.sh start)\" first"
+        ),
+        Err(_) => None,
+    }
+}
 
 /// One bucket to run a test body on. Keep it alive while its store is used
 /// (it owns the `file` backend's directory).
@@ -66,8 +89,8 @@ pub fn backends() -> Vec<Backend> {
             _dir: Some(dir),
         },
     ];
-    match std::env::var(S3_BUCKET_VAR) {
-        Ok(bucket) => {
+    match s3_test_bucket() {
+        Some(bucket) => {
             let url = format!("s3://{bucket}/{}", fresh_prefix());
             let parsed = BucketUrl::parse(&url).expect("s3 url");
             out.push(Backend {
@@ -78,10 +101,7 @@ pub fn backends() -> Vec<Backend> {
                 _dir: None,
             });
         }
-        Err(_) if std::env::var_os("CI").is_some() => {
-            panic!("CI must run the S3 backend too: set {S3_BUCKET_VAR} (see .ci/run)")
-        }
-        Err(_) => {}
+        None => {}
     }
     out
 }

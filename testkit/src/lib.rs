@@ -29,7 +29,7 @@ pub mod kafka_python;
 pub mod metrics;
 
 #[cfg(feature = "backends")]
-pub use backends::{Backend, S3_BUCKET_VAR, backends};
+pub use backends::{Backend, REQUIRE_S3_VAR, S3_BUCKET_VAR, backends, s3_required, s3_test_bucket};
 
 /// The workspace root (this crate's parent directory).
 pub fn workspace_root() -> std::path::PathBuf {

@@ -1,4 +1,4 @@
-//! The spec's testable behaviours 2 to 13 and 15 (`spec/mirroring.md`), end to end:
+//! The spec's testable behaviours 2 to 13 and 15 (`docs/mirroring.md`), end to end:
 //! the real shipper ships a source log dir, the real applier applies it,
 //! on every backend (`memory://`, `file://`, S3 when configured).
 //! Behaviour 1 and the failback worked example are in `scenarios.rs`;
