@@ -279,6 +279,12 @@ pub fn credential_source() -> String {
     "instance metadata (IMDS)".into()
 }
 
+/// Whether the shared credentials file holds static keys for `AWS_PROFILE`
+/// (or `default`).
+pub fn has_shared_profile() -> bool {
+    shared_profile().is_some()
+}
+
 /// Credentials of a profile in the shared AWS files.
 struct SharedProfile {
     access_key_id: String,

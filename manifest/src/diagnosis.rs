@@ -51,6 +51,9 @@ pub struct StoreContext {
     pub credentials: String,
     /// The instance metadata endpoint credentials are asked from.
     pub metadata_endpoint: String,
+    /// Whether credentials come from instance metadata (no other source
+    /// is configured).
+    pub instance_metadata: bool,
 }
 
 impl StoreContext {
@@ -74,6 +77,10 @@ impl StoreContext {
             credentials: crate::bucket::credential_source(),
             metadata_endpoint: env("AWS_METADATA_ENDPOINT")
                 .unwrap_or_else(|| DEFAULT_METADATA_ENDPOINT.to_string()),
+            instance_metadata: !other_credential_source(
+                |k| std::env::var(k).ok(),
+                crate::bucket::has_shared_profile(),
+            ),
         })
     }
 
@@ -271,17 +278,77 @@ pub fn missing_credentials(
         }
         (false, false) => {}
     }
-    let other = has_profile
-        || (set("AWS_WEB_IDENTITY_TOKEN_FILE") && set("AWS_ROLE_ARN"))
-        || set("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
-        || (set("AWS_CONTAINER_CREDENTIALS_FULL_URI")
-            && set("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"));
+    let other = other_credential_source(&lookup, has_profile);
     let disabled =
         lookup("AWS_EC2_METADATA_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
     (!other && disabled).then(|| StoreProblem::NoCredentials {
         looked_in: credential_sources(&metadata),
         why: "instance metadata is disabled by AWS_EC2_METADATA_DISABLED".into(),
     })
+}
+
+/// Whether a credential source other than instance metadata is
+/// configured (in `object_store`'s order: static keys, web identity,
+/// container credentials; and the shared credentials file).
+fn other_credential_source(lookup: impl Fn(&str) -> Option<String>, has_profile: bool) -> bool {
+    let set = |k: &str| lookup(k).is_some_and(|v| !v.is_empty());
+    has_profile
+        || (set("AWS_ACCESS_KEY_ID") && set("AWS_SECRET_ACCESS_KEY"))
+        || (set("AWS_WEB_IDENTITY_TOKEN_FILE") && set("AWS_ROLE_ARN"))
+        || set("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+        || (set("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+            && set("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"))
+}
+
+/// Connects once to the host and port of `url` (port 443 for `https`, 80
+/// otherwise), within `timeout` per address: `Err` says where and why
+/// (`connecting to 127.0.0.1:9000: Connection refused (os error 111)`).
+/// Blocking; the only IO in this module.
+pub fn probe_tcp(url: &str, timeout: std::time::Duration) -> Result<(), String> {
+    use std::net::ToSocketAddrs;
+    let (default_port, rest) = match url.split_once("://") {
+        Some(("https", rest)) => (443, rest),
+        Some((_, rest)) => (80, rest),
+        None => (443, url),
+    };
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let addr = if authority
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        authority.to_string()
+    } else {
+        format!("{authority}:{default_port}")
+    };
+    let addrs: Vec<_> = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("resolving {addr}: {e}"))?
+        .collect();
+    let mut last = format!("{addr} resolves to no address");
+    for a in addrs {
+        match std::net::TcpStream::connect_timeout(&a, timeout) {
+            Ok(_) => return Ok(()),
+            Err(e) => last = format!("connecting to {addr}: {e}"),
+        }
+    }
+    Err(last)
+}
+
+/// Before the first request: when credentials would come from instance
+/// metadata, whether its endpoint accepts a connection within `timeout`
+/// (on a machine without it, the store client would otherwise retry until
+/// its deadline and report a metadata request's error). `None`: another
+/// source is configured, or the endpoint answers. Blocking.
+pub fn probe_credentials(ctx: &StoreContext, timeout: std::time::Duration) -> Option<StoreProblem> {
+    if !ctx.instance_metadata {
+        return None;
+    }
+    probe_tcp(&ctx.metadata_endpoint, timeout)
+        .err()
+        .map(|why| StoreProblem::NoCredentials {
+            looked_in: credential_sources(&ctx.metadata_endpoint),
+            why,
+        })
 }
 
 /// The problem an error's text shows, or `None` when it is none of the
@@ -500,6 +567,7 @@ mod tests {
             region: "us-east-1".into(),
             credentials: "environment (AWS_ACCESS_KEY_ID)".into(),
             metadata_endpoint: DEFAULT_METADATA_ENDPOINT.into(),
+            instance_metadata: false,
         }
     }
 
@@ -664,6 +732,31 @@ mod tests {
             half.to_string().contains("AWS_SECRET_ACCESS_KEY is not"),
             "{half}"
         );
+    }
+
+    #[test]
+    fn a_closed_metadata_port_is_no_credentials_before_any_request() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            l.local_addr().expect("addr").port()
+        };
+        let mut c = ctx();
+        c.metadata_endpoint = format!("http://127.0.0.1:{port}");
+        let t = std::time::Duration::from_millis(500);
+        assert_eq!(
+            probe_credentials(&c, t),
+            None,
+            "static keys: nothing to probe"
+        );
+        c.instance_metadata = true;
+        let p = probe_credentials(&c, t).expect("refused");
+        assert!(
+            p.to_string().contains(&format!("instance metadata at http://127.0.0.1:{port}: connecting to 127.0.0.1:{port}: Connection refused")),
+            "{p}"
+        );
+        let open = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        c.metadata_endpoint = format!("http://{}", open.local_addr().expect("addr"));
+        assert_eq!(probe_credentials(&c, t), None);
     }
 
     #[derive(Debug)]
