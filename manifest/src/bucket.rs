@@ -63,6 +63,15 @@ pub enum BucketError {
         #[source]
         source: object_store::Error,
     },
+    /// No credential source can work (known before any request; see
+    /// [`crate::diagnosis::missing_credentials`]).
+    #[error("bucket {url}: {problem}")]
+    NoCredentials {
+        /// The URL.
+        url: String,
+        /// What was looked at and the fix.
+        problem: crate::diagnosis::StoreProblem,
+    },
     /// The local directory could not be created.
     #[error("bucket directory {path}: {source}")]
     Io {
@@ -143,12 +152,7 @@ impl BucketUrl {
         Some(
             env("AWS_ENDPOINT_URL_S3")
                 .or_else(|| env("AWS_ENDPOINT_URL"))
-                .unwrap_or_else(|| {
-                    let region = env("AWS_REGION")
-                        .or_else(|| env("AWS_DEFAULT_REGION"))
-                        .unwrap_or_else(|| "us-east-1".to_string());
-                    format!("https://s3.{region}.amazonaws.com")
-                }),
+                .unwrap_or_else(|| format!("https://s3.{}.amazonaws.com", region())),
         )
     }
 
@@ -192,6 +196,15 @@ impl BucketUrl {
                 Ok(Arc::new(fs))
             }
             BucketUrl::S3 { bucket, .. } => {
+                if let Some(problem) = crate::diagnosis::missing_credentials(
+                    |k| std::env::var(k).ok(),
+                    shared_profile().is_some(),
+                ) {
+                    return Err(BucketError::NoCredentials {
+                        url: self.to_string(),
+                        problem,
+                    });
+                }
                 let mut builder = AmazonS3Builder::from_env()
                     .with_bucket_name(bucket)
                     .with_retry(object_store::RetryConfig {
@@ -207,12 +220,6 @@ impl BucketUrl {
                     if let Some(token) = p.session_token {
                         builder = builder.with_token(token);
                     }
-                    if let Some(region) = p
-                        .region
-                        .filter(|_| std::env::var_os("AWS_REGION").is_none())
-                    {
-                        builder = builder.with_region(region);
-                    }
                 }
                 let endpoint = std::env::var("AWS_ENDPOINT_URL_S3")
                     .or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
@@ -223,11 +230,9 @@ impl BucketUrl {
                         .with_endpoint(endpoint)
                         .with_virtual_hosted_style_request(false);
                 }
-                if std::env::var("AWS_REGION").is_err()
-                    && std::env::var("AWS_DEFAULT_REGION").is_err()
-                {
-                    builder = builder.with_region("us-east-1");
-                }
+                // One precedence for requests and messages (a profile's
+                // region is no longer overridden by the us-east-1 default).
+                builder = builder.with_region(region());
                 let s3 = builder.build().map_err(|source| BucketError::Build {
                     url: self.to_string(),
                     source,
@@ -236,6 +241,23 @@ impl BucketUrl {
             }
         }
     }
+}
+
+/// The region S3 requests are signed for: `AWS_REGION`, else
+/// `AWS_DEFAULT_REGION`, else the shared profile's region, else
+/// `us-east-1` (as [`BucketUrl::build`] sets it).
+pub fn region() -> String {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    env("AWS_REGION")
+        .or_else(|| env("AWS_DEFAULT_REGION"))
+        .or_else(|| {
+            std::env::var_os("AWS_ACCESS_KEY_ID")
+                .is_none()
+                .then(shared_profile)
+                .flatten()
+                .and_then(|p| p.region)
+        })
+        .unwrap_or_else(|| "us-east-1".to_string())
 }
 
 /// Which credential source an S3 bucket uses, for messages (never the
@@ -255,6 +277,12 @@ pub fn credential_source() -> String {
         return "container credentials endpoint".into();
     }
     "instance metadata (IMDS)".into()
+}
+
+/// Whether the shared credentials file holds static keys for `AWS_PROFILE`
+/// (or `default`).
+pub fn has_shared_profile() -> bool {
+    shared_profile().is_some()
 }
 
 /// Credentials of a profile in the shared AWS files.

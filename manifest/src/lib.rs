@@ -28,6 +28,9 @@
 //! - [`store`]: reading and committing through one `ObjectStore` with
 //!   create-if-absent writes; the only module here that does IO, with
 //!   [`bucket`], which builds the store from a URL.
+//! - [`diagnosis`]: bucket errors (no credentials, wrong region, access
+//!   denied, no such bucket, unreachable endpoint) as one line naming what
+//!   was tried and the fix, and error chains printed with each cause once.
 //! - [`counting`]: an `ObjectStore` decorator counting requests by kind, for
 //!   request-budget tests and metrics.
 //! - [`clock`]: wall-clock time, injectable so that tests move it (retry
@@ -39,6 +42,7 @@ pub mod bucket;
 pub mod clock;
 pub mod codec;
 pub mod counting;
+pub mod diagnosis;
 pub mod feed;
 pub mod layout;
 pub mod lineage;

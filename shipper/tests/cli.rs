@@ -394,10 +394,11 @@ fn once_against_an_unreachable_store_exits_1_within_the_timeout() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
     // Either the client's own retries end first (their error), or the
-    // timeout does (then a connection attempt says why).
+    // timeout does (then a connection attempt says why): one line either way.
+    let line = format!("shipper: error: the store endpoint {endpoint} is unreachable (");
+    assert!(err.contains(&line), "{err}");
     assert!(
-        err.contains("error sending request")
-            || err.contains("did not answer within 2s") && err.contains("refused"),
+        err.contains("and that the server is up") && err.contains("check AWS_ENDPOINT_URL"),
         "{err}"
     );
     assert!(took < Duration::from_secs(10), "took {took:?}");
@@ -414,9 +415,11 @@ fn once_against_an_unreachable_store_exits_1_within_the_timeout() {
         .expect("run");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("did not answer within 600ms"), "{err}");
+    assert!(err.contains(&line), "{err}");
     assert!(
-        err.contains(&format!("connecting to 127.0.0.1:{port}")),
+        err.contains(&format!(
+            "connecting to 127.0.0.1:{port}: Connection refused"
+        )) && err.contains("no answer within 600ms"),
         "{err}"
     );
     let out = against(&endpoint)
@@ -426,6 +429,139 @@ fn once_against_an_unreachable_store_exits_1_within_the_timeout() {
         .expect("run");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("within 300ms"), "{err}");
+}
+
+/// A port nothing listens on.
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// `shipper once` on an S3 bucket with `env` applied: exit code and stderr.
+fn once_on_s3(bucket: &str, env: &[(&str, &str)], unset: &[&str]) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    source(&logs);
+    let mut c = shipper_bin();
+    c.args([
+        "once",
+        "--log-dir",
+        logs.to_str().expect("utf-8"),
+        "--bucket",
+        bucket,
+        "--cluster-id",
+        "src",
+        "--store-timeout",
+        "5s",
+    ]);
+    for k in unset {
+        c.env_remove(k);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().expect("run");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const CREDENTIAL_VARS: &[&str] = &[
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_SHARED_CREDENTIALS_FILE",
+];
+
+#[test]
+fn once_without_credentials_exits_2_saying_where_it_looked() {
+    let metadata = format!("http://127.0.0.1:{}", closed_port());
+    let endpoint = format!("http://127.0.0.1:{}", closed_port());
+    let (code, err) = once_on_s3(
+        "s3://some-bucket/p",
+        &[
+            ("AWS_METADATA_ENDPOINT", &metadata),
+            ("AWS_ENDPOINT_URL", &endpoint),
+            ("HOME", "/nonexistent"),
+        ],
+        CREDENTIAL_VARS,
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("shipper: error: no AWS credentials found (looked in AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, the shared credentials file (profile default), AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN, AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI, instance metadata at "),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{metadata}: connecting to "))
+            && err.contains("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"),
+        "{err}"
+    );
+    // Instance metadata disabled and nothing else: known without a request.
+    let (code, err) = once_on_s3(
+        "s3://some-bucket/p",
+        &[
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+            ("AWS_ENDPOINT_URL", &endpoint),
+            ("HOME", "/nonexistent"),
+        ],
+        CREDENTIAL_VARS,
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("no AWS credentials found")
+            && err.contains("instance metadata is disabled by AWS_EC2_METADATA_DISABLED"),
+        "{err}"
+    );
+}
+
+#[test]
+fn once_on_a_bucket_that_does_not_exist_exits_1_naming_it_and_the_endpoint() {
+    // moto (tests/s3-server.sh) when it runs; skipped without it.
+    let (Ok(endpoint), Ok(_)) = (
+        std::env::var("AWS_ENDPOINT_URL"),
+        std::env::var(segmirror_testkit::S3_BUCKET_VAR),
+    ) else {
+        eprintln!("skipped: no S3 test server (eval \"$(bash tests/s3-server.sh start)\")");
+        return;
+    };
+    let (code, err) = once_on_s3("s3://never-created-bucket/p", &[], &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!("shipper: error: bucket never-created-bucket does not exist at endpoint {endpoint}: create it, or fix the bucket name (--bucket) or the endpoint (AWS_ENDPOINT_URL)\n")),
+        "{err}"
+    );
+}
+
+#[test]
+fn each_cause_of_an_error_is_printed_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    source(&logs);
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").expect("write");
+    // The bucket dir cannot be created under a file: io error in a
+    // bucket error in the binary's error.
+    let bucket = format!("file://{}/bucket", file.display());
+    let (code, err, _) = once_in(
+        dir.path(),
+        &[
+            "--log-dir",
+            logs.to_str().expect("utf-8"),
+            "--bucket",
+            &bucket,
+            "--cluster-id",
+            "src",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("bucket directory"), "{err}");
+    assert_eq!(err.matches("Not a directory").count(), 1, "{err}");
 }
 
 #[test]

@@ -196,7 +196,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("shipper: error: {e:#}");
+            // Each cause once, even where an error both interpolates its
+            // source and returns it (object_store's errors do).
+            let err: &(dyn std::error::Error + 'static) = e.as_ref();
+            eprintln!("shipper: error: {}", manifest::diagnosis::one_line(err));
             ExitCode::from(2)
         }
     }

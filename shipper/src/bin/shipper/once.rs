@@ -5,10 +5,17 @@
 //! naming the endpoint and the error (a probe of the store, bounded by the
 //! timeout, runs before any partition is walked); a run that shipped
 //! nothing says what it found in one line.
+//!
+//! A recognised bucket problem ([`manifest::diagnosis`]: no credentials,
+//! wrong region, access denied, no such bucket, unreachable endpoint) is
+//! one line naming what was tried and the fix: exit 1, but 2 for missing
+//! credentials (a setup error: checked before the first request when
+//! credentials would come from instance metadata).
 
 use std::time::Duration;
 
 use manifest::bucket::BucketUrl;
+use manifest::diagnosis::{self, StoreContext, StoreProblem};
 use shipper::{CycleReport, PartitionStatus};
 
 use crate::run::{RunArgs, build_validated};
@@ -36,21 +43,66 @@ pub(crate) async fn once(args: RunArgs) -> anyhow::Result<u8> {
     }
     let timeout = v.store_timeout;
     let endpoint = endpoint(&v.bucket);
+    let ctx = StoreContext::from_env(&v.bucket);
+    // Credentials from instance metadata on a machine without it: said
+    // before any request (the client would retry until the timeout).
+    if let Some(c) = ctx.clone() {
+        let probe = tokio::task::spawn_blocking(move || {
+            diagnosis::probe_credentials(&c, Duration::from_secs(1))
+        })
+        .await;
+        if let Ok(Some(problem)) = probe {
+            eprintln!("shipper: error: {problem}");
+            return Ok(problem.exit_code());
+        }
+    }
     let mut shipper = build_validated(v)?;
     // One request the whole run depends on, bounded: an unreachable store
     // is reported before any partition is walked.
     match tokio::time::timeout(timeout, shipper.store().latest_head_seq()).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => {
-            eprintln!("shipper: error: the store at {endpoint}: {e}");
-            return Ok(1);
+            let text = diagnosis::one_line(&e);
+            match ctx.as_ref().and_then(|c| diagnosis::classify(&text, c)) {
+                Some(problem) => {
+                    eprintln!("shipper: error: {problem}");
+                    return Ok(problem.exit_code());
+                }
+                None => {
+                    eprintln!("shipper: error: the store at {endpoint}: {text}");
+                    return Ok(1);
+                }
+            }
         }
         Err(_) => {
-            let why = diagnose(&endpoint).await;
-            eprintln!(
-                "shipper: error: the store at {endpoint} did not answer within {}: {why}",
-                humantime::format_duration(timeout)
-            );
+            let within = humantime::format_duration(timeout);
+            let url = ctx.as_ref().map(|c| c.endpoint.clone());
+            let probe = match url {
+                Some(url) => tokio::task::spawn_blocking(move || {
+                    diagnosis::probe_tcp(&url, Duration::from_secs(2))
+                })
+                .await
+                .unwrap_or_else(|e| Err(format!("no answer ({e})"))),
+                None => Err("no answer".to_string()),
+            };
+            match (probe, &ctx) {
+                (Err(why), Some(c)) => {
+                    let problem = StoreProblem::Unreachable {
+                        endpoint: c.endpoint.clone(),
+                        custom_endpoint: c.custom_endpoint,
+                        why: format!("{why}; no answer within {within}"),
+                    };
+                    eprintln!("shipper: error: {problem}");
+                }
+                (Err(why), None) => {
+                    eprintln!(
+                        "shipper: error: the store at {endpoint} did not answer within {within}: {why}"
+                    );
+                }
+                (Ok(()), _) => eprintln!(
+                    "shipper: error: the store at {endpoint} did not answer within {within}: it accepts connections but no request was answered"
+                ),
+            }
             return Ok(1);
         }
     }
@@ -146,50 +198,5 @@ fn endpoint(bucket: &BucketUrl) -> String {
     match bucket.endpoint() {
         Some(endpoint) => format!("{bucket} ({endpoint})"),
         None => bucket.to_string(),
-    }
-}
-
-/// Why an endpoint did not answer, as far as one TCP connection can tell
-/// (the store client retries connection errors until its own deadline, so
-/// its error is not at hand when the timeout fires).
-async fn diagnose(endpoint: &str) -> String {
-    let Some(url) = endpoint
-        .rsplit_once('(')
-        .and_then(|(_, e)| e.strip_suffix(')'))
-    else {
-        return "no answer".to_string();
-    };
-    let (default_port, rest) = match url.split_once("://") {
-        Some(("https", rest)) => (443, rest),
-        Some((_, rest)) => (80, rest),
-        None => (443, url),
-    };
-    let authority = rest.split('/').next().unwrap_or(rest).to_string();
-    let addr = if authority
-        .rsplit_once(':')
-        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-    {
-        authority
-    } else {
-        format!("{authority}:{default_port}")
-    };
-    let probe = addr.clone();
-    let result = tokio::task::spawn_blocking(move || {
-        use std::net::ToSocketAddrs;
-        let addrs: Vec<_> = probe.to_socket_addrs()?.collect();
-        let mut last = std::io::Error::other("the name resolves to no address");
-        for a in addrs {
-            match std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)) {
-                Ok(_) => return Ok(()),
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
-    })
-    .await;
-    match result {
-        Ok(Ok(())) => format!("{addr} accepts connections but no request was answered"),
-        Ok(Err(e)) => format!("connecting to {addr}: {e}"),
-        Err(e) => format!("no answer ({e})"),
     }
 }
