@@ -1,5 +1,5 @@
 //! `applier`: apply a source's shipped segments to a local Kafka-format log
-//! and drive each mirror partition's state (see `spec/mirroring.md`).
+//! and drive each mirror partition's state (see `docs/mirroring.md`).
 //! A thin shell over the `applier` library.
 
 mod commands;
@@ -178,7 +178,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("applier: error: {e:#}");
+            // Each cause once, even where an error both interpolates its
+            // source and returns it (object_store's errors do).
+            let err: &(dyn std::error::Error + 'static) = e.as_ref();
+            eprintln!("applier: error: {}", manifest::diagnosis::one_line(err));
             ExitCode::from(2)
         }
     }
