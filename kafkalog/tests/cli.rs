@@ -147,9 +147,12 @@ fn compare_says_identical_then_names_the_first_difference_after_truncate() {
         "--yes",
     ]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        out, "t-0: log end offset 500 -> 100\n",
-        "cut on the batch boundary below 120"
+    assert!(
+        out.ends_with("t-0: log end offset 500 -> 100\n")
+            && out.contains(
+                "offset 120 is inside batch 100..149, so the cut is at its batch boundary 100"
+            ),
+        "cut on the batch boundary below 120, and said so first: {out}"
     );
     let (code, out, _) = common::run_kafkalog(&["compare", s(&a), s(&b)]);
     assert_eq!(code, 1);
@@ -216,7 +219,7 @@ fn produce_to_a_read_only_partition_fails_and_changes_nothing() {
         ],
         b"k\tv\n",
     );
-    assert_eq!(code, 2, "{out}");
+    assert_eq!(code, 1, "a refused write exits 1: {out}");
     assert!(
         err.contains("mirrored-0 is read-only: mirror of cluster src-1 (state MIRRORING)"),
         "{err}"
@@ -389,4 +392,158 @@ fn kill_minus_nine_during_produce_loses_nothing_acknowledged() {
         })
         .expect("walk");
     assert!(batches > 10);
+}
+
+/// A log dir with `orders-0` holding 5 batches of 10 records (offsets 0-49).
+fn orders_log(root: &std::path::Path) -> TopicPartition {
+    let input: String = (0..50).map(|i| format!("k{i}\tv{i}\n")).collect();
+    let (code, out, err) = common::run_kafkalog_with_input(
+        &[
+            "produce",
+            "--log-dir",
+            s(root),
+            "--topic",
+            "orders",
+            "--partition",
+            "0",
+            "--batch-size",
+            "10",
+        ],
+        input.as_bytes(),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    TopicPartition::new("orders", 0).expect("tp")
+}
+
+fn partition_bytes(root: &std::path::Path, tp: &TopicPartition) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(root.join(tp.dir_name()))
+        .expect("list")
+        .map(|e| {
+            let e = e.expect("entry");
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).expect("read"),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn truncate_refuses_a_read_only_mirror_partition_unless_forced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tp = orders_log(dir.path());
+    {
+        let logdir = LogDir::open(dir.path()).expect("open");
+        let log = logdir
+            .open_partition(&tp, LogConfig::default())
+            .expect("open");
+        log.set_read_only("mirror of cluster src-1 (state MIRRORING)")
+            .expect("guard");
+    }
+    let before = partition_bytes(dir.path(), &tp);
+    let args = [
+        "truncate",
+        "--log-dir",
+        s(dir.path()),
+        "--topic",
+        "orders",
+        "--partition",
+        "0",
+        "--to",
+        "20",
+        "--yes",
+    ];
+    let (code, _, err) = common::run_kafkalog(&args);
+    assert_eq!(code, 1, "a refusal exits 1: {err}");
+    assert!(err.contains("orders-0 is read-only"), "{err}");
+    assert!(err.contains("applier stop"), "says what to do: {err}");
+    assert_eq!(partition_bytes(dir.path(), &tp), before, "nothing changed");
+
+    let mut forced = args.to_vec();
+    forced.push("--force");
+    let (code, out, err) = common::run_kafkalog(&forced);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("log end offset 50 -> 20"), "{out}");
+}
+
+#[test]
+fn truncate_says_which_batch_boundary_it_cuts_at_before_cutting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tp = orders_log(dir.path());
+    let before = partition_bytes(dir.path(), &tp);
+    let args = [
+        "truncate",
+        "--log-dir",
+        s(dir.path()),
+        "--topic",
+        "orders",
+        "--partition",
+        "0",
+        "--to",
+        "15",
+    ];
+    // Without --yes: the cut is printed, nothing changes, exit 2.
+    let (code, out, err) = common::run_kafkalog(&args);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        out.contains(
+            "offset 15 is inside batch 10..19, so the cut is at its batch boundary 10: 4 batches"
+        ),
+        "{out}"
+    );
+    assert!(err.contains("pass --yes"), "{err}");
+    assert_eq!(partition_bytes(dir.path(), &tp), before, "nothing changed");
+    let mut yes = args.to_vec();
+    yes.push("--yes");
+    let (code, out, err) = common::run_kafkalog(&yes);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("batch boundary 10"), "{out}");
+    assert!(out.contains("log end offset 50 -> 10"), "{out}");
+}
+
+#[test]
+fn commands_on_a_mistyped_log_dir_fail_and_create_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("no-such-dir");
+    for args in [
+        vec!["verify", "--log-dir", s(&missing)],
+        vec![
+            "truncate",
+            "--log-dir",
+            s(&missing),
+            "--topic",
+            "orders",
+            "--partition",
+            "0",
+            "--to",
+            "0",
+            "--yes",
+        ],
+    ] {
+        let (code, _, err) = common::run_kafkalog(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("does not exist"), "{err}");
+        assert!(!missing.exists(), "{args:?} created the dir");
+    }
+}
+
+#[test]
+fn verify_says_so_when_there_is_nothing_to_verify() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, out, err) = common::run_kafkalog(&["verify", "--log-dir", s(dir.path())]);
+    assert_eq!(code, 2, "an empty dir is not ok: {out}");
+    assert!(err.contains("no partitions in"), "{err}");
+    assert!(!out.contains("ok"), "{out}");
+
+    let tp = orders_log(dir.path());
+    let partition_dir = dir.path().join(tp.dir_name());
+    let (code, out, err) = common::run_kafkalog(&["verify", "--log-dir", s(&partition_dir)]);
+    assert_eq!(code, 2, "{out}");
+    assert!(err.contains("is a partition dir"), "{err}");
+    assert!(err.contains("pass its parent"), "{err}");
+    let (code, out, err) = common::run_kafkalog(&["verify", "--log-dir", s(dir.path())]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("ok: 1 partitions"), "{out}");
 }

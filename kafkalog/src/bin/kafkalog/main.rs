@@ -17,6 +17,31 @@ pub(crate) const EXIT_FINDING: u8 = 1;
 /// Exit code for usage, IO and other errors.
 pub(crate) const EXIT_ERROR: u8 = 2;
 
+/// For commands that read or change an existing log dir: `None` when `dir`
+/// is a directory; otherwise says why on stderr (missing, not a directory,
+/// or a partition dir given where its parent belongs) and returns the exit
+/// code. Such commands never create the dir.
+pub(crate) fn require_log_dir(dir: &std::path::Path) -> Option<u8> {
+    if !dir.is_dir() {
+        eprintln!(
+            "kafkalog: log dir {} does not exist (or is not a directory)",
+            dir.display()
+        );
+        return Some(EXIT_ERROR);
+    }
+    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if kafkalog::TopicPartition::parse_dir_name(name).is_ok()
+        && kafkalog::segment::list_segments(dir).is_ok_and(|s| !s.is_empty())
+    {
+        eprintln!(
+            "kafkalog: {} is a partition dir (it holds .log segments); pass its parent as --log-dir",
+            dir.display()
+        );
+        return Some(EXIT_ERROR);
+    }
+    None
+}
+
 #[derive(Parser)]
 #[command(
     name = "kafkalog",
@@ -30,7 +55,9 @@ Read commands (dump, verify, compare) take no lock and are safe on a live broker
   kafkalog dump --log-dir /tmp/logs --topic orders --partition 0 --records
   kafkalog verify --log-dir /var/lib/kafka/data
   kafkalog compare /data/source /data/mirror --topic orders
-  kafkalog truncate --log-dir /tmp/logs --topic orders --partition 0 --to 100 --yes"
+  kafkalog truncate --log-dir /tmp/logs --topic orders --partition 0 --to 100 --yes
+
+Exit codes: 0 done; 1 a finding (corrupt or different data) or a refused operation (a write to a read-only mirror partition); 2 a usage or setup error (no such log dir, bad flags)."
 )]
 struct Cli {
     #[command(subcommand)]

@@ -96,11 +96,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<u8> {
     if let Ok(reader) = PartitionReader::open(&args.log_dir, &tp)
         && let Some(reason) = reader.read_only_reason()?
     {
-        return Err(kafkalog::Error::ReadOnly {
-            topic_partition: tp.to_string(),
-            reason,
-        }
-        .into());
+        // A refused operation, not a usage error: exit 1.
+        eprintln!(
+            "kafkalog: refused: {}",
+            kafkalog::Error::ReadOnly {
+                topic_partition: tp.to_string(),
+                reason,
+            }
+        );
+        return Ok(crate::EXIT_FINDING);
     }
     let dir = LogDir::open(&args.log_dir)?;
     let config = LogConfig {

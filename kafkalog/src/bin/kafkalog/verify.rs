@@ -6,11 +6,12 @@ use kafkalog::reader;
 use kafkalog::topic::TopicPartition;
 use kafkalog::verify::{self, VerifyOptions, VerifyStats};
 
-use crate::EXIT_FINDING;
+use crate::{EXIT_ERROR, EXIT_FINDING, require_log_dir};
 
 /// Verify a log dir: every batch's CRC, offset and epoch order, indexes and
 /// checkpoints. Exits 0 when clean, 1 with the first bad location (file, byte
-/// position, offset) otherwise.
+/// position, offset) otherwise, 2 when the dir is missing, is a partition
+/// dir, or holds no partitions (nothing verified is not "ok").
 #[derive(clap::Args)]
 #[command(after_help = "Examples:
   kafkalog verify --log-dir /var/lib/kafka/data
@@ -37,6 +38,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<u8> {
     let opts = VerifyOptions {
         allow_gaps: args.allow_gaps,
     };
+    if let Some(code) = require_log_dir(&args.log_dir) {
+        return Ok(code);
+    }
     let mut stats = VerifyStats::default();
     let mut first_problem = verify::verify_root(&args.log_dir).err();
     if first_problem.is_none() {
@@ -51,6 +55,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<u8> {
                 args.topic.unwrap_or_default(),
                 args.log_dir.display()
             );
+        }
+        if partitions.is_empty() {
+            eprintln!(
+                "kafkalog: no partitions in {} (no <topic>-<partition> dirs): nothing verified; is this a Kafka log dir?",
+                args.log_dir.display()
+            );
+            return Ok(EXIT_ERROR);
         }
         for tp in &partitions {
             if let Err(p) = verify::verify_partition(&args.log_dir, tp, opts, &mut stats)? {
