@@ -34,7 +34,19 @@ pub(crate) struct CommandArgs {
 }
 
 pub(crate) async fn run(command: Command, args: CommandArgs) -> anyhow::Result<u8> {
-    let v = args.common.load()?.validate(false)?;
+    // `start` pins the source it mirrors: without the bucket and the
+    // source cluster id it would pin an empty identity, so both are required.
+    let v = args.common.load()?.validate(command == Command::Start)?;
+    // Only `start` may begin a mirror in a new log dir; the others act on
+    // mirrors that exist, so a mistyped dir is an error, never created.
+    if command != Command::Start && !v.options.log_dir.is_dir() {
+        eprintln!(
+            "applier: log dir {} does not exist: nothing to {}",
+            v.options.log_dir.display(),
+            command.as_str()
+        );
+        return Ok(2);
+    }
     let store = v.bucket.as_ref().map(|b| b.build()).transpose()?;
     let outcomes = match Applier::open(v.options.clone(), store) {
         Ok(mut applier) => applier.command(command, &args.topic_names, args.all).await,
