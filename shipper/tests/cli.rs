@@ -651,3 +651,41 @@ fn once_that_ships_nothing_says_what_it_found() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("the log dirs hold no partitions"), "{err}");
 }
+
+#[test]
+fn once_logs_words_without_colour_codes_when_stderr_is_not_a_terminal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    source(&logs);
+    let bucket = format!("file://{}", dir.path().join("bucket").display());
+    let out = shipper_bin()
+        .env("RUST_LOG", "info")
+        .args([
+            "once",
+            "--log-dir",
+            logs.to_str().expect("utf-8"),
+            "--bucket",
+            &bucket,
+            "--cluster-id",
+            "src",
+        ])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("shipper starting"),
+        "info lines were logged: {err}"
+    );
+    assert!(
+        !err.contains("\x1b["),
+        "colour codes in captured stderr: {err}"
+    );
+    assert!(
+        err.contains(&format!("log_dirs={}", logs.display())),
+        "log dirs in words: {err}"
+    );
+    for debug in ["None", "Some(", "[\""] {
+        assert!(!err.contains(debug), "debug text {debug:?} in: {err}");
+    }
+}
