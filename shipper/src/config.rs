@@ -4,7 +4,8 @@
 //! [`ShipperConfig::validate`], whose errors name the field.
 //!
 //! ```toml
-//! log_dirs = ["/var/lib/kafka/data"]          # required; Kafka's log.dirs
+//! log_dirs = ["/var/lib/kafka/data"]          # required; Kafka's log.dirs (a list, or one string)
+//! # log_dir = "/var/lib/kafka/data"           # the same for one dir (not with log_dirs)
 //! bucket = "s3://dr-bucket/segmirror"         # required: file:///abs/path, memory://, s3://bucket/prefix
 //! cluster_id = "MkU3OEVBNTcwNTJENDM2Qk"       # required: this (source) cluster's id
 //! shipper_id = "broker-1"                     # default: <hostname>-<pid>
@@ -35,8 +36,12 @@
 //! `GB` powers of 1000; `KiB`, `MiB`, `GiB` powers of 1024). Durations are
 //! humantime strings (`500ms`, `5s`, `10m`, `1h`).
 //!
+//! `shipper config example` prints [`EXAMPLE`]: every key with its default
+//! and meaning (a test keeps it complete).
+//!
 //! Environment variables (each overrides the file; flags override them):
-//! `SEGMIRROR_LOG_DIRS` (paths separated by `:`), `SEGMIRROR_BUCKET`,
+//! `SEGMIRROR_LOG_DIRS` (paths separated by `:`) or `SEGMIRROR_LOG_DIR`
+//! (one; not both), `SEGMIRROR_BUCKET`,
 //! `SEGMIRROR_CLUSTER_ID`, `SEGMIRROR_SHIPPER_ID`, `SEGMIRROR_TOPICS`,
 //! `SEGMIRROR_EXCLUDE`, `SEGMIRROR_TAIL_INTERVAL`,
 //! `SEGMIRROR_UPLOAD_CONCURRENCY`, `SEGMIRROR_PART_SIZE`,
@@ -56,6 +61,82 @@ use manifest::bucket::BucketUrl;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
+/// What `shipper config example` prints: every key, its default and its
+/// meaning. It parses and validates as it is; keys without a default
+/// value to show (or that exclude another) are commented out.
+pub const EXAMPLE: &str = r#"# segmirror shipper configuration (shipper run --config FILE).
+# Precedence: this file, then SEGMIRROR_* environment variables, then flags.
+# Sizes: bytes or a unit (KB, MB, GB: powers of 1000; KiB, MiB, GiB: 1024).
+# Durations: 500ms, 5s, 10m, 1h.
+
+# Required. The broker's log dirs (Kafka's log.dirs): a list, or one string.
+# Relative paths resolve against this file's directory.
+log_dirs = ["/var/lib/kafka/data"]
+# The same for one dir; give log_dir or log_dirs, not both.
+# log_dir = "/var/lib/kafka/data"
+
+# Required. Where objects go: s3://bucket/prefix, file:///abs/path or memory://.
+# S3 credentials, region and endpoint come from the standard AWS variables.
+bucket = "s3://dr-bucket/segmirror"
+
+# Required. This (source) cluster's id: the namespace of its objects.
+cluster_id = "MkU3OEVBNTcwNTJENDM2Qk"
+
+# This shipper's id, written into every manifest. Default: <hostname>-<pid>.
+# shipper_id = "broker-1"
+
+# Topics to ship: a regex matched against the whole topic name. Default: every topic.
+# topics = "orders|payments"
+
+# Topics never shipped: a regex matched against the whole topic name. Default: none.
+# exclude = "tmp-.*"
+
+# How often the active segments are tailed (bounds the RPO). Default: 5s.
+tail_interval = "5s"
+
+# Objects uploaded at once, across partitions (1 to 256). Default: 4.
+upload_concurrency = 4
+
+# Multipart part size; smaller objects are one PUT. At least 5MiB on S3.
+# Default: 8MiB on S3, 2MiB on file:// and memory://.
+part_size = "8MiB"
+
+# Largest object: longer spans of a segment are split on batch boundaries. Default: 64MiB.
+max_object_size = "64MiB"
+
+# Most bytes shipped per partition per cycle (a backlog takes several cycles). Default: 1GiB.
+max_cycle_bytes = "1GiB"
+
+# Upload rate limit for all uploads, bytes per second; 0: unlimited. Default: 0.
+rate_limit = 0
+
+# true: ship up to the log end even when replication-offset-checkpoint exists
+# (unsafe on a broker: unreplicated batches may be truncated). Default: false.
+ship_beyond_hw = false
+
+# Serve Prometheus metrics on this address (GET /metrics). Default: not served.
+# metrics_addr = "127.0.0.1:9464"
+
+# Delete unreferenced objects after this long, or "never" (leave them to
+# bucket lifecycle rules). Default: 1h.
+delete_grace = "1h"
+
+# How often partitions with changes are swept for unreferenced objects. Default: 10m.
+sweep_interval = "10m"
+
+# A partition dir gone this long is published as deleted. Default: 5m.
+partition_delete_grace = "5m"
+
+# Back-off after losing a manifest commit to another shipper. Default: 5m.
+fence_backoff = "5m"
+
+# Back-off after a non-retryable error (corrupt source data). Default: 5m.
+error_backoff = "5m"
+
+# `shipper once` gives up when the store does not answer within this. Default: 60s.
+store_timeout = "60s"
+"#;
+
 /// S3's smallest part (every part but the last).
 pub const S3_MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
 
@@ -65,9 +146,17 @@ pub const S3_MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShipperConfig {
-    /// Source log dirs (Kafka's `log.dirs`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Source log dirs (Kafka's `log.dirs`): a list, or one string.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "one_or_many"
+    )]
     pub log_dirs: Vec<PathBuf>,
+    /// One source log dir (the same as `log_dirs` with one entry; giving
+    /// both is an error).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_dir: Option<PathBuf>,
     /// Bucket URL.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bucket: Option<String>,
@@ -127,6 +216,23 @@ pub struct ShipperConfig {
     /// gives up (humantime).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store_timeout: Option<String>,
+}
+
+/// `log_dirs = "/a"` or `log_dirs = ["/a", "/b"]`.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(PathBuf),
+        Many(Vec<PathBuf>),
+    }
+    match OneOrMany::deserialize(d) {
+        Ok(OneOrMany::One(p)) => Ok(vec![p]),
+        Ok(OneOrMany::Many(v)) => Ok(v),
+        Err(_) => Err(serde::de::Error::custom(
+            "expected a path or a list of paths, e.g. \"/var/lib/kafka/data\" or [\"/data/a\", \"/data/b\"]",
+        )),
+    }
 }
 
 /// A configuration error naming the field.
@@ -295,7 +401,7 @@ fn duration(
 impl ShipperConfig {
     /// Parses a TOML file's text; unknown fields are errors naming them.
     pub fn from_toml(text: &str) -> Result<ShipperConfig, ConfigError> {
-        toml::from_str(text).map_err(|e| {
+        let config: ShipperConfig = toml::from_str(text).map_err(|e| {
             // The key on the line the error points at, when it is a known
             // field (a bad value); unknown keys and syntax errors: "(file)".
             let field = e
@@ -308,7 +414,14 @@ impl ShipperConfig {
                 })
                 .unwrap_or("(file)");
             bad(field, e.to_string().trim().to_string())
-        })
+        })?;
+        if config.log_dir.is_some() && !config.log_dirs.is_empty() {
+            return Err(bad(
+                "log_dir",
+                "log_dir and log_dirs are both given: use log_dirs for several dirs, log_dir for one",
+            ));
+        }
+        Ok(config)
     }
 
     /// Reads and parses a TOML file.
@@ -338,7 +451,7 @@ impl ShipperConfig {
     /// absolute: the working directory for flags and the environment, the
     /// file's directory for a file.
     pub fn resolve_paths(mut self, base: &std::path::Path) -> ShipperConfig {
-        for d in &mut self.log_dirs {
+        for d in self.log_dirs.iter_mut().chain(self.log_dir.iter_mut()) {
             if d.is_relative() {
                 *d = base.join(&*d);
             }
@@ -357,7 +470,14 @@ impl ShipperConfig {
             })
             .transpose()
         };
+        if s("SEGMIRROR_LOG_DIRS").is_some() && s("SEGMIRROR_LOG_DIR").is_some() {
+            return Err(bad(
+                "log_dir",
+                "SEGMIRROR_LOG_DIR and SEGMIRROR_LOG_DIRS are both set: set one",
+            ));
+        }
         Ok(ShipperConfig {
+            log_dir: s("SEGMIRROR_LOG_DIR").map(PathBuf::from),
             log_dirs: s("SEGMIRROR_LOG_DIRS")
                 .map(|v| {
                     v.split(':')
@@ -406,8 +526,8 @@ impl ShipperConfig {
         })
     }
 
-    /// Fields set in `over` replace those here (a non-empty `log_dirs`
-    /// replaces the whole list).
+    /// Fields set in `over` replace those here (dirs in `over`, as
+    /// `log_dirs` or `log_dir`, replace all dirs here).
     pub fn merge(mut self, over: ShipperConfig) -> ShipperConfig {
         macro_rules! take {
             ($($f:ident),*) => { $( if over.$f.is_some() { self.$f = over.$f; } )* };
@@ -433,21 +553,35 @@ impl ShipperConfig {
             error_backoff,
             store_timeout
         );
-        if !over.log_dirs.is_empty() {
+        // The dirs given last replace all dirs given before, in either key.
+        if !over.log_dirs.is_empty() || over.log_dir.is_some() {
             self.log_dirs = over.log_dirs;
+            self.log_dir = over.log_dir;
         }
         self
     }
 
     /// Validates and fills defaults.
     pub fn validate(&self) -> Result<Validated, ConfigError> {
-        if self.log_dirs.is_empty() {
+        if self.log_dir.is_some() && !self.log_dirs.is_empty() {
             return Err(bad(
-                "log_dirs",
-                "at least one log dir is required (--log-dir DIR)",
+                "log_dir",
+                "log_dir and log_dirs are both given: use log_dirs for several dirs, log_dir for one",
             ));
         }
-        for d in &self.log_dirs {
+        let log_dirs: Vec<PathBuf> = self
+            .log_dirs
+            .iter()
+            .chain(self.log_dir.iter())
+            .cloned()
+            .collect();
+        if log_dirs.is_empty() {
+            return Err(bad(
+                "log_dirs",
+                "at least one log dir is required (--log-dir DIR, log_dirs or log_dir)",
+            ));
+        }
+        for d in &log_dirs {
             if !d.is_absolute() {
                 return Err(bad(
                     "log_dirs",
@@ -485,7 +619,7 @@ impl ShipperConfig {
                 .map(|r| whole_name_regex(field, r))
                 .transpose()
         };
-        let mut o = ShipperOptions::new(self.log_dirs.clone(), cluster_id);
+        let mut o = ShipperOptions::new(log_dirs, cluster_id);
         o.bucket_prefix = bucket.prefix().to_string();
         o.shipper_id = shipper_id;
         o.topics = anchored("topics", &self.topics)?;
@@ -591,6 +725,7 @@ impl ShipperConfig {
 
 const KNOWN_FIELDS: &[&str] = &[
     "log_dirs",
+    "log_dir",
     "bucket",
     "cluster_id",
     "shipper_id",
@@ -897,5 +1032,114 @@ error_backoff = "2m"
             .validate()
             .expect_err("bad");
         assert_eq!(e.field, "store_timeout");
+    }
+
+    #[test]
+    fn the_example_parses_validates_and_shows_the_defaults() {
+        let v = ShipperConfig::from_toml(EXAMPLE)
+            .expect("parse")
+            .validate()
+            .expect("valid");
+        let d = ShipperOptions::new(vec![], "c");
+        let o = &v.options;
+        assert_eq!(o.tail_interval, d.tail_interval);
+        assert_eq!(o.upload_concurrency, d.upload_concurrency);
+        assert_eq!(o.part_size, d.part_size);
+        assert_eq!(o.max_object_size, d.max_object_size);
+        assert_eq!(o.max_cycle_bytes, d.max_cycle_bytes);
+        assert_eq!(o.rate_limit, d.rate_limit);
+        assert_eq!(o.ship_beyond_hw, d.ship_beyond_hw);
+        assert_eq!(o.delete_grace, d.delete_grace);
+        assert_eq!(o.sweep_interval, d.sweep_interval);
+        assert_eq!(o.partition_delete_grace, d.partition_delete_grace);
+        assert_eq!(o.fence_backoff, d.fence_backoff);
+        assert_eq!(o.error_backoff, d.error_backoff);
+        assert_eq!(v.store_timeout, DEFAULT_STORE_TIMEOUT);
+    }
+
+    #[test]
+    fn every_config_key_is_in_the_example() {
+        // Every field set, serialized: its keys are the struct's keys, so a
+        // field added without an example line fails here.
+        let full = ShipperConfig {
+            log_dirs: vec![PathBuf::from("/a")],
+            log_dir: Some(PathBuf::from("/a")),
+            bucket: Some(String::new()),
+            cluster_id: Some(String::new()),
+            shipper_id: Some(String::new()),
+            topics: Some(String::new()),
+            exclude: Some(String::new()),
+            tail_interval: Some(String::new()),
+            upload_concurrency: Some(1),
+            part_size: Some(ByteSize(1)),
+            max_object_size: Some(ByteSize(1)),
+            max_cycle_bytes: Some(ByteSize(1)),
+            rate_limit: Some(ByteSize(1)),
+            ship_beyond_hw: Some(true),
+            metrics_addr: Some(String::new()),
+            delete_grace: Some(String::new()),
+            sweep_interval: Some(String::new()),
+            partition_delete_grace: Some(String::new()),
+            fence_backoff: Some(String::new()),
+            error_backoff: Some(String::new()),
+            store_timeout: Some(String::new()),
+        };
+        let value = serde_json::to_value(&full).expect("serialize");
+        let text = value.to_string();
+        let keys: Vec<&str> = value
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys.len(), KNOWN_FIELDS.len(), "{text}");
+        for key in keys {
+            assert!(KNOWN_FIELDS.contains(&key), "{key} is not in KNOWN_FIELDS");
+            let shown = EXAMPLE.lines().any(|l| {
+                let l = l.strip_prefix("# ").unwrap_or(l);
+                l.starts_with(&format!("{key} = "))
+            });
+            assert!(shown, "config example lacks {key}");
+        }
+    }
+
+    #[test]
+    fn log_dirs_take_a_list_or_one_string_and_log_dir_takes_one() {
+        let dirs = |text: &str| {
+            ShipperConfig::from_toml(&format!(
+                "{text}\nbucket = \"memory://\"\ncluster_id = \"c\""
+            ))
+            .and_then(|c| c.validate())
+            .map(|v| v.options.log_dirs)
+        };
+        assert_eq!(
+            dirs("log_dirs = \"/a\"").expect("one"),
+            vec![PathBuf::from("/a")]
+        );
+        assert_eq!(
+            dirs("log_dirs = [\"/a\", \"/b\"]").expect("list"),
+            vec![PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        assert_eq!(
+            dirs("log_dir = \"/a\"").expect("log_dir"),
+            vec![PathBuf::from("/a")]
+        );
+        let e = dirs("log_dir = \"/a\"\nlog_dirs = [\"/b\"]").expect_err("both");
+        assert_eq!(e.field, "log_dir", "{e}");
+        let e = dirs("log_dirs = 3").expect_err("a number");
+        assert!(e.reason.contains("a path or a list of paths"), "{e}");
+        let env = ShipperConfig::from_env(|k| (k == "SEGMIRROR_LOG_DIR").then(|| "/e".into()))
+            .expect("env");
+        let file = ShipperConfig::from_toml(MINIMAL).expect("parse");
+        assert_eq!(
+            file.merge(env).validate().expect("valid").options.log_dirs,
+            vec![PathBuf::from("/e")],
+            "the environment's dir replaces the file's"
+        );
+        let e = ShipperConfig::from_env(|k| {
+            (k == "SEGMIRROR_LOG_DIR" || k == "SEGMIRROR_LOG_DIRS").then(|| "/e".into())
+        })
+        .expect_err("both");
+        assert_eq!(e.field, "log_dir");
     }
 }

@@ -651,3 +651,105 @@ fn once_that_ships_nothing_says_what_it_found() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("the log dirs hold no partitions"), "{err}");
 }
+
+#[test]
+fn once_logs_words_without_colour_codes_when_stderr_is_not_a_terminal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    source(&logs);
+    let bucket = format!("file://{}", dir.path().join("bucket").display());
+    let out = shipper_bin()
+        .env("RUST_LOG", "info")
+        .args([
+            "once",
+            "--log-dir",
+            logs.to_str().expect("utf-8"),
+            "--bucket",
+            &bucket,
+            "--cluster-id",
+            "src",
+        ])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("shipper starting"),
+        "info lines were logged: {err}"
+    );
+    assert!(
+        !err.contains("\x1b["),
+        "colour codes in captured stderr: {err}"
+    );
+    assert!(
+        err.contains(&format!("log_dirs={}", logs.display())),
+        "log dirs in words: {err}"
+    );
+    for debug in ["None", "Some(", "[\""] {
+        assert!(!err.contains(debug), "debug text {debug:?} in: {err}");
+    }
+}
+
+#[test]
+fn help_shows_every_default_exit_codes_and_examples_that_paste_as_they_are() {
+    let (code, out, _) = run(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("Exit codes: 0 done; 1 a partition failed")
+            && out.contains("2 a usage or setup error"),
+        "{out}"
+    );
+    for sub in [
+        &["--help"][..],
+        &["run", "--help"],
+        &["once", "--help"],
+        &["status", "--help"],
+        &["config", "check", "--help"],
+        &["config", "example", "--help"],
+    ] {
+        let (code, out, _) = run(sub);
+        assert_eq!(code, 0, "{sub:?}");
+        let examples: Vec<&str> = out
+            .split("Examples:\n")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{sub:?} has no examples: {out}"))
+            .lines()
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert!(!examples.is_empty(), "{sub:?}");
+        for line in examples {
+            assert!(
+                line.starts_with("  shipper ") || line.starts_with("  SEGMIRROR_"),
+                "{sub:?}: an example line is wrapped or not a command: {line:?}"
+            );
+        }
+    }
+    let (_, out, _) = run(&["once", "--help"]);
+    for default in [
+        "[default: 5s]",
+        "[default: 4]",
+        "[default: 64MiB]",
+        "[default: 1h]",
+        "[default: 60s]",
+        "[default: <hostname>-<pid>]",
+        "[default: every topic]",
+    ] {
+        assert!(out.contains(default), "once --help lacks {default}: {out}");
+    }
+}
+
+#[test]
+fn config_example_prints_a_file_that_config_check_accepts() {
+    let (code, out, err) = run(&["config", "example"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("log_dirs = ") && out.contains("# log_dir = "),
+        "{out}"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("shipper.toml");
+    std::fs::write(&file, &out).expect("write");
+    let (code, out, err) = run(&["config", "check", "--config", file.to_str().expect("utf-8")]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("tail every 5s"), "{out}");
+}

@@ -6,7 +6,7 @@ use crate::Common;
 #[derive(clap::Args)]
 #[command(
     after_help = "Environment variables (each overrides the file; flags override them):
-  SEGMIRROR_SHIPPER_CONFIG, SEGMIRROR_LOG_DIRS (paths separated by ':'), SEGMIRROR_BUCKET,
+  SEGMIRROR_SHIPPER_CONFIG, SEGMIRROR_LOG_DIRS (paths separated by ':'), SEGMIRROR_LOG_DIR (one), SEGMIRROR_BUCKET,
   SEGMIRROR_CLUSTER_ID, SEGMIRROR_SHIPPER_ID, SEGMIRROR_TOPICS, SEGMIRROR_EXCLUDE,
   SEGMIRROR_TAIL_INTERVAL, SEGMIRROR_UPLOAD_CONCURRENCY, SEGMIRROR_PART_SIZE,
   SEGMIRROR_MAX_OBJECT_SIZE, SEGMIRROR_MAX_CYCLE_BYTES, SEGMIRROR_RATE_LIMIT,
@@ -14,8 +14,9 @@ use crate::Common;
   SEGMIRROR_SWEEP_INTERVAL, SEGMIRROR_PARTITION_DELETE_GRACE, SEGMIRROR_FENCE_BACKOFF,
   SEGMIRROR_ERROR_BACKOFF, SEGMIRROR_STORE_TIMEOUT
 
-Example:
-  shipper config check --config /etc/segmirror/shipper.toml"
+Examples:
+  shipper config check --config /etc/segmirror/shipper.toml
+  SEGMIRROR_TAIL_INTERVAL=2s shipper config check --config /etc/segmirror/shipper.toml"
 )]
 pub(crate) struct CheckArgs {
     #[command(flatten)]
@@ -38,8 +39,8 @@ pub(crate) fn check(args: CheckArgs) -> anyhow::Result<u8> {
             .join(", ")
     );
     println!(
-        "   tail every {:?}, {} uploads at once, parts of {}, objects up to {}, rate {}, delete unreferenced {}",
-        o.tail_interval,
+        "   tail every {}, {} uploads at once, parts of {}, objects up to {}, rate {}, delete unreferenced {}",
+        humantime::format_duration(o.tail_interval),
         o.upload_concurrency,
         shipper::config::ByteSize(o.part_size as u64),
         shipper::config::ByteSize(o.max_object_size),
@@ -47,8 +48,10 @@ pub(crate) fn check(args: CheckArgs) -> anyhow::Result<u8> {
             "{}/s",
             shipper::config::ByteSize(r)
         )),
-        o.delete_grace
-            .map_or("never".to_string(), |g| format!("after {g:?}"))
+        o.delete_grace.map_or("never".to_string(), |g| format!(
+            "after {}",
+            humantime::format_duration(g)
+        ))
     );
     Ok(0)
 }

@@ -20,18 +20,25 @@ const EXAMPLES: &str = "Examples:
   shipper once   --log-dir /data/a --log-dir /data/b --bucket file:///data/bucket --cluster-id src --topics 'orders|payments'
   shipper status --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk --json
   shipper config check --config /etc/segmirror/shipper.toml
+  shipper config example > /etc/segmirror/shipper.toml
 
 Settings come from the TOML file (--config), then SEGMIRROR_* environment
 variables (SEGMIRROR_LOG_DIRS=/a:/b, SEGMIRROR_BUCKET, SEGMIRROR_CLUSTER_ID,
 SEGMIRROR_TAIL_INTERVAL, ...; see `shipper config check --help`), then flags.
-S3 credentials and endpoint come from the standard AWS variables.";
+S3 credentials and endpoint come from the standard AWS variables.
+
+Exit codes: 0 done; 1 a partition failed, an operation was refused, or the store is
+unreachable or refused a request (wrong region, access denied, no such bucket);
+2 a usage or setup error (bad flag or config, no readable log dir, no AWS credentials).";
 
 #[derive(Parser)]
 #[command(
     name = "shipper",
     version,
     about = "Ship a Kafka broker's committed log segments, byte for byte, with an epoch manifest to a bucket",
-    after_help = EXAMPLES
+    after_help = EXAMPLES,
+    // Never hard-wrap: every example line pastes as it is (terminals wrap).
+    term_width = 0
 )]
 struct Cli {
     #[command(subcommand)]
@@ -42,53 +49,52 @@ struct Cli {
 /// these flags.
 #[derive(Args, Clone, Default)]
 pub(crate) struct Common {
-    /// TOML configuration file [env: SEGMIRROR_SHIPPER_CONFIG].
+    /// TOML configuration file [env: SEGMIRROR_SHIPPER_CONFIG] [default: none: environment and flags only].
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// A source log dir, as in Kafka's log.dirs (repeat for several).
+    /// A source log dir, as in Kafka's log.dirs (repeat for several) [env: SEGMIRROR_LOG_DIRS=/a:/b or SEGMIRROR_LOG_DIR] [default: none: required].
     #[arg(long = "log-dir", value_name = "DIR")]
     log_dirs: Vec<PathBuf>,
-    /// Bucket URL: file:///abs/path, memory:// or s3://bucket/prefix.
+    /// Bucket URL: file:///abs/path, memory:// or s3://bucket/prefix [env: SEGMIRROR_BUCKET] [default: none: required].
     #[arg(long, value_name = "URL")]
     bucket: Option<String>,
-    /// This (source) cluster's id: the namespace of its objects.
+    /// This (source) cluster's id: the namespace of its objects [env: SEGMIRROR_CLUSTER_ID] [default: none: required].
     #[arg(long, value_name = "ID")]
     cluster_id: Option<String>,
-    /// Topics to ship: a regex matched against the whole topic name (default: all).
+    /// Topics to ship: a regex matched against the whole topic name [env: SEGMIRROR_TOPICS] [default: every topic].
     #[arg(long, value_name = "REGEX")]
     topics: Option<String>,
-    /// Topics never shipped: a regex matched against the whole topic name.
+    /// Topics never shipped: a regex matched against the whole topic name [env: SEGMIRROR_EXCLUDE] [default: none].
     #[arg(long, value_name = "REGEX")]
     exclude: Option<String>,
-    /// This shipper's id, written into every manifest (default: <hostname>-<pid>).
+    /// This shipper's id, written into every manifest [env: SEGMIRROR_SHIPPER_ID] [default: <hostname>-<pid>].
     #[arg(long, value_name = "ID")]
     shipper_id: Option<String>,
-    /// How often the active segments are tailed, e.g. 5s (bounds the RPO).
+    /// How often the active segments are tailed (bounds the RPO) [env: SEGMIRROR_TAIL_INTERVAL] [default: 5s].
     #[arg(long, value_name = "DURATION")]
     tail_interval: Option<String>,
-    /// Objects uploaded at once.
+    /// Objects uploaded at once [env: SEGMIRROR_UPLOAD_CONCURRENCY] [default: 4].
     #[arg(long, value_name = "N")]
     upload_concurrency: Option<usize>,
-    /// Multipart part size, e.g. 8MiB (at least 5MiB on S3). Default 8MiB on
-    /// S3, 2MiB on file:// and memory://.
+    /// Multipart part size, at least 5MiB on S3 [env: SEGMIRROR_PART_SIZE] [default: 8MiB on S3, 2MiB on file:// and memory://].
     #[arg(long, value_name = "SIZE")]
     part_size: Option<ByteSize>,
-    /// Largest object, e.g. 64MiB: longer spans are split on batch boundaries.
+    /// Largest object: longer spans are split on batch boundaries [env: SEGMIRROR_MAX_OBJECT_SIZE] [default: 64MiB].
     #[arg(long, value_name = "SIZE")]
     max_object_size: Option<ByteSize>,
-    /// Upload rate limit in bytes per second, e.g. 100MiB (0: unlimited).
+    /// Upload rate limit in bytes per second, e.g. 100MiB (0: unlimited) [env: SEGMIRROR_RATE_LIMIT] [default: 0].
     #[arg(long, value_name = "BYTES_PER_S")]
     rate_limit: Option<ByteSize>,
-    /// Serve Prometheus metrics on this address (GET /metrics).
+    /// Serve Prometheus metrics on this address (GET /metrics) [env: SEGMIRROR_METRICS_ADDR] [default: none: not served].
     #[arg(long, value_name = "HOST:PORT")]
     metrics_addr: Option<String>,
-    /// Ship up to the log end even when replication-offset-checkpoint exists (unsafe on a broker).
+    /// Ship up to the log end even when replication-offset-checkpoint exists (unsafe on a broker) [env: SEGMIRROR_SHIP_BEYOND_HW] [default: false].
     #[arg(long)]
     ship_beyond_hw: bool,
-    /// Delete unreferenced objects after this long, or "never" (leave them to lifecycle rules).
+    /// Delete unreferenced objects after this long, or "never" (leave them to lifecycle rules) [env: SEGMIRROR_DELETE_GRACE] [default: 1h].
     #[arg(long, value_name = "DURATION|never")]
     delete_grace: Option<String>,
-    /// `once`: give up when the store does not answer within this, e.g. 60s (the default).
+    /// `once`: give up when the store does not answer within this [env: SEGMIRROR_STORE_TIMEOUT] [default: 60s].
     #[arg(long, value_name = "DURATION")]
     store_timeout: Option<String>,
 }
@@ -167,6 +173,11 @@ configuration error, or none of the log dirs is readable.")]
 enum ConfigCmd {
     /// Validate a configuration (file, environment and flags merged); exit 0 when valid.
     Check(config_check::CheckArgs),
+    /// Print a commented TOML file with every key, its default and meaning.
+    #[command(after_help = "Examples:
+  shipper config example > /etc/segmirror/shipper.toml
+  shipper config example | grep -v '^#' | grep .")]
+    Example,
 }
 
 fn main() -> ExitCode {
@@ -191,6 +202,12 @@ fn main() -> ExitCode {
             Cmd::Config {
                 command: ConfigCmd::Check(a),
             } => config_check::check(a),
+            Cmd::Config {
+                command: ConfigCmd::Example,
+            } => {
+                print!("{}", shipper::config::EXAMPLE);
+                Ok(0)
+            }
         }
     });
     match result {

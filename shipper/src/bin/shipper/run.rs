@@ -35,7 +35,13 @@ pub(crate) fn build_validated(v: Validated) -> anyhow::Result<Shipper> {
         bucket = %v.bucket,
         cluster = %v.options.cluster_id,
         shipper_id = %v.options.shipper_id,
-        log_dirs = ?v.options.log_dirs,
+        log_dirs = %v
+            .options
+            .log_dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
         "shipper starting"
     );
     Ok(Shipper::new(v.options, counting.as_dyn())?.with_metrics(metrics))
