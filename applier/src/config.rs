@@ -9,10 +9,10 @@
 //! cluster_id = "dest-cluster"                # this cluster (loop check, failback)
 //! topics = "orders|payments"                 # regex on the whole topic name: started automatically
 //! exclude = "tmp-.*"                         # regex on the whole topic name
-//! poll_interval_ms = 1000
+//! poll_interval = "1s"                       # humantime (500ms, 5s); the old poll_interval_ms = 1000 is still read
 //! download_concurrency = 4
-//! download_memory = 33554432                 # bytes of objects held at once (at least one object)
-//! disk_reserve_bytes = 1048576               # kept free for the applier's own state (0: off)
+//! download_memory = "32MiB"                  # objects held at once (at least one object); bytes or a unit
+//! disk_reserve_bytes = "1MiB"                # kept free for the applier's own state (0: off)
 //! tiered_topics = ["archive"]                # remote.storage.enable=true here
 //! ```
 
@@ -23,6 +23,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::ApplierOptions;
+use kafkalog::units::ByteSize;
 
 /// The configuration file's contents (every field optional in the file;
 /// [`ApplierConfig::validate`] says what is missing).
@@ -41,15 +42,18 @@ pub struct ApplierConfig {
     pub topics: Option<String>,
     /// Topics never started automatically (regex).
     pub exclude: Option<String>,
-    /// Poll interval in milliseconds.
+    /// Poll interval, a humantime duration (`500ms`, `5s`).
+    pub poll_interval: Option<String>,
+    /// Poll interval in milliseconds: the older spelling of
+    /// `poll_interval`, still read (not together with it).
     pub poll_interval_ms: Option<u64>,
     /// Objects downloaded ahead.
     pub download_concurrency: Option<usize>,
     /// Bytes of downloaded objects held at once (downloaded or being
     /// appended); one object is always fetched, whatever its size.
-    pub download_memory: Option<u64>,
+    pub download_memory: Option<ByteSize>,
     /// Size of the disk reserve (`applier::reserve`), bytes; 0 disables it.
-    pub disk_reserve_bytes: Option<u64>,
+    pub disk_reserve_bytes: Option<ByteSize>,
     /// Destination topics with `remote.storage.enable=true`.
     #[serde(default)]
     pub tiered_topics: Vec<String>,
@@ -140,6 +144,7 @@ impl ApplierConfig {
             cluster_id,
             topics,
             exclude,
+            poll_interval,
             poll_interval_ms,
             download_concurrency,
             download_memory,
@@ -202,9 +207,20 @@ impl ApplierConfig {
         let anchored = |name: &'static str, re: &Option<String>| {
             re.as_deref().map(|r| whole_name_regex(name, r)).transpose()
         };
-        let poll_ms = self.poll_interval_ms.unwrap_or(1000);
-        if poll_ms == 0 || poll_ms > 3_600_000 {
-            return Err(field("poll_interval_ms", "must be 1 to 3600000"));
+        let poll_interval = match (&self.poll_interval, self.poll_interval_ms) {
+            (Some(_), Some(_)) => {
+                return Err(field(
+                    "poll_interval",
+                    "give poll_interval or the older poll_interval_ms, not both",
+                ));
+            }
+            (Some(t), None) => humantime::parse_duration(t)
+                .map_err(|e| field("poll_interval", format!("{t:?}: {e} (examples: 500ms, 5s)")))?,
+            (None, Some(ms)) => Duration::from_millis(ms),
+            (None, None) => Duration::from_secs(1),
+        };
+        if poll_interval.is_zero() || poll_interval > Duration::from_secs(3600) {
+            return Err(field("poll_interval", "must be 1ms to 1h"));
         }
         let concurrency = self.download_concurrency.unwrap_or(4);
         if concurrency == 0 || concurrency > 64 {
@@ -212,7 +228,7 @@ impl ApplierConfig {
         }
         let download_memory = self
             .download_memory
-            .unwrap_or(crate::engine::DEFAULT_DOWNLOAD_MEMORY);
+            .map_or(crate::engine::DEFAULT_DOWNLOAD_MEMORY, |b| b.0);
         if !(MIN_DOWNLOAD_MEMORY..=MAX_DOWNLOAD_MEMORY).contains(&download_memory) {
             return Err(field(
                 "download_memory",
@@ -244,7 +260,7 @@ impl ApplierConfig {
         options.exclude = anchored("exclude", &self.exclude)?;
         options.prefetch = concurrency;
         options.download_memory = download_memory;
-        if let Some(bytes) = self.disk_reserve_bytes {
+        if let Some(ByteSize(bytes)) = self.disk_reserve_bytes {
             if bytes > 1 << 30 {
                 return Err(field(
                     "disk_reserve_bytes",
@@ -257,7 +273,7 @@ impl ApplierConfig {
         Ok(Validated {
             options,
             bucket,
-            poll_interval: Duration::from_millis(poll_ms),
+            poll_interval,
             metrics_addr,
             store_timeout,
         })
@@ -383,6 +399,48 @@ mod tests {
             .exclude
             .expect("exclude");
         assert!(re.is_match("tmp-1") && !re.is_match("xtmp-1"));
+    }
+
+    #[test]
+    fn poll_interval_is_a_duration_and_the_old_milliseconds_still_read() {
+        let v = |text: &str| {
+            ApplierConfig::from_toml(text)
+                .expect("parse")
+                .validate(false)
+        };
+        assert_eq!(
+            v("log_dir = \"/x\"\npoll_interval = \"500ms\"")
+                .expect("valid")
+                .poll_interval,
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            v("log_dir = \"/x\"\npoll_interval_ms = 250")
+                .expect("valid")
+                .poll_interval,
+            Duration::from_millis(250)
+        );
+        assert_eq!(
+            v("log_dir = \"/x\"").expect("valid").poll_interval,
+            Duration::from_secs(1)
+        );
+        let both =
+            v("log_dir = \"/x\"\npoll_interval = \"1s\"\npoll_interval_ms = 5").expect_err("both");
+        assert_eq!(both.field, "poll_interval");
+        let bad = v("log_dir = \"/x\"\npoll_interval = \"soon\"").expect_err("bad");
+        assert_eq!(bad.field, "poll_interval", "{bad}");
+    }
+
+    #[test]
+    fn sizes_take_units() {
+        let v = ApplierConfig::from_toml(
+            "log_dir = \"/x\"\ndownload_memory = \"8MiB\"\ndisk_reserve_bytes = \"2MiB\"",
+        )
+        .expect("parse")
+        .validate(false)
+        .expect("valid");
+        assert_eq!(v.options.download_memory, 8 << 20);
+        assert_eq!(v.options.disk_reserve_bytes, 2 << 20);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 use applier::config::ApplierConfig;
 use clap::{Args, Parser, Subcommand};
+use kafkalog::units::ByteSize;
 
 #[derive(Parser)]
 #[command(
@@ -57,21 +58,34 @@ pub(crate) struct Common {
     /// Topics never started automatically (regex).
     #[arg(long, value_name = "REGEX", env = "SEGMIRROR_EXCLUDE")]
     exclude: Option<String>,
-    /// Poll interval in milliseconds.
-    #[arg(long, value_name = "MS", env = "SEGMIRROR_POLL_INTERVAL_MS")]
+    /// How often the bucket's change feed is polled, e.g. 500ms, 5s [default: 1s].
+    #[arg(long, value_name = "DURATION", env = "SEGMIRROR_POLL_INTERVAL")]
+    poll_interval: Option<String>,
+    /// The older spelling of --poll-interval, in milliseconds (kept for one release).
+    #[arg(
+        long,
+        value_name = "MS",
+        env = "SEGMIRROR_POLL_INTERVAL_MS",
+        hide = true
+    )]
     poll_interval_ms: Option<u64>,
-    /// Objects downloaded ahead of the one being appended.
+    /// Objects downloaded ahead of the one being appended [default: 4].
     #[arg(long, value_name = "N", env = "SEGMIRROR_DOWNLOAD_CONCURRENCY")]
     download_concurrency: Option<usize>,
-    /// Bytes of downloaded objects held in memory at once (downloaded or
-    /// being appended; at least one object, whatever its size). Default
-    /// 33554432 (32 MiB).
-    #[arg(long, value_name = "BYTES", env = "SEGMIRROR_DOWNLOAD_MEMORY")]
-    download_memory: Option<u64>,
-    /// Bytes kept free in <log-dir>/.segmirror/reserve so that a full disk's
-    /// failures can still be recorded; nothing is appended without it (0: off).
-    #[arg(long, value_name = "BYTES", env = "SEGMIRROR_DISK_RESERVE_BYTES")]
-    disk_reserve_bytes: Option<u64>,
+    /// Downloaded objects held in memory at once, e.g. 32MiB (downloaded or
+    /// being appended; at least one object, whatever its size) [default: 32MiB].
+    #[arg(long, value_name = "SIZE", env = "SEGMIRROR_DOWNLOAD_MEMORY")]
+    download_memory: Option<ByteSize>,
+    /// Kept free in <log-dir>/.segmirror/reserve so that a full disk's
+    /// failures can still be recorded; nothing is appended without it, e.g.
+    /// 1MiB (0: off) [default: 1MiB].
+    #[arg(
+        long = "disk-reserve",
+        alias = "disk-reserve-bytes",
+        value_name = "SIZE",
+        env = "SEGMIRROR_DISK_RESERVE_BYTES"
+    )]
+    disk_reserve_bytes: Option<ByteSize>,
     /// Serve Prometheus metrics on this address (host:port).
     #[arg(long, value_name = "ADDR", env = "SEGMIRROR_METRICS_ADDR")]
     metrics_addr: Option<String>,
@@ -97,6 +111,7 @@ impl Common {
             cluster_id: self.cluster_id.clone(),
             topics: self.topics.clone(),
             exclude: self.exclude.clone(),
+            poll_interval: self.poll_interval.clone(),
             poll_interval_ms: self.poll_interval_ms,
             download_concurrency: self.download_concurrency,
             download_memory: self.download_memory,
