@@ -318,16 +318,17 @@ impl Applier {
 
     /// Reads the change feed once within `timeout`: the reachability
     /// check of `applier once`, which gives up on an unreachable store
-    /// instead of retrying for ever. The error names the bucket.
-    pub async fn probe_store(&mut self, timeout: Duration) -> Result<(), String> {
-        let location = self.opts.bucket_location.clone();
+    /// instead of retrying for ever. The caller explains a failure
+    /// ([`manifest::diagnosis::explain_first_request`]) and names the bucket.
+    pub async fn probe_store(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<(), manifest::diagnosis::FirstRequestFailure> {
+        use manifest::diagnosis::{FirstRequestFailure, one_line};
         match tokio::time::timeout(timeout, self.poll_feed()).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(format!("cannot read the bucket {location}: {e}")),
-            Err(_) => Err(format!(
-                "cannot read the bucket {location}: no answer within {}",
-                humantime::format_duration(timeout)
-            )),
+            Ok(Err(e)) => Err(FirstRequestFailure::Failed(one_line(&e))),
+            Err(_) => Err(FirstRequestFailure::NoAnswer(timeout)),
         }
     }
 

@@ -66,3 +66,36 @@ fn commands_on_a_mistyped_log_dir_fail_and_create_nothing() {
         assert!(!missing.exists(), "{args:?} created the log dir");
     }
 }
+
+/// `applier once` says a bucket problem the way `shipper once` does: one
+/// line naming what was tried and the fix ([`manifest::diagnosis`]).
+#[test]
+fn once_on_a_bucket_that_does_not_exist_exits_1_naming_it_and_the_endpoint() {
+    let Some(bucket) = segmirror_testkit::s3_test_bucket() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("mirror");
+    let missing = format!("s3://{bucket}-never-created/x");
+    let (code, out) = applier(&[
+        "once",
+        "--log-dir",
+        log.to_str().expect("utf-8"),
+        "--bucket",
+        &missing,
+        "--source-cluster-id",
+        "src",
+        "--topics",
+        ".*",
+        "--store-timeout",
+        "10s",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!(
+            "bucket {bucket}-never-created does not exist at endpoint"
+        )),
+        "{out}"
+    );
+    assert_eq!(out.matches("does not exist").count(), 1, "one line: {out}");
+}

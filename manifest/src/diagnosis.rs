@@ -145,6 +145,8 @@ pub enum StoreProblem {
     },
     /// The endpoint cannot be reached.
     Unreachable {
+        /// The bucket URL its requests were for.
+        bucket: String,
         /// The endpoint.
         endpoint: String,
         /// Whether it came from `AWS_ENDPOINT_URL(_S3)`.
@@ -221,20 +223,22 @@ impl fmt::Display for StoreProblem {
                 "bucket {bucket} does not exist at endpoint {endpoint}: create it, or fix the bucket name (--bucket) or the endpoint (AWS_ENDPOINT_URL)"
             ),
             StoreProblem::Unreachable {
+                bucket,
                 endpoint,
                 custom_endpoint: true,
                 why,
             } => write!(
                 f,
-                "the store endpoint {endpoint} is unreachable ({why}): check AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3) and that the server is up"
+                "the store endpoint {endpoint} is unreachable ({why}) for {bucket}: check AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3) and that the server is up"
             ),
             StoreProblem::Unreachable {
+                bucket,
                 endpoint,
                 custom_endpoint: false,
                 why,
             } => write!(
                 f,
-                "the store endpoint {endpoint} is unreachable ({why}): check AWS_REGION, the network and any proxy, or set AWS_ENDPOINT_URL for an S3-compatible server"
+                "the store endpoint {endpoint} is unreachable ({why}) for {bucket}: check AWS_REGION, the network and any proxy, or set AWS_ENDPOINT_URL for an S3-compatible server"
             ),
         }
     }
@@ -351,6 +355,60 @@ pub fn probe_credentials(ctx: &StoreContext, timeout: std::time::Duration) -> Op
         })
 }
 
+/// How the first request a `once` run depends on ended, when it did not
+/// succeed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FirstRequestFailure {
+    /// It failed: the whole error chain on one line ([`one_line`]).
+    Failed(String),
+    /// It had no answer within the store timeout.
+    NoAnswer(std::time::Duration),
+}
+
+/// Before the first request to `url`: the problem [`probe_credentials`]
+/// finds (credentials that would come from an instance metadata endpoint
+/// that does not answer), run off the async runtime. `None` for local
+/// buckets and when credentials can be had.
+pub async fn check_before_first_request(url: &BucketUrl) -> Option<StoreProblem> {
+    let ctx = StoreContext::from_env(url)?;
+    tokio::task::spawn_blocking(move || probe_credentials(&ctx, std::time::Duration::from_secs(1)))
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The recognised problem behind a failed or unanswered first request to
+/// `url`, or `None` (say the raw error; for no answer, the endpoint
+/// accepts connections). A failure is [`classify`]d; no answer is probed
+/// with one TCP connection ([`probe_tcp`]). Both services' `once` use this,
+/// so an operator reads the same line from either.
+pub async fn explain_first_request(
+    url: &BucketUrl,
+    failure: FirstRequestFailure,
+) -> Option<StoreProblem> {
+    let ctx = StoreContext::from_env(url)?;
+    match failure {
+        FirstRequestFailure::Failed(text) => classify(&text, &ctx),
+        FirstRequestFailure::NoAnswer(within) => {
+            let endpoint = ctx.endpoint.clone();
+            let probe = tokio::task::spawn_blocking(move || {
+                probe_tcp(&endpoint, std::time::Duration::from_secs(2))
+            })
+            .await
+            .unwrap_or_else(|e| Err(format!("no answer ({e})")));
+            probe.err().map(|why| StoreProblem::Unreachable {
+                bucket: ctx.url(),
+                endpoint: ctx.endpoint,
+                custom_endpoint: ctx.custom_endpoint,
+                why: format!(
+                    "{why}; no answer within {}",
+                    humantime::format_duration(within)
+                ),
+            })
+        }
+    }
+}
+
 /// The problem an error's text shows, or `None` when it is none of the
 /// recognised ones. `text` is the whole chain ([`one_line`]).
 pub fn classify(text: &str, ctx: &StoreContext) -> Option<StoreProblem> {
@@ -417,6 +475,7 @@ pub fn classify(text: &str, ctx: &StoreContext) -> Option<StoreProblem> {
         });
     }
     why_no_answer(&lower).map(|why| StoreProblem::Unreachable {
+        bucket: ctx.url(),
         endpoint: ctx.endpoint.clone(),
         custom_endpoint: ctx.custom_endpoint,
         why,
@@ -673,12 +732,14 @@ mod tests {
         assert_eq!(
             classify(text, &c).map(|p| p.to_string()).as_deref(),
             Some(
-                "the store endpoint http://127.0.0.1:1 is unreachable (connection refused): check AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3) and that the server is up"
+                "the store endpoint http://127.0.0.1:1 is unreachable (connection refused) for s3://dr-bucket/segmirror: check AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3) and that the server is up"
             )
         );
         let dns = "error sending request: client error (Connect): dns error: failed to lookup address information: Name or service not known";
         assert!(
-            line(dns).contains("(the host name does not resolve): check AWS_REGION"),
+            line(dns).contains(
+                "(the host name does not resolve) for s3://dr-bucket/segmirror: check AWS_REGION"
+            ),
             "{}",
             line(dns)
         );

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use applier::Applier;
 use applier::inventory::Verdict;
 use manifest::bucket::BucketUrl;
+use manifest::diagnosis::{self, FirstRequestFailure};
 
 use crate::Common;
 
@@ -52,8 +53,33 @@ pub(crate) async fn run(args: RunArgs, once: bool) -> anyhow::Result<u8> {
     if once {
         // An unreachable bucket is an error within a bounded time, not a
         // WARN and exit 0.
-        if let Err(e) = applier.probe_store(v.store_timeout).await {
-            eprintln!("applier: error: {e}");
+        // Said the same way as the shipper's `once`: one line naming what
+        // was tried and the fix, when the problem is a recognised one.
+        if let Some(bucket) = &v.bucket
+            && let Some(problem) = diagnosis::check_before_first_request(bucket).await
+        {
+            eprintln!("applier: error: {problem}");
+            return Ok(problem.exit_code());
+        }
+        if let Err(failure) = applier.probe_store(v.store_timeout).await {
+            let location = &v.options.bucket_location;
+            let explained = match &v.bucket {
+                Some(b) => diagnosis::explain_first_request(b, failure.clone()).await,
+                None => None,
+            };
+            match (explained, failure) {
+                (Some(problem), _) => {
+                    eprintln!("applier: error: {problem}");
+                    return Ok(problem.exit_code());
+                }
+                (None, FirstRequestFailure::Failed(text)) => {
+                    eprintln!("applier: error: cannot read the bucket {location}: {text}")
+                }
+                (None, FirstRequestFailure::NoAnswer(within)) => eprintln!(
+                    "applier: error: cannot read the bucket {location}: no answer within {}",
+                    humantime::format_duration(within)
+                ),
+            }
             return Ok(1);
         }
         applier.process_command_requests().await;

@@ -12,10 +12,8 @@
 //! credentials (a setup error: checked before the first request when
 //! credentials would come from instance metadata).
 
-use std::time::Duration;
-
 use manifest::bucket::BucketUrl;
-use manifest::diagnosis::{self, StoreContext, StoreProblem};
+use manifest::diagnosis::{self, FirstRequestFailure};
 use shipper::{CycleReport, PartitionStatus};
 
 use crate::run::{RunArgs, build_validated};
@@ -43,68 +41,43 @@ pub(crate) async fn once(args: RunArgs) -> anyhow::Result<u8> {
     }
     let timeout = v.store_timeout;
     let endpoint = endpoint(&v.bucket);
-    let ctx = StoreContext::from_env(&v.bucket);
+    let bucket = v.bucket.clone();
     // Credentials from instance metadata on a machine without it: said
     // before any request (the client would retry until the timeout).
-    if let Some(c) = ctx.clone() {
-        let probe = tokio::task::spawn_blocking(move || {
-            diagnosis::probe_credentials(&c, Duration::from_secs(1))
-        })
-        .await;
-        if let Ok(Some(problem)) = probe {
-            eprintln!("shipper: error: {problem}");
-            return Ok(problem.exit_code());
-        }
+    if let Some(problem) = diagnosis::check_before_first_request(&bucket).await {
+        eprintln!("shipper: error: {problem}");
+        return Ok(problem.exit_code());
     }
     let mut shipper = build_validated(v)?;
     // One request the whole run depends on, bounded: an unreachable store
     // is reported before any partition is walked.
-    match tokio::time::timeout(timeout, shipper.store().latest_head_seq()).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => {
-            let text = diagnosis::one_line(&e);
-            match ctx.as_ref().and_then(|c| diagnosis::classify(&text, c)) {
-                Some(problem) => {
-                    eprintln!("shipper: error: {problem}");
-                    return Ok(problem.exit_code());
-                }
-                None => {
-                    eprintln!("shipper: error: the store at {endpoint}: {text}");
-                    return Ok(1);
-                }
+    let failure = match tokio::time::timeout(timeout, shipper.store().latest_head_seq()).await {
+        Ok(Ok(_)) => None,
+        Ok(Err(e)) => Some(FirstRequestFailure::Failed(diagnosis::one_line(&e))),
+        Err(_) => Some(FirstRequestFailure::NoAnswer(timeout)),
+    };
+    if let Some(failure) = failure {
+        match diagnosis::explain_first_request(&bucket, failure.clone()).await {
+            Some(problem) => {
+                eprintln!("shipper: error: {problem}");
+                return Ok(problem.exit_code());
             }
-        }
-        Err(_) => {
-            let within = humantime::format_duration(timeout);
-            let url = ctx.as_ref().map(|c| c.endpoint.clone());
-            let probe = match url {
-                Some(url) => tokio::task::spawn_blocking(move || {
-                    diagnosis::probe_tcp(&url, Duration::from_secs(2))
-                })
-                .await
-                .unwrap_or_else(|e| Err(format!("no answer ({e})"))),
-                None => Err("no answer".to_string()),
-            };
-            match (probe, &ctx) {
-                (Err(why), Some(c)) => {
-                    let problem = StoreProblem::Unreachable {
-                        endpoint: c.endpoint.clone(),
-                        custom_endpoint: c.custom_endpoint,
-                        why: format!("{why}; no answer within {within}"),
-                    };
-                    eprintln!("shipper: error: {problem}");
+            None => match failure {
+                FirstRequestFailure::Failed(text) => {
+                    eprintln!("shipper: error: the store at {endpoint}: {text}")
                 }
-                (Err(why), None) => {
-                    eprintln!(
-                        "shipper: error: the store at {endpoint} did not answer within {within}: {why}"
-                    );
-                }
-                (Ok(()), _) => eprintln!(
-                    "shipper: error: the store at {endpoint} did not answer within {within}: it accepts connections but no request was answered"
+                FirstRequestFailure::NoAnswer(_) => eprintln!(
+                    "shipper: error: the store at {endpoint} did not answer within {}{}",
+                    humantime::format_duration(timeout),
+                    if matches!(bucket, BucketUrl::S3 { .. }) {
+                        ": it accepts connections but no request was answered"
+                    } else {
+                        ""
+                    }
                 ),
-            }
-            return Ok(1);
+            },
         }
+        return Ok(1);
     }
     let r = shipper.ship_available().await;
     let partitions = shipper.partitions();
