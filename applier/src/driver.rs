@@ -141,6 +141,24 @@ impl MirrorSlot {
         Ok(self.state())
     }
 
+    /// Pins the partition to another source: what a `start` naming a
+    /// different identity does to a partition that has not begun mirroring
+    /// (PREPARING). The guard's reason and the record name the new source;
+    /// the queued preparation then runs against it.
+    pub(crate) fn repin(
+        &mut self,
+        source_cluster_id: &str,
+        topic_id: Option<kafkalog::TopicId>,
+        env: &mut Env<'_>,
+    ) -> Result<(), String> {
+        self.mirror.record.source_cluster_id = source_cluster_id.to_string();
+        if let Some(id) = topic_id {
+            self.mirror.record.topic_id = id;
+        }
+        self.perform(&[Action::SetWriteGuard, Action::PersistState], env)
+            .map_err(|e| e.to_string())
+    }
+
     /// Makes the guard match the state again if a change of it failed.
     pub(crate) fn reconcile_guard(&mut self) {
         let wanted = self.state() != PartitionState::Stopped;

@@ -1115,20 +1115,47 @@ impl Applier {
         if command == Command::Start {
             let source = self.opts.source_cluster_id.clone();
             let feed_topic_id = self.feed.entry(tp).map(|e| e.topic_id);
-            if let Some(slot) = self.slot_mut(tp) {
+            let (mut env, slots) = self.env();
+            if let Some(slot) = slots.get_mut(tp).and_then(Slot::mirror_mut) {
                 // Read the manifest again: `start` is how an operator says
                 // that what failed (a corrupt manifest, say) was repaired.
                 slot.manifest = None;
-                // A new start pins the configured source (failback mirrors
-                // the other direction).
-                if matches!(
-                    slot.state(),
-                    PartitionState::Stopped | PartitionState::Failed
-                ) {
-                    slot.mirror.record.source_cluster_id = source;
-                    if let Some(id) = feed_topic_id {
-                        slot.mirror.record.topic_id = id;
+                let pinned = slot.mirror.record.source_cluster_id.clone();
+                let other_source = !source.is_empty() && pinned != source;
+                match slot.state() {
+                    // A new start pins the configured source (failback
+                    // mirrors the other direction); the transition persists it.
+                    PartitionState::Stopped | PartitionState::Failed => {
+                        slot.mirror.record.source_cluster_id = source;
+                        if let Some(id) = feed_topic_id {
+                            slot.mirror.record.topic_id = id;
+                        }
                     }
+                    // Nothing mirrored yet: the operator corrects the pin.
+                    PartitionState::Preparing if other_source => {
+                        if let Err(e) = slot.repin(&source, feed_topic_id, &mut env) {
+                            return CommandOutcome {
+                                partition: name,
+                                state: Some(slot.state().as_str().to_string()),
+                                error: Some(format!("could not pin source cluster {source}: {e}")),
+                            };
+                        }
+                        tracing::info!(partition = %name, from = %pinned, to = %source, "start replaced the source pin of a partition not yet mirroring");
+                    }
+                    // Its log holds the pinned source's records: another
+                    // source only after a stop (failover), as failback does.
+                    state @ (PartitionState::Mirroring | PartitionState::Paused)
+                        if other_source =>
+                    {
+                        return CommandOutcome {
+                            partition: name,
+                            state: Some(state.as_str().to_string()),
+                            error: Some(format!(
+                                "mirrors source cluster {pinned}, not {source}: a partition that has begun mirroring keeps its source; run `applier stop` (failover) first, then `applier start` to mirror {source}"
+                            )),
+                        };
+                    }
+                    _ => {}
                 }
             }
         }

@@ -1,8 +1,16 @@
 //! Operator commands that cannot hurt the mirror, through the binary:
 //! `start` refuses to pin an identity it was not given, and the commands
-//! that act on existing mirrors never create a mistyped log dir.
+//! that act on existing mirrors never create a mistyped log dir; a
+//! `start` naming another source corrects the pin of a partition that has
+//! not begun mirroring, and is refused, naming the pin, on one that has.
+
+mod common;
 
 use std::process::Command;
+
+use common::{SOURCE, file_bucket, produce, publish, topic_id, tp};
+use kafkalog::{LogConfig, LogDir};
+use manifest::mirror_state::MirrorRecord;
 
 fn applier(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_applier"))
@@ -98,4 +106,113 @@ fn once_on_a_bucket_that_does_not_exist_exits_1_naming_it_and_the_endpoint() {
         "{out}"
     );
     assert_eq!(out.matches("does not exist").count(), 1, "one line: {out}");
+}
+
+/// The source a partition's mirror record is pinned to.
+fn pinned_source(log_dir: &std::path::Path) -> String {
+    MirrorRecord::read(&log_dir.join("orders-0"))
+        .expect("record")
+        .expect("a mirror record")
+        .source_cluster_id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_with_another_source_repins_a_preparing_partition_and_is_refused_once_mirroring() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // One bucket, two sources that both ship `orders`: SOURCE 40 records,
+    // "typo-src" 20 (the operator's first, mistaken start names it).
+    let (url, store) = file_bucket(&dir.path().join("bucket"));
+    for (cluster, records) in [(SOURCE, 40), ("typo-src", 20)] {
+        let source = dir.path().join(format!("source-{cluster}"));
+        let d = LogDir::open(&source).expect("source");
+        let mut log = d
+            .open_or_create_partition(&tp("orders"), Some(topic_id()), LogConfig::default())
+            .expect("create");
+        produce(&mut log, records, 3);
+        log.close().expect("close");
+        drop(d);
+        let store = manifest::store::ManifestStore::new(
+            store.object_store().clone(),
+            manifest::layout::ClusterLayout::new("", cluster).expect("layout"),
+        );
+        publish(&store, &source, &tp("orders"), "u1").await;
+    }
+    let log_dir = dir.path().join("mirror");
+    let log = log_dir.to_str().expect("utf-8");
+    let start = |source: &str| {
+        applier(&[
+            "start",
+            "--log-dir",
+            log,
+            "--topic",
+            "orders",
+            "--bucket",
+            &url,
+            "--source-cluster-id",
+            source,
+        ])
+    };
+
+    let (code, out) = start("typo-src");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("orders-0: PREPARING"), "{out}");
+    assert_eq!(pinned_source(&log_dir), "typo-src");
+
+    // Not yet mirroring: the second start corrects the pin.
+    let (code, out) = start(SOURCE);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("orders-0: PREPARING"), "{out}");
+    assert_eq!(pinned_source(&log_dir), SOURCE, "the pin is replaced");
+
+    let (code, out) = applier(&[
+        "once",
+        "--log-dir",
+        log,
+        "--bucket",
+        &url,
+        "--source-cluster-id",
+        SOURCE,
+    ]);
+    assert_eq!(code, 0, "the next once mirrors the corrected source: {out}");
+    let (_, status) = applier(&["status", "--log-dir", log, "--json"]);
+    let status: serde_json::Value = serde_json::from_str(status.trim()).expect("json");
+    let row = &status["partitions"][0];
+    assert_eq!(row["state"], "MIRRORING", "{status}");
+    assert_eq!(
+        row["local_log_end_offset"], 40,
+        "SOURCE's 40 records: {status}"
+    );
+
+    // Mirroring: another source is refused, naming the pin and the way out.
+    let files_before = snapshot(&log_dir.join("orders-0"));
+    let (code, out) = start("typo-src");
+    assert_eq!(code, 1, "a refused operation: {out}");
+    assert!(
+        out.contains(&format!("mirrors source cluster {SOURCE}, not typo-src"))
+            && out.contains("applier stop"),
+        "{out}"
+    );
+    assert_eq!(pinned_source(&log_dir), SOURCE, "the pin is kept");
+    assert_eq!(
+        snapshot(&log_dir.join("orders-0")),
+        files_before,
+        "nothing in the partition changed"
+    );
+}
+
+/// Every file of `dir` with its bytes.
+fn snapshot(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            (
+                p.file_name().expect("name").to_string_lossy().into_owned(),
+                std::fs::read(&p).expect("read"),
+            )
+        })
+        .collect();
+    files.sort();
+    files
 }
