@@ -2,19 +2,24 @@
 //! variables and flags (the binary merges them), validated with errors that
 //! name the field.
 //!
-//! ```toml
-//! log_dir = "/var/lib/segmirror/mirror"      # required
-//! bucket = "s3://dr-bucket/segmirror"        # required for run/once
-//! source_cluster_id = "Pm3mXq7cT2KQm4Zc1w9cAA" # required for run/once
-//! cluster_id = "dest-cluster"                # this cluster (loop check, failback)
-//! topics = "orders|payments"                 # regex on the whole topic name: started automatically
-//! exclude = "tmp-.*"                         # regex on the whole topic name
-//! poll_interval = "1s"                       # humantime (500ms, 5s); the old poll_interval_ms = 1000 is still read
-//! download_concurrency = 4
-//! download_memory = "32MiB"                  # objects held at once (at least one object); bytes or a unit
-//! disk_reserve_bytes = "1MiB"                # kept free for the applier's own state (0: off)
-//! tiered_topics = ["archive"]                # remote.storage.enable=true here
-//! ```
+//! `applier config example` prints [`EXAMPLE`]: every key with its default
+//! and meaning (tests keep it complete and parsing). The key names and
+//! value shapes are the shipper's where both have the key (`bucket`,
+//! `cluster_id`, `topics`, `exclude`, `metrics_addr`, `store_timeout`).
+//!
+//! Sizes are integers (bytes) or strings with a unit (`B`, `KB`, `MB`,
+//! `GB` powers of 1000; `KiB`, `MiB`, `GiB` powers of 1024). Durations are
+//! humantime strings (`500ms`, `5s`, `10m`, `1h`). Older spellings still
+//! read for one release: `poll_interval_ms` (milliseconds; not together
+//! with `poll_interval`) and `disk_reserve_bytes` (= `disk_reserve`).
+//!
+//! Environment variables (each overrides the file; flags override them):
+//! `SEGMIRROR_APPLIER_CONFIG` (the file), `SEGMIRROR_LOG_DIR`,
+//! `SEGMIRROR_BUCKET`, `SEGMIRROR_SOURCE_CLUSTER_ID`, `SEGMIRROR_CLUSTER_ID`,
+//! `SEGMIRROR_TOPICS`, `SEGMIRROR_EXCLUDE`, `SEGMIRROR_POLL_INTERVAL`,
+//! `SEGMIRROR_DOWNLOAD_CONCURRENCY`, `SEGMIRROR_DOWNLOAD_MEMORY`,
+//! `SEGMIRROR_DISK_RESERVE`, `SEGMIRROR_METRICS_ADDR`,
+//! `SEGMIRROR_STORE_TIMEOUT`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,6 +29,69 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::ApplierOptions;
 use kafkalog::units::ByteSize;
+
+/// What `applier config example` prints: every key, its default and its
+/// meaning. It parses and validates as it is (for `run`/`once`); keys
+/// without a default value to show are commented out.
+pub const EXAMPLE: &str = r#"# segmirror applier configuration (applier run --config FILE).
+# Precedence: this file, then SEGMIRROR_* environment variables, then flags.
+# Sizes: bytes or a unit (KB, MB, GB: powers of 1000; KiB, MiB, GiB: 1024).
+# Durations: 500ms, 5s, 10m, 1h.
+
+# Required. The destination log dir (one of the broker's log.dirs, or a
+# directory of its own). Relative paths resolve against this file's directory.
+log_dir = "/var/lib/kafka/mirror"
+
+# Required by run, once, plan and start. Where the shipper puts objects:
+# s3://bucket/prefix, file:///abs/path or memory://.
+# S3 credentials, region and endpoint come from the standard AWS variables.
+bucket = "s3://dr-bucket/segmirror"
+
+# Required by run, once, plan and start. The source cluster to mirror: the
+# shipper's cluster_id. `start` pins each partition to it.
+source_cluster_id = "MkU3OEVBNTcwNTJENDM2Qk"
+
+# This (destination) cluster's own id: refuses to mirror what this cluster
+# shipped itself, and finds its own epochs on failback. Default: not set.
+# cluster_id = "Pm3mXq7cT2KQm4Zc1w9cAA"
+
+# Topics started automatically by run and once: a regex matched against the
+# whole topic name. Default: none (topics are started with `applier start
+# --topic NAME`, an exact name, repeatable).
+# topics = "orders|payments"
+
+# Topics never started automatically: a regex on the whole name. Default: none.
+# exclude = "tmp-.*"
+
+# How often the bucket's change feed is polled. Default: 1s.
+poll_interval = "1s"
+# Its older spelling in milliseconds, still read (not together with it):
+# poll_interval_ms = 1000
+
+# Objects downloaded ahead of the one being appended (1 to 64). Default: 4.
+download_concurrency = 4
+
+# Downloaded objects held in memory at once (at least one object, whatever
+# its size; 1MiB to 64GiB). Default: 32MiB.
+download_memory = "32MiB"
+
+# Kept free in <log_dir>/.segmirror/reserve so that failures can still be
+# recorded on a full disk; nothing is appended without it (0: off; at most
+# 1GiB). Default: 1MiB. (The older key disk_reserve_bytes is still read.)
+disk_reserve = "1MiB"
+
+# Destination topics with remote.storage.enable=true: preparing their
+# partitions is refused (data around the LME may be remote, so the log cannot
+# be truncated safely). Default: none.
+tiered_topics = []
+
+# Serve Prometheus metrics on this address (GET /metrics). Default: not served.
+# metrics_addr = "127.0.0.1:9465"
+
+# `applier once` and `plan` give up when the store does not answer within
+# this (exit 1). Default: 60s.
+store_timeout = "60s"
+"#;
 
 /// The configuration file's contents (every field optional in the file;
 /// [`ApplierConfig::validate`] says what is missing).
@@ -52,8 +120,10 @@ pub struct ApplierConfig {
     /// Bytes of downloaded objects held at once (downloaded or being
     /// appended); one object is always fetched, whatever its size.
     pub download_memory: Option<ByteSize>,
-    /// Size of the disk reserve (`applier::reserve`), bytes; 0 disables it.
-    pub disk_reserve_bytes: Option<ByteSize>,
+    /// Size of the disk reserve (`applier::reserve`); 0 disables it. The
+    /// older key `disk_reserve_bytes` is still read.
+    #[serde(alias = "disk_reserve_bytes")]
+    pub disk_reserve: Option<ByteSize>,
     /// Destination topics with `remote.storage.enable=true`.
     #[serde(default)]
     pub tiered_topics: Vec<String>,
@@ -148,7 +218,7 @@ impl ApplierConfig {
             poll_interval_ms,
             download_concurrency,
             download_memory,
-            disk_reserve_bytes,
+            disk_reserve,
             metrics_addr,
             store_timeout
         );
@@ -260,12 +330,9 @@ impl ApplierConfig {
         options.exclude = anchored("exclude", &self.exclude)?;
         options.prefetch = concurrency;
         options.download_memory = download_memory;
-        if let Some(ByteSize(bytes)) = self.disk_reserve_bytes {
+        if let Some(ByteSize(bytes)) = self.disk_reserve {
             if bytes > 1 << 30 {
-                return Err(field(
-                    "disk_reserve_bytes",
-                    "must be 0 to 1073741824 (1 GiB)",
-                ));
+                return Err(field("disk_reserve", "must be 0 to 1073741824 (1 GiB)"));
             }
             options.disk_reserve_bytes = bytes;
         }
@@ -434,13 +501,91 @@ mod tests {
     #[test]
     fn sizes_take_units() {
         let v = ApplierConfig::from_toml(
-            "log_dir = \"/x\"\ndownload_memory = \"8MiB\"\ndisk_reserve_bytes = \"2MiB\"",
+            "log_dir = \"/x\"\ndownload_memory = \"8MiB\"\ndisk_reserve = \"2MiB\"",
         )
         .expect("parse")
         .validate(false)
         .expect("valid");
         assert_eq!(v.options.download_memory, 8 << 20);
         assert_eq!(v.options.disk_reserve_bytes, 2 << 20);
+        // The older key still reads.
+        let v = ApplierConfig::from_toml("log_dir = \"/x\"\ndisk_reserve_bytes = 4096")
+            .expect("parse")
+            .validate(false)
+            .expect("valid");
+        assert_eq!(v.options.disk_reserve_bytes, 4096);
+    }
+
+    #[test]
+    fn the_example_parses_validates_and_shows_the_defaults() {
+        let v = ApplierConfig::from_toml(EXAMPLE)
+            .expect("parse")
+            .validate(true)
+            .expect("valid for run and once");
+        let d = ApplierOptions::new("/x", "s");
+        let o = &v.options;
+        assert_eq!(v.poll_interval, Duration::from_secs(1));
+        assert_eq!(o.prefetch, d.prefetch);
+        assert_eq!(o.download_memory, d.download_memory);
+        assert_eq!(o.disk_reserve_bytes, d.disk_reserve_bytes);
+        assert_eq!(o.tiered_topics, d.tiered_topics);
+        assert_eq!(v.store_timeout, DEFAULT_STORE_TIMEOUT);
+        assert!(o.topics.is_none() && o.exclude.is_none() && v.metrics_addr.is_none());
+        // Every commented-out key parses and validates too once uncommented.
+        let uncommented: String = EXAMPLE
+            .lines()
+            .map(|l| match l.strip_prefix("# ") {
+                Some(kv) if kv.split_once(" = ").is_some_and(|(k, _)| is_key(k)) => kv,
+                _ => l,
+            })
+            .filter(|l| !l.starts_with("poll_interval_ms"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        ApplierConfig::from_toml(&uncommented)
+            .expect("parse")
+            .validate(true)
+            .expect("valid");
+    }
+
+    fn is_key(k: &str) -> bool {
+        !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+    }
+
+    #[test]
+    fn every_config_key_is_in_the_example() {
+        // Every field set, serialized: its keys are the struct's keys, so a
+        // field added without an example line fails here.
+        let full = ApplierConfig {
+            log_dir: Some("/a".into()),
+            bucket: Some(String::new()),
+            source_cluster_id: Some(String::new()),
+            cluster_id: Some(String::new()),
+            topics: Some(String::new()),
+            exclude: Some(String::new()),
+            poll_interval: Some(String::new()),
+            poll_interval_ms: Some(1),
+            download_concurrency: Some(1),
+            download_memory: Some(ByteSize(1)),
+            disk_reserve: Some(ByteSize(1)),
+            tiered_topics: vec![String::new()],
+            metrics_addr: Some(String::new()),
+            store_timeout: Some(String::new()),
+        };
+        let value = serde_json::to_value(&full).expect("serialize");
+        let keys: Vec<&str> = value
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys.len(), 14, "{value}");
+        for key in keys {
+            let shown = EXAMPLE.lines().any(|l| {
+                let l = l.strip_prefix("# ").unwrap_or(l);
+                l.starts_with(&format!("{key} = "))
+            });
+            assert!(shown, "config example lacks {key}");
+        }
     }
 
     #[test]

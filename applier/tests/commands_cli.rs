@@ -59,6 +59,85 @@ fn start_without_the_identity_it_pins_is_refused_and_writes_nothing() {
 }
 
 #[test]
+fn help_has_examples_that_paste_defaults_and_the_exit_codes() {
+    let (code, out) = applier(&["--help"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("Exit codes: 0 done; 1 a partition is FAILED, an operation was refused")
+            && out.contains("2 a usage or setup error"),
+        "{out}"
+    );
+    assert!(
+        out.contains("--topics REGEX") && out.contains("--topic NAME"),
+        "--topic and --topics side by side: {out}"
+    );
+    for sub in [
+        &["--help"][..],
+        &["run", "--help"],
+        &["once", "--help"],
+        &["plan", "--help"],
+        &["start", "--help"],
+        &["pause", "--help"],
+        &["resume", "--help"],
+        &["stop", "--help"],
+        &["status", "--help"],
+        &["config", "check", "--help"],
+        &["config", "example", "--help"],
+    ] {
+        let (code, out) = applier(sub);
+        assert_eq!(code, 0, "{sub:?}");
+        let examples: Vec<&str> = out
+            .split("Examples:\n")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{sub:?} has no examples: {out}"))
+            .lines()
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert!(!examples.is_empty(), "{sub:?}");
+        for line in examples {
+            assert!(
+                line.starts_with("  applier ") || line.starts_with("  SEGMIRROR_"),
+                "{sub:?}: an example line is wrapped or not a command: {line:?}"
+            );
+        }
+    }
+    let (_, out) = applier(&["once", "--help"]);
+    for default in [
+        "[default: 1s]",
+        "[default: 4]",
+        "[default: 32MiB]",
+        "[default: 1MiB]",
+        "[default: 60s]",
+    ] {
+        assert!(out.contains(default), "once --help lacks {default}: {out}");
+    }
+    let (_, out) = applier(&["stop", "--help"]);
+    assert!(
+        out.contains("--timeout <DURATION>") && out.contains("[default: 60s]"),
+        "{out}"
+    );
+}
+
+#[test]
+fn config_example_prints_a_file_that_config_check_accepts() {
+    let (code, out) = applier(&["config", "example"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("source_cluster_id = ") && out.contains("# topics = "),
+        "{out}"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("applier.toml");
+    std::fs::write(&file, &out).expect("write");
+    let (code, out) = applier(&["config", "check", "--config", file.to_str().expect("utf-8")]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("source cluster MkU3OEVBNTcwNTJENDM2Qk"),
+        "{out}"
+    );
+}
+
+#[test]
 fn commands_on_a_mistyped_log_dir_fail_and_create_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let missing = dir.path().join("no-such-dir");
@@ -73,6 +152,25 @@ fn commands_on_a_mistyped_log_dir_fail_and_create_nothing() {
         assert!(out.contains("does not exist"), "{args:?}: {out}");
         assert!(!missing.exists(), "{args:?} created the log dir");
     }
+    // An existing dir without a single mirror partition is the wrong dir too.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let (code, out) = applier(&["stop", "--log-dir", empty.to_str().expect("utf-8"), "--all"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("no mirror partitions in") && out.contains("nothing to stop"),
+        "{out}"
+    );
+    let (code, out) = applier(&[
+        "stop",
+        "--log-dir",
+        empty.to_str().expect("utf-8"),
+        "--all",
+        "--timeout",
+        "soon",
+    ]);
+    assert_eq!(code, 2, "a usage error: {out}");
+    assert!(out.contains("--timeout") && out.contains("30s"), "{out}");
 }
 
 /// `applier once` says a bucket problem the way `shipper once` does: one

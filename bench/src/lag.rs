@@ -4,7 +4,7 @@
 //! robin over `--partitions` partitions, 16 records of 1 KiB each by
 //! default) with kafkalog's `PartitionLog::append_as_leader` and
 //! `FlushPolicy::OnRoll`, and notes when each append returned. `shipper
-//! run --tail-interval 1s` and `applier run --poll-interval-ms 100` run as
+//! run --tail-interval 1s` and `applier run --poll-interval 100ms` run as
 //! child processes (the release binaries). A watcher thread reads the
 //! destination log's newest segment every `--poll-ms` (50 ms), from where
 //! it stopped, and parses whole batch headers to learn the destination's
@@ -212,7 +212,7 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
             &tail,
         ],
     )?;
-    let applier_poll_s = applier_poll.to_string();
+    let applier_poll_s = format!("{applier_poll}ms");
     let applier = spawn(
         "applier",
         &[
@@ -227,7 +227,7 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
             "lagdst",
             "--topics",
             ".*",
-            "--poll-interval-ms",
+            "--poll-interval",
             &applier_poll_s,
         ],
     )?;
@@ -436,7 +436,7 @@ fn measure(
         .map_err(|_| anyhow::anyhow!("watcher panicked"))?;
     let bytes: u64 = logs.iter().map(|l| l.size_bytes()).sum();
     let header = format!(
-        "lag under load, file://: {total} batches in {produced_secs:.1} s ({:.0} batches/s over {partitions} partitions, {:.2} MiB/s; producer at most {:.0} ms behind schedule), shipper --tail-interval {tail}, applier --poll-interval-ms {applier_poll}, watcher poll {} ms; source now {:.0} MiB; load average at start {load0}, at end {}",
+        "lag under load, file://: {total} batches in {produced_secs:.1} s ({:.0} batches/s over {partitions} partitions, {:.2} MiB/s; producer at most {:.0} ms behind schedule), shipper --tail-interval {tail}, applier --poll-interval {applier_poll}ms, watcher poll {} ms; source now {:.0} MiB; load average at start {load0}, at end {}",
         total as f64 / produced_secs,
         (bytes - bytes0) as f64 / 1048576.0 / produced_secs,
         late.as_secs_f64() * 1000.0,

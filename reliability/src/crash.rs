@@ -395,8 +395,8 @@ pub fn run(o: &CrashOptions, bins: &Bins) -> anyhow::Result<CrashReport> {
             DEST_CLUSTER.into(),
             "--topics".into(),
             ".*".into(),
-            "--poll-interval-ms".into(),
-            o.poll_interval.as_millis().max(1).to_string(),
+            "--poll-interval".into(),
+            format!("{}ms", o.poll_interval.as_millis().max(1)),
         ]
     };
     let mut applier = Service {

@@ -255,8 +255,8 @@ fn applier_args(cmd: &str, dest: &Path, url: &str) -> Vec<String> {
         DEST_CLUSTER.into(),
         "--topics".into(),
         ".*".into(),
-        "--poll-interval-ms".into(),
-        "100".into(),
+        "--poll-interval".into(),
+        "100ms".into(),
     ]
 }
 
@@ -271,7 +271,7 @@ fn applier_once(
         .command(bins)
         .args(applier_args("once", dest, url))
         .env("RUST_LOG", "warn")
-        .env("SEGMIRROR_DISK_RESERVE_BYTES", DISK_RESERVE)
+        .env("SEGMIRROR_DISK_RESERVE", DISK_RESERVE)
         .stdin(Stdio::null())
         .output()
         .context("running applier once")?;
@@ -292,7 +292,7 @@ fn applier_run_until(
     let mut child = Command::new(&bins.applier)
         .args(applier_args("run", dest, url))
         .env("RUST_LOG", "warn")
-        .env("SEGMIRROR_DISK_RESERVE_BYTES", DISK_RESERVE)
+        .env("SEGMIRROR_DISK_RESERVE", DISK_RESERVE)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

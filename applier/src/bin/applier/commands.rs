@@ -9,14 +9,10 @@ use crate::Common;
 
 /// Which partitions a command applies to.
 #[derive(clap::Args)]
-#[command(
-    after_help = "The command acts itself when no `applier run` holds the log dir, and hands the request
-to the running daemon otherwise; either way it returns 0 only when the transition is done."
-)]
 pub(crate) struct CommandArgs {
     #[command(flatten)]
     common: Common,
-    /// A topic (repeatable).
+    /// A topic by its exact name, repeatable (not a regex: `--topics REGEX` of run and once selects topics to start automatically).
     #[arg(
         id = "topic",
         long = "topic",
@@ -28,9 +24,17 @@ pub(crate) struct CommandArgs {
     /// Every mirror partition in the log dir.
     #[arg(long)]
     all: bool,
-    /// How long to wait for a running daemon, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 60)]
-    timeout: u64,
+    /// How long to wait for a running `applier run` to perform the command, e.g. 30s, 2m.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_timeout)]
+    timeout: Duration,
+}
+
+/// A humantime duration; a bare number is seconds (the older spelling).
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    match text.parse::<u64>() {
+        Ok(secs) => Ok(Duration::from_secs(secs)),
+        Err(_) => humantime::parse_duration(text).map_err(|e| format!("{e} (examples: 30s, 2m)")),
+    }
 }
 
 pub(crate) async fn run(command: Command, args: CommandArgs) -> anyhow::Result<u8> {
@@ -59,7 +63,7 @@ pub(crate) async fn run(command: Command, args: CommandArgs) -> anyhow::Result<u
                 command,
                 &args.topic_names,
                 args.all,
-                Duration::from_secs(args.timeout),
+                args.timeout,
             )?
         }
         Err(e) => return Err(e),
@@ -75,8 +79,14 @@ pub(crate) async fn run(command: Command, args: CommandArgs) -> anyhow::Result<u
         }
     }
     if outcomes.is_empty() {
-        eprintln!("no mirror partitions");
-        return Ok(1);
+        // Only `--all` gets here (a named topic has an outcome): a log dir
+        // without a single mirror partition is the wrong dir.
+        eprintln!(
+            "applier: no mirror partitions in {}: nothing to {} (is it the mirror's log dir?)",
+            v.options.log_dir.display(),
+            command.as_str()
+        );
+        return Ok(2);
     }
     Ok(if refused > 0 { 1 } else { 0 })
 }

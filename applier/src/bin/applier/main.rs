@@ -14,20 +14,38 @@ use applier::config::ApplierConfig;
 use clap::{Args, Parser, Subcommand};
 use kafkalog::units::ByteSize;
 
+const EXAMPLES: &str = "Examples:
+  applier once   --log-dir /data/mirror --bucket file:///data/bucket --source-cluster-id src --topics '.*'
+  applier run    --config /etc/segmirror/applier.toml --metrics-addr 0.0.0.0:9465
+  applier plan   --log-dir /data/mirror --bucket file:///data/bucket --source-cluster-id src --topics '.*'
+  applier status --log-dir /data/mirror --json
+  applier start  --log-dir /data/mirror --bucket file:///data/bucket --source-cluster-id src --topic orders
+  applier pause  --log-dir /data/mirror --topic orders
+  applier resume --log-dir /data/mirror --topic orders
+  applier stop   --log-dir /data/mirror --all
+  applier config check --config /etc/segmirror/applier.toml
+  applier config example > /etc/segmirror/applier.toml
+
+Which topics: --topics REGEX (run, once, plan) starts every topic whose whole name
+matches, as the shipper's --topics selects what it ships; --topic NAME (start, pause,
+resume, stop) names one topic exactly, repeatable; --all is every mirror partition here.
+
+Settings come from the TOML file (--config), then SEGMIRROR_* environment variables
+(SEGMIRROR_LOG_DIR, SEGMIRROR_BUCKET, SEGMIRROR_SOURCE_CLUSTER_ID, ...; each flag's
+[env: ...]), then flags. S3 credentials and endpoint come from the standard AWS variables.
+
+Exit codes: 0 done; 1 a partition is FAILED, an operation was refused, or the store is
+unreachable or refused a request (wrong region, access denied, no such bucket);
+2 a usage or setup error (bad flag or config, missing log dir, no AWS credentials).";
+
 #[derive(Parser)]
 #[command(
     name = "applier",
     version,
     about = "Apply segments shipped to a bucket to a local Kafka-format log, read-only until failover",
-    after_help = "Examples:
-  applier once   --log-dir /data/mirror --bucket file:///data/bucket --source-cluster-id src --topics '.*'
-  applier run    --config /etc/segmirror/applier.toml
-  applier plan   --log-dir /data/mirror --bucket file:///data/bucket --source-cluster-id src --topics '.*'
-  applier status --log-dir /data/mirror --json
-  applier pause  --log-dir /data/mirror --topic orders
-  applier stop   --log-dir /data/mirror --all          # failover: partitions become writable
-  applier start  --log-dir /data/mirror --topic orders --bucket file:///data/bucket --source-cluster-id src
-  applier config check --config /etc/segmirror/applier.toml"
+    after_help = EXAMPLES,
+    // Never hard-wrap: every example line pastes as it is (terminals wrap).
+    term_width = 0
 )]
 struct Cli {
     #[command(subcommand)]
@@ -37,25 +55,25 @@ struct Cli {
 /// Settings shared by every subcommand: file, then environment, then flags.
 #[derive(Args, Clone, Default)]
 pub(crate) struct Common {
-    /// TOML configuration file.
+    /// TOML configuration file (`applier config example` prints one) [default: none: environment and flags only].
     #[arg(long, value_name = "FILE", env = "SEGMIRROR_APPLIER_CONFIG")]
     config: Option<PathBuf>,
     /// The destination log dir.
     #[arg(long, value_name = "DIR", env = "SEGMIRROR_LOG_DIR")]
     log_dir: Option<PathBuf>,
-    /// Bucket URL: file:///abs/path, memory:// or s3://bucket/prefix.
+    /// Bucket URL: file:///abs/path, memory:// or s3://bucket/prefix (required by run, once, plan and start).
     #[arg(long, value_name = "URL", env = "SEGMIRROR_BUCKET")]
     bucket: Option<String>,
-    /// The source cluster to mirror.
+    /// The source cluster to mirror: the shipper's --cluster-id (required by run, once, plan and start; start pins it).
     #[arg(long, value_name = "ID", env = "SEGMIRROR_SOURCE_CLUSTER_ID")]
     source_cluster_id: Option<String>,
-    /// This cluster's own id (mirror-loop check and failback LME lookup).
+    /// This cluster's own id (mirror-loop check and failback LME lookup) [default: none].
     #[arg(long, value_name = "ID", env = "SEGMIRROR_CLUSTER_ID")]
     cluster_id: Option<String>,
-    /// Topics started automatically (regex on the whole name).
+    /// Topics started automatically by run and once: a regex on the whole topic name (`--topic NAME` of start/pause/resume/stop is one exact name) [default: none].
     #[arg(long, value_name = "REGEX", env = "SEGMIRROR_TOPICS")]
     topics: Option<String>,
-    /// Topics never started automatically (regex).
+    /// Topics never started automatically: a regex on the whole topic name [default: none].
     #[arg(long, value_name = "REGEX", env = "SEGMIRROR_EXCLUDE")]
     exclude: Option<String>,
     /// How often the bucket's change feed is polled, e.g. 500ms, 5s [default: 1s].
@@ -83,13 +101,13 @@ pub(crate) struct Common {
         long = "disk-reserve",
         alias = "disk-reserve-bytes",
         value_name = "SIZE",
-        env = "SEGMIRROR_DISK_RESERVE_BYTES"
+        env = "SEGMIRROR_DISK_RESERVE"
     )]
-    disk_reserve_bytes: Option<ByteSize>,
-    /// Serve Prometheus metrics on this address (host:port).
+    disk_reserve: Option<ByteSize>,
+    /// Serve Prometheus metrics on this address (host:port) [default: not served].
     #[arg(long, value_name = "ADDR", env = "SEGMIRROR_METRICS_ADDR")]
     metrics_addr: Option<String>,
-    /// Destination topic with remote.storage.enable=true (repeatable).
+    /// Destination topic with remote.storage.enable=true: preparing its partitions is refused, as the log cannot be truncated safely (repeatable) [default: none].
     #[arg(long = "tiered-topic", value_name = "TOPIC")]
     tiered_topics: Vec<String>,
     /// How long `once` and `plan` wait for an unreachable bucket before
@@ -104,6 +122,18 @@ impl Common {
             Some(p) => ApplierConfig::from_file(p)?,
             None => ApplierConfig::default(),
         };
+        // The older name of SEGMIRROR_DISK_RESERVE, still read for one release.
+        let disk_reserve = match (
+            self.disk_reserve,
+            std::env::var("SEGMIRROR_DISK_RESERVE_BYTES"),
+        ) {
+            (Some(size), _) => Some(size),
+            (None, Ok(text)) => Some(
+                text.parse::<ByteSize>()
+                    .map_err(|e| anyhow::anyhow!("SEGMIRROR_DISK_RESERVE_BYTES={text:?}: {e}"))?,
+            ),
+            (None, Err(_)) => None,
+        };
         Ok(file.merge(ApplierConfig {
             log_dir: self.log_dir.clone(),
             bucket: self.bucket.clone(),
@@ -115,7 +145,7 @@ impl Common {
             poll_interval_ms: self.poll_interval_ms,
             download_concurrency: self.download_concurrency,
             download_memory: self.download_memory,
-            disk_reserve_bytes: self.disk_reserve_bytes,
+            disk_reserve,
             tiered_topics: self.tiered_topics.clone(),
             metrics_addr: self.metrics_addr.clone(),
             store_timeout: self.store_timeout.clone(),
@@ -126,10 +156,25 @@ impl Common {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run as a daemon: poll the bucket and apply, pick up operator commands.
+    #[command(after_help = "Examples:
+  applier run --config /etc/segmirror/applier.toml
+  applier run --log-dir /data/mirror --bucket s3://dr-bucket/segmirror --source-cluster-id src --topics 'orders|payments' --metrics-addr 0.0.0.0:9465
+  SEGMIRROR_POLL_INTERVAL=500ms applier run --config /etc/segmirror/applier.toml
+
+Runs until SIGTERM or Ctrl-C. Operator commands (start, pause, resume, stop) given
+while it runs are handed to it and answered within --timeout.")]
     Run(run::RunArgs),
     /// Apply everything available now, then exit (0: done; 1: a partition is FAILED).
     /// Retryable failures left by an earlier run are retried at once: a
     /// cron schedule is its own backoff.
+    #[command(after_help = "Examples:
+  applier once --log-dir /data/mirror --bucket file:///data/bucket --source-cluster-id src --topics '.*'
+  applier once --config /etc/segmirror/applier.toml --store-timeout 20s
+  applier once --log-dir /data/mirror --bucket s3://dr-bucket/segmirror --source-cluster-id src --topics 'orders|payments' --exclude 'tmp-.*'
+
+Exit codes: 0 applied (or found nothing to apply: a line says what it found);
+1 a partition is FAILED, or the store did not answer within --store-timeout;
+2 a usage or setup error, or nothing to mirror because the source or selection is wrong.")]
     Once(run::RunArgs),
     /// Print what `start`/`once` would do to each partition and why
     /// (truncation offset and the rule that chose it, where fetching
@@ -138,15 +183,46 @@ enum Cmd {
   applier plan --log-dir /data/mirror --bucket file:///data/bucket --source-cluster-id src --topics 'orders|payments'
   applier plan --log-dir /var/lib/kafka/data --bucket s3://dr-bucket/segmirror --source-cluster-id dst --cluster-id src --json")]
     Plan(plan::PlanArgs),
-    /// Start (or restart after stop or failure) mirroring topics.
+    /// Start (or restart after stop or failure) mirroring topics; pins each partition to --source-cluster-id.
+    #[command(after_help = "Examples:
+  applier start --log-dir /data/mirror --bucket file:///data/bucket --source-cluster-id src --topic orders
+  applier start --log-dir /data/mirror --bucket s3://dr-bucket/segmirror --source-cluster-id src --topic orders --topic payments
+  applier start --config /etc/segmirror/applier.toml --all
+
+A partition STOPPED after failover starts again from the given source (failback, or
+resuming the same source): its log is cut where the two logs diverge, and only the
+tail is fetched. A partition still PREPARING takes the new source; one MIRRORING or
+PAUSED keeps its source until `applier stop`.
+
+Without a running `applier run` the command acts itself; with one, it hands the
+request over and waits up to --timeout. Exit 0 only when every partition started.")]
     Start(commands::CommandArgs),
-    /// Pause mirroring (stays read-only).
+    /// Pause mirroring (the partitions stay read-only).
+    #[command(after_help = "Examples:
+  applier pause --log-dir /data/mirror --topic orders
+  applier pause --log-dir /data/mirror --all --timeout 2m
+
+Exit 0 when every named partition is PAUSED; 1 when one was refused (not MIRRORING).")]
     Pause(commands::CommandArgs),
     /// Resume a paused mirror (no truncation).
+    #[command(after_help = "Examples:
+  applier resume --log-dir /data/mirror --topic orders
+  applier resume --log-dir /data/mirror --all
+
+Exit 0 when every named partition is MIRRORING again; 1 when one was refused (not PAUSED).")]
     Resume(commands::CommandArgs),
     /// Stop mirroring (failover): partitions become writable.
+    #[command(after_help = "Examples:
+  applier stop --log-dir /data/mirror --all
+  applier stop --log-dir /data/mirror --topic orders --timeout 30s
+
+Returns 0 only once the partitions are STOPPED and writable at a new leader epoch,
+whether it acts itself or a running `applier run` does. Failback later is `applier start`.")]
     Stop(commands::CommandArgs),
-    /// Per-partition state, lag and LME.
+    /// Per-partition state, lag and LME (reads only; safe while `applier run` runs).
+    #[command(after_help = "Examples:
+  applier status --log-dir /data/mirror
+  applier status --log-dir /data/mirror --json | jq '.partitions[] | select(.state != \"MIRRORING\")'")]
     Status(status::StatusArgs),
     /// Configuration helpers.
     Config {
@@ -157,8 +233,16 @@ enum Cmd {
 
 #[derive(Subcommand)]
 enum ConfigCmd {
-    /// Validate a configuration (file, env and flags merged); exit 0 when valid.
+    /// Validate a configuration (file, env and flags merged, as run and once need it); exit 0 when valid, 2 naming the field otherwise.
+    #[command(after_help = "Examples:
+  applier config check --config /etc/segmirror/applier.toml
+  SEGMIRROR_BUCKET=s3://dr-bucket/segmirror applier config check --config /etc/segmirror/applier.toml")]
     Check(run::RunArgs),
+    /// Print a commented TOML file with every key, its default and meaning.
+    #[command(after_help = "Examples:
+  applier config example > /etc/segmirror/applier.toml
+  applier config example | grep -v '^#' | grep .")]
+    Example,
 }
 
 fn main() -> ExitCode {
@@ -188,6 +272,12 @@ fn main() -> ExitCode {
             Cmd::Config {
                 command: ConfigCmd::Check(a),
             } => run::check(a),
+            Cmd::Config {
+                command: ConfigCmd::Example,
+            } => {
+                print!("{}", applier::config::EXAMPLE);
+                Ok(0)
+            }
         }
     });
     match result {
