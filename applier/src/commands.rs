@@ -83,9 +83,9 @@ pub fn hand_to_daemon(
             // Withdraw the request so a late daemon does not act on it.
             let withdrawn = std::fs::remove_file(request_path(&dir, &id)).is_ok();
             anyhow::bail!(
-                "the applier daemon holding {} did not answer within {:?}{}; if it is hung, stop it (kill) and run the command again: it then performs the transition itself",
+                "the applier daemon holding {} did not answer within {}{}; if it is hung, stop it (kill) and run the command again: it then performs the transition itself",
                 log_dir.display(),
-                timeout,
+                humantime::format_duration(timeout),
                 if withdrawn {
                     " (request withdrawn, nothing changed)"
                 } else {
@@ -131,7 +131,7 @@ impl Applier {
             if std::fs::remove_file(&path).is_err() {
                 continue;
             }
-            tracing::info!(command = %request.command, topics = ?request.topics, all = request.all, "operator command");
+            tracing::info!(command = %request.command, topics = %request.topics.join(","), all = request.all, "operator command");
             let outcomes = self
                 .command(request.command, &request.topics, request.all)
                 .await;

@@ -80,7 +80,7 @@ struct ActionFailed {
 
 impl std::fmt::Display for ActionFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?} failed: {}", self.action, self.error)
+        write!(f, "{} failed: {}", self.action, self.error)
     }
 }
 

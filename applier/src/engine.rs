@@ -262,7 +262,7 @@ impl Applier {
             let log = self.logdir.open_partition(tp, mirror_log_config())?;
             let report = log.recovery_report();
             if !report.is_clean() {
-                tracing::warn!(partition = %tp, ?report, "recovered the local log");
+                tracing::warn!(partition = %tp, recovery = %report, "recovered the local log");
             }
             Ok(Some(Mirror::new(
                 tp.clone(),

@@ -314,3 +314,90 @@ fn snapshot(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
     files.sort();
     files
 }
+
+/// Resuming after `stop` from the same source, through the binaries, with
+/// the operator's log level: the cut is the local write, and the log says
+/// it in words (no `None`, `Some(..)`, Rust structs or colour codes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_after_stop_cuts_the_local_write_and_logs_in_words() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (url, store) = file_bucket(&dir.path().join("bucket"));
+    let source = dir.path().join("source");
+    let d = LogDir::open(&source).expect("source");
+    let mut log = d
+        .open_or_create_partition(&tp("orders"), Some(topic_id()), LogConfig::default())
+        .expect("create");
+    produce(&mut log, 40, 3);
+    log.close().expect("close");
+    drop(d);
+    publish(&store, &source, &tp("orders"), "u1").await;
+    let log_dir = dir.path().join("mirror");
+    let log = log_dir.to_str().expect("utf-8");
+    let with_logs = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_applier"))
+            .args(args)
+            .env("RUST_LOG", "info")
+            .env_remove("SEGMIRROR_APPLIER_CONFIG")
+            .output()
+            .expect("run applier");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned()
+                + &String::from_utf8_lossy(&out.stdout),
+        )
+    };
+    let identity = ["--bucket", url.as_str(), "--source-cluster-id", SOURCE];
+    let mut logs = String::new();
+    let mut step = |args: Vec<&str>, want: i32| {
+        let (code, out) = with_logs(&args);
+        assert_eq!(code, want, "{args:?}: {out}");
+        logs.push_str(&out);
+    };
+    step(
+        [
+            &["once", "--log-dir", log, "--topics", "orders"][..],
+            &identity,
+        ]
+        .concat(),
+        0,
+    );
+    step(vec!["stop", "--log-dir", log, "--all"], 0);
+    // A producer writes to the failed-over partition.
+    {
+        let d = LogDir::open(&log_dir).expect("mirror dir");
+        let mut p = d
+            .open_partition(&tp("orders"), LogConfig::default())
+            .expect("open");
+        let epoch = p.epochs().latest_epoch().expect("an epoch");
+        produce(&mut p, 10, epoch);
+        assert_eq!(p.log_end_offset(), 50);
+        p.close().expect("close");
+    }
+    step(
+        [
+            &["start", "--log-dir", log, "--topic", "orders"][..],
+            &identity,
+        ]
+        .concat(),
+        0,
+    );
+    step([&["once", "--log-dir", log][..], &identity].concat(), 0);
+    let (_, status) = applier(&["status", "--log-dir", log, "--json"]);
+    let status: serde_json::Value = serde_json::from_str(status.trim()).expect("json");
+    assert_eq!(status["partitions"][0]["state"], "MIRRORING", "{status}");
+    assert_eq!(
+        status["partitions"][0]["local_log_end_offset"], 40,
+        "the local write is cut: {status}"
+    );
+    eprintln!("{logs}");
+    assert!(
+        logs.contains("resum") && logs.contains("40"),
+        "the cut is logged: {logs}"
+    );
+    for debug in ["None", "Some(", "[\"", " { ", "\x1b["] {
+        assert!(
+            !logs.contains(debug),
+            "debug text {debug:?} in the logs: {logs}"
+        );
+    }
+}

@@ -155,6 +155,58 @@ pub struct RecoveryReport {
     pub dropped_epoch_entries: Vec<EpochEntry>,
 }
 
+impl std::fmt::Display for RecoveryReport {
+    /// In words, for operators' logs: what was cut and rebuilt.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts: Vec<String> = Vec::new();
+        if self.truncated_bytes > 0 {
+            parts.push(format!(
+                "cut {} bytes from the end{}",
+                self.truncated_bytes,
+                self.cut_reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            ));
+        }
+        let list = |offsets: &[i64]| {
+            offsets
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !self.dropped_segments.is_empty() {
+            parts.push(format!(
+                "dropped the segments at {} (after a corrupt one)",
+                list(&self.dropped_segments)
+            ));
+        }
+        if !self.rebuilt_indexes.is_empty() {
+            parts.push(format!(
+                "rebuilt the indexes of the segments at {}",
+                list(&self.rebuilt_indexes)
+            ));
+        }
+        if !self.dropped_epoch_entries.is_empty() {
+            let entries: Vec<String> = self
+                .dropped_epoch_entries
+                .iter()
+                .map(|e| format!("epoch {} at {}", e.epoch, e.start_offset))
+                .collect();
+            parts.push(format!(
+                "left conflicting leader-epoch-checkpoint entries out ({})",
+                entries.join(", ")
+            ));
+        }
+        if parts.is_empty() {
+            f.write_str("nothing to recover")
+        } else {
+            f.write_str(&parts.join("; "))
+        }
+    }
+}
+
 impl RecoveryReport {
     /// True when recovery changed nothing.
     pub fn is_clean(&self) -> bool {

@@ -380,10 +380,12 @@ impl PartitionManifest {
                     r.key, r.base_offset, r.last_offset
                 ));
             }
-            if prev_last.is_some_and(|l| r.base_offset <= l) {
+            if let Some(l) = prev_last
+                && r.base_offset <= l
+            {
                 return bad(format!(
-                    "range {} at {} overlaps the previous range ending at {:?}",
-                    r.key, r.base_offset, prev_last
+                    "range {} at {} overlaps the previous range ending at {l}",
+                    r.key, r.base_offset
                 ));
             }
             if r.last_offset >= self.shipped_end_offset {

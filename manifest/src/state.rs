@@ -383,6 +383,26 @@ pub enum Action {
     CancelRetry,
 }
 
+impl fmt::Display for Action {
+    /// In words, for operators' logs and `status`'s last error.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::SetWriteGuard => f.write_str("setting the write guard"),
+            Action::ClearWriteGuard => f.write_str("clearing the write guard"),
+            Action::PersistState => f.write_str("writing the mirror record"),
+            Action::RunPreparation => f.write_str("queueing the preparation"),
+            Action::CancelPreparation => f.write_str("cancelling the preparation"),
+            Action::StartFetching => f.write_str("starting to fetch"),
+            Action::StopFetching => f.write_str("stopping fetching"),
+            Action::RunFailover => f.write_str("queueing the failover"),
+            Action::ScheduleRetry { retry_count } => {
+                write!(f, "scheduling retry {retry_count}")
+            }
+            Action::CancelRetry => f.write_str("cancelling the retry"),
+        }
+    }
+}
+
 /// A command the state does not allow, or an event that does not apply to
 /// it. Nothing changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
