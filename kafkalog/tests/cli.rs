@@ -547,3 +547,92 @@ fn verify_says_so_when_there_is_nothing_to_verify() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.starts_with("ok: 1 partitions"), "{out}");
 }
+
+#[test]
+fn help_has_examples_that_paste_and_shows_defaults() {
+    for sub in [
+        &["--help"][..],
+        &["dump", "--help"],
+        &["verify", "--help"],
+        &["compare", "--help"],
+        &["produce", "--help"],
+        &["truncate", "--help"],
+    ] {
+        let (code, out, err) = common::run_kafkalog(sub);
+        assert_eq!(code, 0, "{sub:?}: {err}");
+        let examples: Vec<&str> = out
+            .split("Examples:\n")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{sub:?} has no examples: {out}"))
+            .lines()
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert!(!examples.is_empty(), "{sub:?}");
+        for line in examples {
+            assert!(
+                line.starts_with("  kafkalog ")
+                    || (line.starts_with("  ") && line.contains("| kafkalog ")),
+                "{sub:?}: an example line is wrapped or not a command: {line:?}"
+            );
+        }
+    }
+    let (_, out, _) = common::run_kafkalog(&["produce", "--help"]);
+    for default in [
+        "[default: 1GiB]",
+        "[default: 100]",
+        "[default: always]",
+        "[default: none]",
+    ] {
+        assert!(
+            out.contains(default),
+            "produce --help lacks {default}: {out}"
+        );
+    }
+}
+
+#[test]
+fn produce_takes_the_segment_size_with_a_unit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input: String = (0..2000)
+        .map(|i| format!("k{i}\t{}\n", "v".repeat(100)))
+        .collect();
+    let (code, out, err) = common::run_kafkalog_with_input(
+        &[
+            "produce",
+            "--log-dir",
+            s(dir.path()),
+            "--topic",
+            "orders",
+            "--partition",
+            "0",
+            "--segment-bytes",
+            "64KiB",
+            "--fsync",
+            "on-roll",
+        ],
+        input.as_bytes(),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let segments = std::fs::read_dir(dir.path().join("orders-0"))
+        .expect("partition dir")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        })
+        .count();
+    // About 240 KB of records in 64 KiB segments.
+    assert!((3..=6).contains(&segments), "{segments} segments");
+    let (code, _, err) = common::run_kafkalog(&[
+        "produce",
+        "--log-dir",
+        s(dir.path()),
+        "--topic",
+        "orders",
+        "--partition",
+        "0",
+        "--segment-bytes",
+        "64 parsecs",
+    ]);
+    assert_eq!(code, 2, "a usage error: {err}");
+    assert!(err.contains("--segment-bytes"), "{err}");
+}

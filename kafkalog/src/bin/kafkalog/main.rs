@@ -46,6 +46,8 @@ pub(crate) fn require_log_dir(dir: &std::path::Path) -> Option<u8> {
 #[command(
     name = "kafkalog",
     version,
+    // Never hard-wrap: every example line pastes as it is (terminals wrap).
+    term_width = 0,
     about = "Inspect, verify, compare, produce to and truncate Kafka-format partition logs",
     long_about = "Works on log dirs laid out exactly as a Kafka broker's (<topic>-<partition>/ with \
 20-digit .log/.index/.timeindex segments, leader-epoch-checkpoint, partition.metadata). \

@@ -8,6 +8,7 @@ use kafkalog::batch::Compression;
 use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
 use kafkalog::reader::PartitionReader;
 use kafkalog::topic::{TopicId, TopicPartition};
+use kafkalog::units::ByteSize;
 use kafkalog::{FlushPolicy, LogConfig, LogDir, PartitionLog};
 
 /// Append records read from stdin, one per line (`key<TAB>value`, or just a
@@ -17,7 +18,8 @@ use kafkalog::{FlushPolicy, LogConfig, LogDir, PartitionLog};
 #[derive(clap::Args)]
 #[command(after_help = "Examples:
   printf 'k1\\tv1\\nk2\\tv2\\n' | kafkalog produce --log-dir /tmp/logs --topic orders --partition 0
-  seq 1 100000 | kafkalog produce --log-dir /tmp/logs --topic events --partition 0 --compression zstd --batch-size 500")]
+  seq 1 100000 | kafkalog produce --log-dir /tmp/logs --topic events --partition 0 --compression zstd --batch-size 500
+  seq 1 100000 | kafkalog produce --log-dir /tmp/logs --topic events --partition 1 --segment-bytes 1MiB --fsync on-roll")]
 pub(crate) struct Args {
     /// The log dir.
     #[arg(long, value_name = "DIR")]
@@ -28,7 +30,7 @@ pub(crate) struct Args {
     /// Partition number.
     #[arg(long)]
     partition: i32,
-    /// Leader epoch to stamp (default: the log's latest epoch, or 0).
+    /// Leader epoch to stamp [default: the log's latest epoch, or 0].
     #[arg(long)]
     epoch: Option<i32>,
     /// Topic id for a new partition (base64url or hyphenated UUID); checked
@@ -41,9 +43,9 @@ pub(crate) struct Args {
     /// Records per batch.
     #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     batch_size: u32,
-    /// Roll segments at this size.
-    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
-    segment_bytes: u64,
+    /// Roll segments at this size (Kafka's segment.bytes), bytes or with a unit: 1MiB, 512KB.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
+    segment_bytes: ByteSize,
     /// fsync policy: `always` (fsync before acknowledging each batch) or
     /// `on-roll` (Kafka's default).
     #[arg(long, value_name = "POLICY", default_value = "always", value_parser = parse_flush)]
@@ -108,7 +110,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<u8> {
     }
     let dir = LogDir::open(&args.log_dir)?;
     let config = LogConfig {
-        segment_bytes: args.segment_bytes,
+        segment_bytes: args.segment_bytes.0,
         flush: args.fsync,
         ..LogConfig::default()
     };
