@@ -541,7 +541,7 @@ mod tests {
         let failure = slot.mirror_state().failure().expect("failure");
         assert!(failure.retryable);
         assert!(
-            failure.message.contains("PersistState failed"),
+            failure.message.contains("writing the mirror record failed"),
             "{}",
             failure.message
         );
