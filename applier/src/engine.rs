@@ -149,23 +149,25 @@ pub fn mirror_log_config() -> LogConfig {
 #[derive(Debug)]
 pub struct Applier {
     opts: ApplierOptions,
-    logdir: LogDir,
+    pub(crate) logdir: LogDir,
     store: Option<ManifestStore>,
     feed: FeedReader,
-    slots: BTreeMap<TopicPartition, Slot>,
+    pub(crate) slots: BTreeMap<TopicPartition, Slot>,
     clock: Arc<dyn Clock>,
     counters: crate::metrics::Counters,
     metrics: Option<crate::metrics::Exposition>,
     last_live: Option<(LiveStatus, Instant)>,
     /// Something the live status or the metrics show may have changed since
     /// they were last built.
-    live_dirty: bool,
+    pub(crate) live_dirty: bool,
     /// When the metrics were last rendered, and whether a partition lagged.
     last_metrics: Option<(Instant, bool)>,
     /// The feed head `discover` last went through with no partition left
     /// to retry.
     discovered: Option<u64>,
     reserve: crate::reserve::DiskReserve,
+    /// The Kafka gateway served from this process, if any.
+    pub(crate) gateway: Option<crate::serving::GatewayLink>,
 }
 
 impl Applier {
@@ -219,6 +221,7 @@ impl Applier {
             last_metrics: None,
             discovered: None,
             reserve,
+            gateway: None,
         };
         for tp in applier.logdir.partitions()? {
             applier.open_mirror(&tp);
@@ -622,6 +625,7 @@ impl Applier {
         slot.waiting = None;
         match slot.mirror.prepare(&manifest, &ctx) {
             Ok(_) => {
+                self.tell_truncated(tp);
                 if let Err(e) = self.transition(tp, Event::Prepared) {
                     tracing::debug!(partition = %tp, error = %e, "preparation finished in another state");
                 }
@@ -677,8 +681,17 @@ impl Applier {
         let before = slot.mirror.appended;
         let applied = slot.mirror.apply(&store, &manifest, &ctx).await;
         // What was appended, also when the pass failed part-way.
-        report.batches += slot.mirror.appended.0 - before.0;
+        let appended = slot.mirror.appended.0 - before.0;
+        report.batches += appended;
         report.bytes += slot.mirror.appended.1 - before.1;
+        match &applied {
+            Ok(r) if r.truncated != 0 => self.tell_truncated(tp),
+            _ if appended > 0 => self.tell_appended(tp),
+            _ => {}
+        }
+        let Some(slot) = self.slots.get_mut(tp).and_then(Slot::mirror_mut) else {
+            return false;
+        };
         match applied {
             Ok(r) => {
                 slot.waiting = None;
@@ -705,6 +718,7 @@ impl Applier {
         slot.pending = None;
         match slot.mirror.failover() {
             Ok(()) => {
+                self.tell_appended(tp);
                 if let Err(e) = self.transition(tp, Event::Stopped) {
                     tracing::debug!(partition = %tp, error = %e, "failover finished in another state");
                 }
@@ -1194,7 +1208,13 @@ impl Applier {
                 if self.process_command_requests().await > 0 {
                     continue;
                 }
-                tokio::time::sleep(Duration::from_millis(100).min(poll_interval)).await;
+                let tick = Duration::from_millis(100).min(poll_interval);
+                tokio::select! {
+                    Some(request) = crate::serving::GatewayLink::next(&mut self.gateway) => {
+                        self.handle_append(request);
+                    }
+                    _ = tokio::time::sleep(tick) => {}
+                }
             }
         }
     }

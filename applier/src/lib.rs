@@ -29,6 +29,7 @@ pub mod metrics;
 pub mod mirror;
 pub mod plan;
 pub mod reserve;
+pub mod serving;
 pub mod slot;
 pub mod state_dir;
 pub mod status;

@@ -3,8 +3,10 @@
 //! A thin shell over the `applier` library.
 
 mod commands;
+mod kafka;
 mod plan;
 mod run;
+mod serve;
 mod status;
 
 use std::path::PathBuf;
@@ -16,7 +18,7 @@ use kafkalog::units::ByteSize;
 
 const EXAMPLES: &str = "Examples:
   applier once   --log-dir /data/mirror --bucket file:///data/bucket --source-cluster-id src --topics '.*'
-  applier run    --config /etc/segmirror/applier.toml --metrics-addr 0.0.0.0:9465
+  applier run    --config /etc/segmirror/applier.toml --metrics-addr 0.0.0.0:9465 --kafka-listen 127.0.0.1:9092
   applier plan   --log-dir /data/mirror --bucket file:///data/bucket --source-cluster-id src --topics '.*'
   applier status --log-dir /data/mirror --json
   applier start  --log-dir /data/mirror --bucket file:///data/bucket --source-cluster-id src --topic orders
@@ -159,11 +161,23 @@ enum Cmd {
     #[command(after_help = "Examples:
   applier run --config /etc/segmirror/applier.toml
   applier run --log-dir /data/mirror --bucket s3://dr-bucket/segmirror --source-cluster-id src --topics 'orders|payments' --metrics-addr 0.0.0.0:9465
+  applier run --config /etc/segmirror/applier.toml --kafka-listen 127.0.0.1:9092
   SEGMIRROR_POLL_INTERVAL=500ms applier run --config /etc/segmirror/applier.toml
 
 Runs until SIGTERM or Ctrl-C. Operator commands (start, pause, resume, stop) given
-while it runs are handed to it and answered within --timeout.")]
-    Run(run::RunArgs),
+while it runs are handed to it and answered within --timeout. With --kafka-listen it also
+serves the log dir to Kafka clients: consumers read the mirror, producers are refused
+(POLICY_VIOLATION) on a mirror partition until `applier stop`.")]
+    Run(run::DaemonArgs),
+    /// Serve a log dir over the Kafka protocol without mirroring (after failover, or a restored backfill).
+    #[command(after_help = "Examples:
+  applier serve --log-dir /data/mirror --kafka-listen 127.0.0.1:9092
+  applier serve --log-dir /data/mirror --kafka-listen 0.0.0.0:9092 --kafka-advertise mirror.example.com:9092 --kafka-insecure
+  kcat -b 127.0.0.1:9092 -C -t orders -p 0 -o beginning -e
+
+Mirror partitions stay read-only until STOPPED; other partitions take producers' writes.
+Runs until SIGTERM or Ctrl-C.")]
+    Serve(serve::ServeArgs),
     /// Apply everything available now, then exit (0: done; 1: a partition is FAILED).
     /// Retryable failures left by an earlier run are retried at once: a
     /// cron schedule is its own backoff.
@@ -261,7 +275,8 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
-            Cmd::Run(a) => run::run(a, false).await,
+            Cmd::Run(a) => run::daemon(a).await,
+            Cmd::Serve(a) => serve::run(a).await,
             Cmd::Once(a) => run::run(a, true).await,
             Cmd::Start(a) => commands::run(manifest::state::Command::Start, a).await,
             Cmd::Pause(a) => commands::run(manifest::state::Command::Pause, a).await,

@@ -10,11 +10,25 @@ use manifest::diagnosis::{self, FirstRequestFailure};
 
 use crate::Common;
 
-/// Settings of run/once/config check.
+/// Settings of once/config check.
 #[derive(clap::Args)]
 pub(crate) struct RunArgs {
     #[command(flatten)]
     common: Common,
+}
+
+/// Settings of run: those of once, and the Kafka listener.
+#[derive(clap::Args)]
+pub(crate) struct DaemonArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    #[command(flatten)]
+    kafka: crate::kafka::KafkaArgs,
+}
+
+pub(crate) async fn daemon(args: DaemonArgs) -> anyhow::Result<u8> {
+    args.kafka.check()?;
+    run_with(args.run, Some(args.kafka), false).await
 }
 
 /// A `file://` bucket must be an existing directory: a mistyped path is
@@ -32,6 +46,14 @@ pub(crate) fn require_bucket_dir(bucket: &BucketUrl) -> anyhow::Result<()> {
 }
 
 pub(crate) async fn run(args: RunArgs, once: bool) -> anyhow::Result<u8> {
+    run_with(args, None, once).await
+}
+
+async fn run_with(
+    args: RunArgs,
+    kafka: Option<crate::kafka::KafkaArgs>,
+    once: bool,
+) -> anyhow::Result<u8> {
     let v = args.common.load()?.validate(true)?;
     if let Some(b) = &v.bucket {
         require_bucket_dir(b)?;
@@ -174,8 +196,27 @@ pub(crate) async fn run(args: RunArgs, once: bool) -> anyhow::Result<u8> {
         tracing::info!("shutting down");
         flag.store(true, Ordering::Relaxed);
     });
+    let listener = match kafka.as_ref().and_then(|k| k.kafka_listen.map(|a| (k, a))) {
+        Some((k, addr)) => {
+            let p = crate::kafka::plumbing(&v.options.log_dir);
+            applier.set_gateway(applier::serving::GatewayLink::new(
+                p.receiver,
+                p.view.clone(),
+                p.appends.clone(),
+            ));
+            let cluster = v.options.local_cluster_id.as_deref().unwrap_or("segmirror");
+            Some(
+                k.start(addr, cluster, p.view, p.appends, Some(p.sender))
+                    .await?,
+            )
+        }
+        None => None,
+    };
     tracing::info!(log_dir = %v.options.log_dir.display(), source = %v.options.source_cluster_id, "applier running");
     applier.run(v.poll_interval, stop).await;
+    if let Some(l) = listener {
+        l.shutdown().await;
+    }
     Ok(0)
 }
 

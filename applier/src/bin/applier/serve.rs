@@ -1,0 +1,68 @@
+//! `applier serve`: serve a log dir over the Kafka protocol without
+//! mirroring (after failover, or a restored backfill). This process takes
+//! the log dir's lock and is its single writer: mirror partitions are read
+//! only until STOPPED, other partitions take producers' writes.
+
+use std::path::PathBuf;
+
+use gateway::DirWriter;
+
+use crate::kafka::KafkaArgs;
+
+/// Settings of `serve`.
+#[derive(clap::Args)]
+pub(crate) struct ServeArgs {
+    /// The log dir to serve.
+    #[arg(long, value_name = "DIR", env = "SEGMIRROR_LOG_DIR")]
+    log_dir: PathBuf,
+    /// The cluster id reported to clients [default: segmirror].
+    #[arg(long, value_name = "ID", env = "SEGMIRROR_CLUSTER_ID")]
+    cluster_id: Option<String>,
+    #[command(flatten)]
+    kafka: KafkaArgs,
+}
+
+pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
+    args.kafka.check()?;
+    let Some(addr) = args.kafka.kafka_listen else {
+        anyhow::bail!("--kafka-listen HOST:PORT is required (e.g. 127.0.0.1:9092)");
+    };
+    if !args.log_dir.is_dir() {
+        eprintln!(
+            "applier: log dir {} does not exist: nothing to serve",
+            args.log_dir.display()
+        );
+        return Ok(2);
+    }
+    let dir = kafkalog::LogDir::open(&args.log_dir).map_err(|e| {
+        anyhow::anyhow!("{e} (is `applier run` serving it? give that one --kafka-listen instead)")
+    })?;
+    let p = crate::kafka::plumbing(&args.log_dir);
+    let writer = DirWriter::new(dir, p.view.clone(), p.appends.clone());
+    let receiver = p.receiver;
+    let writer_thread = std::thread::spawn(move || writer.run(receiver));
+    let cluster = args.cluster_id.as_deref().unwrap_or("segmirror");
+    let listener = args
+        .kafka
+        .start(addr, cluster, p.view, p.appends, Some(p.sender))
+        .await?;
+    eprintln!(
+        "serving {} over the Kafka protocol on {} (Ctrl-C or SIGTERM to stop)",
+        args.log_dir.display(),
+        listener.addr
+    );
+    wait_for_signal().await;
+    listener.shutdown().await;
+    // Every sender is gone with the listener: the writer closes the logs.
+    let _ = tokio::task::spawn_blocking(move || writer_thread.join()).await;
+    Ok(0)
+}
+
+async fn wait_for_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,149 @@
+//! The engine's side of the Kafka gateway (`applier run --kafka-listen`):
+//! one process, so the engine stays the log dir's single writer.
+//!
+//! - Producers' appends ([`gateway::AppendRequest`]) reach the engine
+//!   through a channel and are performed between partition steps: a mirror
+//!   partition takes them only when STOPPED (at its epoch above the LME);
+//!   a partition that is not a mirror is opened once and kept open.
+//! - After every change the engine made to a partition's files, the
+//!   gateway is told: an append wakes waiting fetches at once, and a
+//!   truncation (preparation, a replaced segment) makes the gateway read the
+//!   partition's tail again, so nothing cut is ever served.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use gateway::writer::{AppendError, Appended, append_as_leader, refusal};
+use gateway::{AppendRequest, Appends, LogView};
+use kafkalog::{LogConfig, PartitionLog, TopicPartition};
+use tokio::sync::mpsc;
+
+use crate::engine::Applier;
+use crate::slot::Slot;
+
+/// What the engine holds of a running gateway.
+pub struct GatewayLink {
+    requests: mpsc::Receiver<AppendRequest>,
+    view: Arc<LogView>,
+    appends: Arc<Appends>,
+    /// Partitions of the log dir that are not mirrors, opened for producers.
+    plain: HashMap<TopicPartition, PartitionLog>,
+}
+
+impl std::fmt::Debug for GatewayLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayLink")
+            .field("plain", &self.plain.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl GatewayLink {
+    /// A link receiving appends from `requests`.
+    pub fn new(
+        requests: mpsc::Receiver<AppendRequest>,
+        view: Arc<LogView>,
+        appends: Arc<Appends>,
+    ) -> GatewayLink {
+        GatewayLink {
+            requests,
+            view,
+            appends,
+            plain: HashMap::new(),
+        }
+    }
+
+    /// The next append request, when the gateway runs (pending forever
+    /// otherwise, so a `select!` ignores it).
+    pub(crate) async fn next(link: &mut Option<GatewayLink>) -> Option<AppendRequest> {
+        match link {
+            Some(l) => l.requests.recv().await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+impl Applier {
+    /// Serves producers' appends from a gateway, and tells it of changes.
+    pub fn set_gateway(&mut self, link: GatewayLink) {
+        self.gateway = Some(link);
+    }
+
+    /// The engine appended to `tp`: wakes the fetches waiting for data.
+    pub(crate) fn tell_appended(&self, tp: &TopicPartition) {
+        if let Some(link) = &self.gateway {
+            link.view.appended(tp);
+            link.appends.appended();
+        }
+    }
+
+    /// The engine cut or rewrote `tp`'s files.
+    pub(crate) fn tell_truncated(&self, tp: &TopicPartition) {
+        if let Some(link) = &self.gateway {
+            link.view.truncated(tp);
+            link.appends.appended();
+        }
+    }
+
+    /// Performs one producer append and answers it.
+    pub(crate) fn handle_append(&mut self, request: AppendRequest) {
+        let AppendRequest {
+            tp,
+            mut batches,
+            reply,
+        } = request;
+        let result = self.append_for_producer(&tp, &mut batches);
+        if result.is_ok() {
+            self.live_dirty = true;
+            self.tell_appended(&tp);
+        }
+        let _ = reply.send(result);
+    }
+
+    fn append_for_producer(
+        &mut self,
+        tp: &TopicPartition,
+        batches: &mut [u8],
+    ) -> Result<Appended, AppendError> {
+        match self.slots.get_mut(tp) {
+            Some(Slot::Mirror(slot)) => {
+                if let Some(refused) = refusal(tp, Some(slot.state())) {
+                    return Err(refused);
+                }
+                return append_as_leader(&mut slot.mirror.log, batches);
+            }
+            Some(_) => {
+                return Err(AppendError::ReadOnly {
+                    tp: tp.clone(),
+                    state: "not yet opened as a mirror".into(),
+                });
+            }
+            None => {}
+        }
+        if !self.logdir.root().join(tp.dir_name()).is_dir() {
+            return Err(AppendError::UnknownPartition(tp.clone()));
+        }
+        let opened = match self.gateway.as_ref().map(|l| l.plain.contains_key(tp)) {
+            Some(true) => None,
+            Some(false) => Some(
+                self.open_plain(tp)
+                    .map_err(|e| AppendError::Storage(e.to_string()))?,
+            ),
+            None => return Err(AppendError::NoWriter(tp.to_string())),
+        };
+        let Some(link) = self.gateway.as_mut() else {
+            return Err(AppendError::NoWriter(tp.to_string()));
+        };
+        if let Some(log) = opened {
+            link.plain.insert(tp.clone(), log);
+        }
+        match link.plain.get_mut(tp) {
+            Some(log) => append_as_leader(log, batches),
+            None => Err(AppendError::UnknownPartition(tp.clone())),
+        }
+    }
+
+    fn open_plain(&self, tp: &TopicPartition) -> kafkalog::Result<PartitionLog> {
+        self.logdir.open_partition(tp, LogConfig::default())
+    }
+}

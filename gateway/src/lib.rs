@@ -1,0 +1,25 @@
+//! A Kafka-protocol server over a segmirror destination log dir.
+//!
+//! Stock Kafka clients (librdkafka/kcat, confluent-kafka, kafka-python,
+//! aiokafka) consume the mirror with the same offsets, epochs and bytes as
+//! the source; producers are refused on a mirror partition until it is
+//! STOPPED (failover), then written by the log dir's single writer. Every
+//! request and response goes through the `kafka-protocol` crate's codecs.
+//!
+//! - [`server`]: the listener, framing and shutdown.
+//! - [`api`]: one module per Kafka API.
+//! - [`view`]: what is served, read from the segment files.
+//! - [`writer`]: producers' appends, performed by the single writer.
+//! - [`versions`]: the API versions implemented and advertised.
+//!
+//! See `docs/kafka-gateway.md` for what each client was measured to do.
+
+mod api;
+pub mod server;
+pub mod versions;
+pub mod view;
+pub mod writer;
+
+pub use server::{DEFAULT_MAX_REQUEST_BYTES, Gateway, GatewayConfig, Shared};
+pub use view::LogView;
+pub use writer::{AppendRequest, AppendSender, Appends, DirWriter};

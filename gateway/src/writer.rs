@@ -1,0 +1,264 @@
+//! Producers' appends, performed by the log dir's single writer.
+//!
+//! The gateway never opens a partition for writing: a Produce becomes an
+//! [`AppendRequest`] sent to whoever owns the log dir, the applier's engine
+//! under `applier run`, or [`DirWriter`] under `applier serve`. The owner
+//! checks the partition's state, appends with [`append_as_leader`] and
+//! answers on the request's channel; then it tells the view and wakes the
+//! fetches waiting for data ([`Appends`]).
+//!
+//! A partition accepts producer writes only when it is not a mirror or is a
+//! STOPPED one; everything else is refused with [`AppendError::ReadOnly`]
+//! and the log is unchanged.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kafkalog::{LogConfig, LogDir, PartitionLog, TopicPartition};
+use manifest::mirror_state::MirrorRecord;
+use manifest::state::PartitionState;
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use crate::view::LogView;
+
+/// Where a Produce's batches were written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// Offset of the first record written.
+    pub base_offset: i64,
+    /// The partition's log start offset.
+    pub log_start_offset: i64,
+}
+
+/// Why a Produce was not written. The log is unchanged in every case.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AppendError {
+    /// A mirror partition that is not STOPPED.
+    #[error(
+        "mirror partition {tp} is read-only (state {state}): run `applier stop` to fail over and make it writable"
+    )]
+    ReadOnly {
+        /// The partition.
+        tp: TopicPartition,
+        /// Its state.
+        state: String,
+    },
+    /// No such partition here.
+    #[error("no partition {0} here")]
+    UnknownPartition(TopicPartition),
+    /// The batches are malformed (bad CRC, not magic v2, ...).
+    #[error("{0}")]
+    Corrupt(String),
+    /// A transactional batch: transactions are not supported yet.
+    #[error("transactional producers are not supported by the segmirror gateway")]
+    Transactional,
+    /// The write failed (disk full, IO error).
+    #[error("{0}")]
+    Storage(String),
+    /// Nobody writes this log dir (the gateway serves it read-only).
+    #[error("this gateway serves {0} read-only")]
+    NoWriter(String),
+}
+
+/// A producer's batches for one partition, and where to answer.
+#[derive(Debug)]
+pub struct AppendRequest {
+    /// The partition.
+    pub tp: TopicPartition,
+    /// The batches as the producer sent them (offsets are assigned here).
+    pub batches: Vec<u8>,
+    /// The answer.
+    pub reply: oneshot::Sender<Result<Appended, AppendError>>,
+}
+
+/// The sending half given to the gateway.
+pub type AppendSender = mpsc::Sender<AppendRequest>;
+
+/// Appends signal: the single writer calls [`Appends::appended`] after each
+/// append (a producer's or the applier's), fetches waiting for data wake up.
+#[derive(Debug, Default)]
+pub struct Appends {
+    notify: Notify,
+}
+
+impl Appends {
+    /// A new signal.
+    pub fn new() -> Arc<Appends> {
+        Arc::new(Appends::default())
+    }
+
+    /// Wakes every waiting fetch.
+    pub fn appended(&self) {
+        self.notify.notify_waiters();
+    }
+
+    /// Resolves at the next [`Appends::appended`].
+    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+}
+
+/// The refusal for a partition whose mirror record says `state`, if any.
+pub fn refusal(tp: &TopicPartition, state: Option<PartitionState>) -> Option<AppendError> {
+    match state {
+        Some(s) if !manifest::state::is_writable(s) => Some(AppendError::ReadOnly {
+            tp: tp.clone(),
+            state: s.as_str().to_string(),
+        }),
+        _ => None,
+    }
+}
+
+/// Appends `batches` to `log` as its leader at the log's latest epoch
+/// (after a stop: the epoch above the LME). Transactional batches are
+/// refused before anything is written.
+pub fn append_as_leader(
+    log: &mut PartitionLog,
+    batches: &mut [u8],
+) -> Result<Appended, AppendError> {
+    if has_transactional_batch(batches) {
+        return Err(AppendError::Transactional);
+    }
+    let epoch = log.epochs().latest_epoch().unwrap_or(0).max(0);
+    match log.append_as_leader(batches, epoch) {
+        Ok(info) => Ok(Appended {
+            base_offset: info.first_offset,
+            log_start_offset: log.log_start_offset(),
+        }),
+        Err(kafkalog::Error::ReadOnly { .. }) => Err(AppendError::ReadOnly {
+            tp: log.topic_partition().clone(),
+            state: "read-only (write guard)".into(),
+        }),
+        Err(e @ (kafkalog::Error::Batch { .. } | kafkalog::Error::InvalidArgument(_))) => {
+            Err(AppendError::Corrupt(e.to_string()))
+        }
+        Err(e) => Err(AppendError::Storage(e.to_string())),
+    }
+}
+
+/// Whether any batch in `bytes` has the transactional attribute (bit 4).
+fn has_transactional_batch(mut bytes: &[u8]) -> bool {
+    // base offset i64, length i32, epoch i32, magic i8, crc u32, attributes i16
+    while bytes.len() >= 23 {
+        let len = i32::from_be_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+        let attributes = i16::from_be_bytes([bytes[21], bytes[22]]);
+        if attributes & 0x10 != 0 {
+            return true;
+        }
+        let size = 12 + usize::try_from(len).unwrap_or(0);
+        if size <= 12 || size > bytes.len() {
+            return false;
+        }
+        bytes = &bytes[size..];
+    }
+    false
+}
+
+/// The writer of `applier serve`: owns the log dir (its lock), opens
+/// partitions on first write and keeps them open.
+pub struct DirWriter {
+    dir: LogDir,
+    open: HashMap<TopicPartition, PartitionLog>,
+    view: Arc<LogView>,
+    appends: Arc<Appends>,
+}
+
+impl DirWriter {
+    /// A writer for the locked log dir `dir`.
+    pub fn new(dir: LogDir, view: Arc<LogView>, appends: Arc<Appends>) -> DirWriter {
+        DirWriter {
+            dir,
+            open: HashMap::new(),
+            view,
+            appends,
+        }
+    }
+
+    /// Performs requests until every sender is gone; runs on a blocking
+    /// thread. Flushes and closes the partitions at the end.
+    pub fn run(mut self, mut requests: mpsc::Receiver<AppendRequest>) {
+        while let Some(request) = requests.blocking_recv() {
+            let mut batches = request.batches;
+            let result = self.append(&request.tp, &mut batches);
+            if result.is_ok() {
+                self.view.appended(&request.tp);
+                self.appends.appended();
+            }
+            let _ = request.reply.send(result);
+        }
+        for (tp, log) in self.open.drain() {
+            if let Err(e) = log.close() {
+                tracing::warn!(partition = %tp, error = %e, "closing the partition");
+            }
+        }
+    }
+
+    fn append(&mut self, tp: &TopicPartition, batches: &mut [u8]) -> Result<Appended, AppendError> {
+        let dir = self.dir.root().join(tp.dir_name());
+        if !dir.is_dir() {
+            return Err(AppendError::UnknownPartition(tp.clone()));
+        }
+        let state = MirrorRecord::read(&dir)
+            .map_err(|e| AppendError::Storage(format!("{tp}: {e}")))?
+            .map(|r| r.state.state());
+        if let Some(refused) = refusal(tp, state) {
+            return Err(refused);
+        }
+        if !self.open.contains_key(tp) {
+            let log = self
+                .dir
+                .open_partition(tp, LogConfig::default())
+                .map_err(|e| AppendError::Storage(e.to_string()))?;
+            self.open.insert(tp.clone(), log);
+        }
+        let Some(log) = self.open.get_mut(tp) else {
+            return Err(AppendError::UnknownPartition(tp.clone()));
+        };
+        append_as_leader(log, batches)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_stopped_mirrors_and_plain_partitions_take_writes() {
+        let tp = TopicPartition::new("orders", 0).expect("tp");
+        assert_eq!(refusal(&tp, None), None);
+        assert_eq!(refusal(&tp, Some(PartitionState::Stopped)), None);
+        for s in [
+            PartitionState::Preparing,
+            PartitionState::Mirroring,
+            PartitionState::Paused,
+            PartitionState::Stopping,
+            PartitionState::Failed,
+        ] {
+            let e = refusal(&tp, Some(s)).expect("refused");
+            let text = e.to_string();
+            assert!(
+                text.contains("orders-0")
+                    && text.contains(s.as_str())
+                    && text.contains("applier stop"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_transactional_batch_is_found_among_others() {
+        let batch = |attributes: i16| {
+            let mut b = vec![0u8; 61];
+            b[8..12].copy_from_slice(&49i32.to_be_bytes());
+            b[16] = 2;
+            b[21..23].copy_from_slice(&attributes.to_be_bytes());
+            b
+        };
+        let plain = batch(0);
+        let txn = batch(0x10);
+        assert!(!has_transactional_batch(&plain));
+        assert!(has_transactional_batch(&[plain.clone(), txn].concat()));
+        assert!(!has_transactional_batch(&[plain.clone(), plain].concat()));
+        assert!(!has_transactional_batch(&[0u8; 5]));
+    }
+}
