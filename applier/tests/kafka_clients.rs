@@ -1,0 +1,434 @@
+//! The Kafka gateway with stock clients nobody here wrote: kcat (Debian's
+//! librdkafka), confluent-kafka (its bundled librdkafka), kafka-python and
+//! aiokafka, driven by `tests/fixtures/kafka_clients.py`.
+//!
+//! - A genuine Kafka log dir (written by kafka-python's record builder,
+//!   `tests/fixtures/gen_kafka_logdir.py`) served by `applier serve`: every
+//!   client reads each partition's records with the offsets, keys and values
+//!   the generator recorded; read_committed skips the aborted transactions.
+//! - A mirror under `applier run --kafka-listen`: every client reads every
+//!   mirrored record; every producer is refused on MIRRORING and on PAUSED
+//!   (the log unchanged) and accepted after `applier stop`, at an epoch above
+//!   the LME.
+//!
+//! kcat must be installed (`.ci/run` installs it); without it these tests
+//! fail under `SEGMIRROR_REQUIRE_S3=1` (CI) and are skipped otherwise.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use common::{SOURCE, file_bucket, publish, topic_id, tp};
+use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
+use kafkalog::reader::PartitionReader;
+use kafkalog::{LogConfig, LogDir};
+use serde_json::Value;
+
+const CLIENTS: [&str; 4] = ["kcat", "confluent-kafka", "kafka-python", "aiokafka"];
+
+/// Whether kcat is here; CI requires it.
+fn kcat_present() -> bool {
+    let present = Command::new("kcat")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !present && segmirror_testkit::s3_required() {
+        panic!("kcat is not installed (apt-get install -y kcat); .ci/run installs it");
+    }
+    if !present {
+        eprintln!("skipped: kcat is not installed (apt-get install -y kcat)");
+    }
+    present
+}
+
+/// A child process killed when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn wait_for_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("nothing listens on 127.0.0.1:{port}");
+}
+
+/// Runs the client driver; its JSON answer.
+fn client(args: &[&str]) -> Value {
+    let python = segmirror_testkit::kafka_python::fixture_python();
+    let script = segmirror_testkit::workspace_root().join("tests/fixtures/kafka_clients.py");
+    let out = Command::new(python)
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("run kafka_clients.py");
+    assert!(
+        out.status.success(),
+        "kafka_clients.py {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+fn consume(who: &str, port: u16, topic: &str, partition: i32, from: i64, isolation: &str) -> Value {
+    client(&[
+        "consume",
+        "--client",
+        who,
+        "--bootstrap",
+        &format!("127.0.0.1:{port}"),
+        "--topic",
+        topic,
+        "--partition",
+        &partition.to_string(),
+        "--offset",
+        &from.to_string(),
+        "--isolation",
+        isolation,
+    ])
+}
+
+fn produce(who: &str, port: u16, topic: &str, value: &str) -> Value {
+    client(&[
+        "produce",
+        "--client",
+        who,
+        "--bootstrap",
+        &format!("127.0.0.1:{port}"),
+        "--topic",
+        topic,
+        "--value",
+        value,
+    ])
+}
+
+/// (offset, key, value) as base64, as the driver prints them.
+fn triples(records: &Value) -> Vec<(i64, Option<String>, Option<String>)> {
+    records
+        .as_array()
+        .expect("records")
+        .iter()
+        .map(|r| {
+            (
+                r["offset"].as_i64().expect("offset"),
+                r["key"].as_str().map(str::to_string),
+                r["value"].as_str().map(str::to_string),
+            )
+        })
+        .collect()
+}
+
+/// What a consumer of `partition` (from expected.json) must read.
+fn expected_records(
+    partition: &Value,
+    read_committed: bool,
+) -> Vec<(i64, Option<String>, Option<String>)> {
+    let start = partition["log_start_offset"].as_i64().expect("start");
+    let aborted: Vec<(i64, i64, i64)> = partition["aborted_transactions"]
+        .as_array()
+        .expect("aborted")
+        .iter()
+        .map(|t| {
+            (
+                t["producer_id"].as_i64().expect("pid"),
+                t["first_offset"].as_i64().expect("first"),
+                t["last_offset"].as_i64().expect("last"),
+            )
+        })
+        .collect();
+    let mut out = Vec::new();
+    for b in partition["batches"].as_array().expect("batches") {
+        if b["is_control"].as_bool() == Some(true) {
+            continue;
+        }
+        let pid = b["producer_id"].as_i64().expect("pid");
+        for r in b["records"].as_array().expect("records") {
+            let offset = r["offset"].as_i64().expect("offset");
+            if offset < start {
+                continue;
+            }
+            let in_aborted = b["is_transactional"].as_bool() == Some(true)
+                && aborted
+                    .iter()
+                    .any(|&(p, first, last)| p == pid && (first..=last).contains(&offset));
+            if read_committed && in_aborted {
+                continue;
+            }
+            out.push((
+                offset,
+                r["key"].as_str().map(str::to_string),
+                r["value"].as_str().map(str::to_string),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn stock_clients_read_a_genuine_kafka_log_dir_and_read_committed_skips_aborted_transactions() {
+    if !kcat_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("kafka");
+    let expected = segmirror_testkit::kafka_python::generate_kafka_logdir(&logs);
+    let port = free_port();
+    let _serve = Running(
+        Command::new(env!("CARGO_BIN_EXE_applier"))
+            .args([
+                "serve",
+                "--log-dir",
+                logs.to_str().expect("utf-8"),
+                "--kafka-listen",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("applier serve"),
+    );
+    wait_for_port(port);
+    for partition in expected["partitions"].as_array().expect("partitions") {
+        let topic = partition["topic"].as_str().expect("topic");
+        let p = partition["partition"].as_i64().expect("partition") as i32;
+        let start = partition["log_start_offset"].as_i64().expect("start");
+        let has_aborted = !partition["aborted_transactions"]
+            .as_array()
+            .expect("aborted")
+            .is_empty();
+        // read_committed differs only where transactions were aborted.
+        let isolations: &[&str] = if has_aborted {
+            &["read_uncommitted", "read_committed"]
+        } else {
+            &["read_uncommitted"]
+        };
+        for &isolation in isolations {
+            let want = expected_records(partition, isolation == "read_committed");
+            for who in CLIENTS {
+                // kcat prints keys and values as text: it is compared on the
+                // partitions whose records are all UTF-8, by offset elsewhere.
+                let got = consume(who, port, topic, p, start, isolation);
+                assert!(got["error"].is_null(), "{who} {topic}-{p}: {got}");
+                let got = triples(&got["records"]);
+                if who == "kcat" && topic != "events" {
+                    let offsets: Vec<i64> = got.iter().map(|r| r.0).collect();
+                    let want: Vec<i64> = want.iter().map(|r| r.0).collect();
+                    assert_eq!(offsets, want, "{who} {isolation} {topic}-{p} offsets");
+                } else {
+                    assert_eq!(got, want, "{who} {isolation} {topic}-{p}");
+                }
+            }
+            if has_aborted && isolation == "read_committed" {
+                let all = expected_records(partition, false);
+                assert!(want.len() < all.len(), "the fixture has aborted records");
+            }
+        }
+    }
+}
+
+/// The source of the mirror: `orders-0`, 120 records `value-<i>` in
+/// batches of 10 at epoch 3.
+async fn mirrored(dir: &Path) -> (PathBuf, String, Vec<String>) {
+    let source = dir.join("source");
+    let (url, store) = file_bucket(&dir.join("bucket"));
+    let d = LogDir::open(&source).expect("source");
+    let mut log = d
+        .open_or_create_partition(&tp("orders"), Some(topic_id()), LogConfig::default())
+        .expect("create");
+    let values: Vec<String> = (0..120).map(|i| format!("value-{i}")).collect();
+    for chunk in values.chunks(10) {
+        let records: Vec<RecordInput> = chunk
+            .iter()
+            .map(|v| RecordInput {
+                timestamp: 1_700_000_000_000,
+                key: Some(b"k".to_vec()),
+                value: Some(v.clone().into_bytes()),
+                headers: vec![],
+            })
+            .collect();
+        let mut b = build_batch(&BatchSpec::new(0, 3), &records).expect("batch");
+        log.append_as_leader(&mut b, 3).expect("append");
+    }
+    log.close().expect("close");
+    drop(d);
+    publish(&store, &source, &tp("orders"), "u1").await;
+    (dir.join("mirror"), url, values)
+}
+
+fn applier(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_applier"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("applier");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout),
+    )
+}
+
+fn log_end(mirror: &Path) -> i64 {
+    let reader = PartitionReader::open(mirror, &tp("orders")).expect("reader");
+    reader
+        .for_each_batch(0, true, |_, _| std::ops::ControlFlow::Continue(()))
+        .expect("walk")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_is_read_by_every_client_and_written_only_after_stop() {
+    if !kcat_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mirror, url, values) = mirrored(dir.path()).await;
+    let m = mirror.to_str().expect("utf-8");
+    let identity = ["--bucket", url.as_str(), "--source-cluster-id", SOURCE];
+    let (code, out) = applier(
+        &[
+            &["once", "--log-dir", m, "--topics", "orders"][..],
+            &identity,
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{out}");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let _daemon = Running(
+        Command::new(env!("CARGO_BIN_EXE_applier"))
+            .args(
+                [
+                    &[
+                        "run",
+                        "--log-dir",
+                        m,
+                        "--topics",
+                        "orders",
+                        "--poll-interval",
+                        "200ms",
+                        "--kafka-listen",
+                        &listen,
+                    ][..],
+                    &identity,
+                ]
+                .concat(),
+            )
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("applier run"),
+    );
+    wait_for_port(port);
+
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let want: Vec<(i64, Option<String>, Option<String>)> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (i as i64, Some(b64("k")), Some(b64(v))))
+        .collect();
+    for who in CLIENTS {
+        let got = consume(who, port, "orders", 0, 0, "read_committed");
+        assert!(got["error"].is_null(), "{who}: {got}");
+        assert_eq!(
+            triples(&got["records"]),
+            want,
+            "{who} reads every mirrored record"
+        );
+    }
+
+    // Refused while MIRRORING, then while PAUSED: at once, permanently, the
+    // log unchanged.
+    for state in ["MIRRORING", "PAUSED"] {
+        if state == "PAUSED" {
+            let (code, out) = applier(&["pause", "--log-dir", m, "--topic", "orders"]);
+            assert_eq!(code, 0, "{out}");
+        }
+        for who in CLIENTS {
+            let r = produce(who, port, "orders", &format!("refused-{who}"));
+            assert_eq!(r["ok"], false, "{who} on {state}: {r}");
+            let error = r["error"].as_str().unwrap_or_default().to_lowercase();
+            assert!(
+                error.contains("policy") || error.contains("policyviolation"),
+                "{who} on {state} shows the policy violation: {r}"
+            );
+            assert!(
+                r["seconds"].as_f64().unwrap_or(99.0) < 15.0,
+                "{who} gave up at once, no retry loop: {r}"
+            );
+            if who == "confluent-kafka" {
+                assert_eq!(r["code"], 44, "{r}");
+                assert_eq!(r["retriable"], false, "{r}");
+            }
+            if who == "kafka-python" {
+                assert!(
+                    error.contains(&format!("state {}", state.to_lowercase()))
+                        && error.contains("applier stop"),
+                    "the message names the state and the command: {r}"
+                );
+            }
+        }
+        assert_eq!(log_end(&mirror), 120, "refused writes change nothing");
+    }
+
+    let (code, out) = applier(&["stop", "--log-dir", m, "--all"]);
+    assert_eq!(code, 0, "{out}");
+    for who in CLIENTS {
+        let r = produce(who, port, "orders", &format!("after-stop-{who}"));
+        assert_eq!(r["ok"], true, "{who} after stop: {r}");
+    }
+    let got = consume("kafka-python", port, "orders", 0, 120, "read_uncommitted");
+    let written: Vec<String> = triples(&got["records"])
+        .into_iter()
+        .filter_map(|(_, _, v)| v)
+        .filter_map(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
+        .map(|v| String::from_utf8_lossy(&v).into_owned())
+        .collect();
+    for who in CLIENTS {
+        assert!(
+            written.contains(&format!("after-stop-{who}")),
+            "{who}'s record is in the log: {written:?}"
+        );
+    }
+    assert_eq!(written.len(), 4, "one record per producer: {written:?}");
+
+    // The producers' batches carry the epoch above the LME.
+    let record = manifest::mirror_state::MirrorRecord::read(&mirror.join("orders-0"))
+        .expect("record")
+        .expect("a mirror record");
+    let lme = record.lme.expect("an LME after stop");
+    let reader = PartitionReader::open(&mirror, &tp("orders")).expect("reader");
+    let mut epochs = Vec::new();
+    reader
+        .for_each_batch(120, true, |h, _| {
+            if !h.is_control() {
+                epochs.push(h.partition_leader_epoch);
+            }
+            std::ops::ControlFlow::Continue(())
+        })
+        .expect("walk");
+    assert_eq!(epochs.len(), 4, "{epochs:?}");
+    assert!(
+        epochs.iter().all(|&e| e > lme),
+        "epochs {epochs:?} above the LME {lme}"
+    );
+}
