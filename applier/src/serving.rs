@@ -13,7 +13,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use gateway::writer::{AppendError, Appended, append_as_leader, refusal};
+use gateway::writer::{
+    AppendError, Appended, append_as_leader, may_create, offsets_topic_id, refusal,
+};
 use gateway::{AppendRequest, Appends, LogView};
 use kafkalog::{LogConfig, PartitionLog, TopicPartition};
 use tokio::sync::mpsc;
@@ -91,8 +93,9 @@ impl Applier {
             tp,
             mut batches,
             reply,
+            create,
         } = request;
-        let result = self.append_for_producer(&tp, &mut batches);
+        let result = self.append_for_producer(&tp, &mut batches, create);
         if result.is_ok() {
             self.live_dirty = true;
             self.tell_appended(&tp);
@@ -104,6 +107,7 @@ impl Applier {
         &mut self,
         tp: &TopicPartition,
         batches: &mut [u8],
+        create: bool,
     ) -> Result<Appended, AppendError> {
         match self.slots.get_mut(tp) {
             Some(Slot::Mirror(slot)) => {
@@ -120,15 +124,25 @@ impl Applier {
             }
             None => {}
         }
-        if !self.logdir.root().join(tp.dir_name()).is_dir() {
+        let exists = self.logdir.root().join(tp.dir_name()).is_dir();
+        let creatable = create && may_create(tp);
+        if !exists && !creatable {
             return Err(AppendError::UnknownPartition(tp.clone()));
         }
         let opened = match self.gateway.as_ref().map(|l| l.plain.contains_key(tp)) {
             Some(true) => None,
-            Some(false) => Some(
+            Some(false) if exists => Some(
                 self.open_plain(tp)
                     .map_err(|e| AppendError::Storage(e.to_string()))?,
             ),
+            Some(false) => {
+                let id = offsets_topic_id(self.logdir.root())?;
+                Some(
+                    self.logdir
+                        .open_or_create_partition(tp, Some(id), LogConfig::default())
+                        .map_err(|e| AppendError::Storage(e.to_string()))?,
+                )
+            }
             None => return Err(AppendError::NoWriter(tp.to_string())),
         };
         let Some(link) = self.gateway.as_mut() else {

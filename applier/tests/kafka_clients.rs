@@ -432,3 +432,121 @@ async fn a_mirror_is_read_by_every_client_and_written_only_after_stop() {
         "epochs {epochs:?} above the LME {lme}"
     );
 }
+
+fn serve(logs: &Path, port: u16) -> Running {
+    let child = Running(
+        Command::new(env!("CARGO_BIN_EXE_applier"))
+            .args([
+                "serve",
+                "--log-dir",
+                logs.to_str().expect("utf-8"),
+                "--kafka-listen",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("applier serve"),
+    );
+    wait_for_port(port);
+    child
+}
+
+fn group_run(who: &str, port: u16, topic: &str, group: &str, max: usize) -> Vec<i64> {
+    let r = client(&[
+        "group",
+        "--client",
+        who,
+        "--bootstrap",
+        &format!("127.0.0.1:{port}"),
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--max",
+        &max.to_string(),
+    ]);
+    assert!(r["error"].is_null(), "{who} in group {group}: {r}");
+    triples(&r["records"]).into_iter().map(|t| t.0).collect()
+}
+
+#[test]
+fn consumer_groups_commit_restart_and_resume_at_their_offsets_with_every_client() {
+    if !kcat_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    {
+        let d = LogDir::open(&logs).expect("log dir");
+        let mut log = d
+            .open_or_create_partition(&tp("events"), Some(topic_id()), LogConfig::default())
+            .expect("create");
+        for chunk in 0..12 {
+            let records: Vec<RecordInput> = (0..5)
+                .map(|i| RecordInput {
+                    timestamp: 1_700_000_000_000,
+                    key: None,
+                    value: Some(format!("e{}", chunk * 5 + i).into_bytes()),
+                    headers: vec![],
+                })
+                .collect();
+            let mut b = build_batch(&BatchSpec::new(0, 0), &records).expect("batch");
+            log.append_as_leader(&mut b, 0).expect("append");
+        }
+        log.close().expect("close");
+    }
+    let port = free_port();
+    let mut server = serve(&logs, port);
+    for who in CLIENTS {
+        let group = format!("resume-{who}");
+        assert_eq!(
+            group_run(who, port, "events", &group, 20),
+            (0..20).collect::<Vec<_>>(),
+            "{who} first run"
+        );
+        assert_eq!(
+            group_run(who, port, "events", &group, 20),
+            (20..40).collect::<Vec<_>>(),
+            "{who} resumes"
+        );
+    }
+    // The offsets are in __consumer_offsets, as Kafka keeps them: they
+    // survive a restart of the server.
+    drop(server);
+    server = serve(&logs, port);
+    for who in CLIENTS {
+        let group = format!("resume-{who}");
+        assert_eq!(
+            group_run(who, port, "events", &group, 20),
+            (40..60).collect::<Vec<_>>(),
+            "{who} after a restart"
+        );
+        let partition = gateway::groups::offsets_topic::partition_for(&group);
+        assert!(
+            logs.join(format!("__consumer_offsets-{partition}"))
+                .is_dir(),
+            "{group}'s offsets are in Kafka's partition {partition}"
+        );
+    }
+    drop(server);
+    // kafka-python reads the offsets partitions as the record format it
+    // knows: keys are OffsetCommitKey v1 (version 1, then the group).
+    let read = segmirror_testkit::kafka_python::run_fixture(
+        "read_with_kafka_python.py",
+        &["--log-dir", logs.to_str().expect("utf-8")],
+    );
+    let parsed: Value = serde_json::from_slice(&read.stdout).expect("json");
+    let commits = parsed
+        .as_array()
+        .expect("partitions")
+        .iter()
+        .filter(|p| p["topic"] == "__consumer_offsets")
+        .flat_map(|p| p["batches"].as_array().cloned().unwrap_or_default())
+        .flat_map(|b| b["records"].as_array().cloned().unwrap_or_default())
+        .count();
+    assert!(
+        commits >= 4 * 3,
+        "one commit record or more per run: {commits}"
+    );
+}

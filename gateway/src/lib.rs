@@ -11,10 +11,12 @@
 //! - [`view`]: what is served, read from the segment files.
 //! - [`writer`]: producers' appends, performed by the single writer.
 //! - [`versions`]: the API versions implemented and advertised.
+//! - [`groups`]: the consumer group coordinator and `__consumer_offsets`.
 //!
 //! See `docs/kafka-gateway.md` for what each client was measured to do.
 
 mod api;
+pub mod groups;
 pub mod server;
 pub mod versions;
 pub mod view;

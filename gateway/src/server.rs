@@ -56,6 +56,8 @@ pub struct Shared {
     pub writer: Option<AppendSender>,
     /// Woken after each append.
     pub appends: Arc<Appends>,
+    /// The consumer group coordinator.
+    pub groups: Arc<crate::groups::Coordinator>,
 }
 
 /// What a handler decided to send back.
@@ -105,6 +107,7 @@ impl Gateway {
     pub async fn serve(self, mut shutdown: watch::Receiver<bool>) {
         let shared = Arc::new(self.shared);
         let mut connections = tokio::task::JoinSet::new();
+        let mut ticks = tokio::time::interval(std::time::Duration::from_millis(100));
         loop {
             tokio::select! {
                 accepted = self.listener.accept() => match accepted {
@@ -112,7 +115,7 @@ impl Gateway {
                         let shared = Arc::clone(&shared);
                         let stop = shutdown.clone();
                         connections.spawn(async move {
-                            if let Err(e) = connection(stream, shared, stop).await {
+                            if let Err(e) = connection(stream, peer, shared, stop).await {
                                 tracing::debug!(%peer, error = %e, "connection ended");
                             }
                         });
@@ -122,6 +125,7 @@ impl Gateway {
                         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                     }
                 },
+                _ = ticks.tick() => shared.groups.tick(),
                 changed = shutdown.changed() => {
                     if changed.is_err() || *shutdown.borrow() {
                         break;
@@ -136,6 +140,7 @@ impl Gateway {
 
 async fn connection(
     mut stream: TcpStream,
+    peer: SocketAddr,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
@@ -166,7 +171,7 @@ async fn connection(
         let Ok(key) = ApiKey::try_from(header.request_api_key) else {
             anyhow::bail!("unknown API key {}", header.request_api_key);
         };
-        let reply = api::dispatch(&shared, key, &header, body).await;
+        let reply = api::dispatch(&shared, key, &header, body, peer).await;
         match reply {
             Reply::Body(payload) => write_response(&mut stream, key, &header, payload).await?,
             Reply::Nothing => {}

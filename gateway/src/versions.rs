@@ -32,6 +32,15 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::Metadata, 0, 12),
     api(ApiKey::ApiVersions, 0, 4),
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
+    api(ApiKey::FindCoordinator, 0, 3),
+    api(ApiKey::JoinGroup, 0, 5),
+    api(ApiKey::SyncGroup, 0, 3),
+    api(ApiKey::Heartbeat, 0, 3),
+    api(ApiKey::LeaveGroup, 0, 1),
+    api(ApiKey::OffsetCommit, 2, 7),
+    api(ApiKey::OffsetFetch, 1, 7),
+    api(ApiKey::ListGroups, 0, 4),
+    api(ApiKey::DescribeGroups, 0, 5),
 ];
 
 /// The range of `key`, if the gateway answers it.

@@ -69,6 +69,30 @@ pub struct AppendRequest {
     pub batches: Vec<u8>,
     /// The answer.
     pub reply: oneshot::Sender<Result<Appended, AppendError>>,
+    /// Create the partition when missing (only `__consumer_offsets`
+    /// partitions are ever created this way: see [`may_create`]).
+    pub create: bool,
+}
+
+/// Whether a writer may create `tp` for an append that asks to: only the
+/// offsets topic's partitions, which the gateway owns.
+pub fn may_create(tp: &TopicPartition) -> bool {
+    tp.topic == crate::groups::offsets_topic::OFFSETS_TOPIC
+}
+
+/// The topic id for a new `__consumer_offsets` partition: the one its
+/// siblings already have, or a new random one.
+pub fn offsets_topic_id(root: &std::path::Path) -> Result<kafkalog::TopicId, AppendError> {
+    let siblings =
+        kafkalog::reader::list_partitions(root).map_err(|e| AppendError::Storage(e.to_string()))?;
+    for tp in siblings.iter().filter(|tp| may_create(tp)) {
+        if let Ok(reader) = kafkalog::reader::PartitionReader::open(root, tp)
+            && let Ok(Some(m)) = reader.metadata()
+        {
+            return Ok(m.topic_id);
+        }
+    }
+    kafkalog::TopicId::random().map_err(|e| AppendError::Storage(e.to_string()))
 }
 
 /// The sending half given to the gateway.
@@ -179,7 +203,7 @@ impl DirWriter {
     pub fn run(mut self, mut requests: mpsc::Receiver<AppendRequest>) {
         while let Some(request) = requests.blocking_recv() {
             let mut batches = request.batches;
-            let result = self.append(&request.tp, &mut batches);
+            let result = self.append(&request.tp, &mut batches, request.create);
             if result.is_ok() {
                 self.view.appended(&request.tp);
                 self.appends.appended();
@@ -193,10 +217,23 @@ impl DirWriter {
         }
     }
 
-    fn append(&mut self, tp: &TopicPartition, batches: &mut [u8]) -> Result<Appended, AppendError> {
+    fn append(
+        &mut self,
+        tp: &TopicPartition,
+        batches: &mut [u8],
+        create: bool,
+    ) -> Result<Appended, AppendError> {
         let dir = self.dir.root().join(tp.dir_name());
         if !dir.is_dir() {
-            return Err(AppendError::UnknownPartition(tp.clone()));
+            if !(create && may_create(tp)) {
+                return Err(AppendError::UnknownPartition(tp.clone()));
+            }
+            let id = offsets_topic_id(self.dir.root())?;
+            let log = self
+                .dir
+                .open_or_create_partition(tp, Some(id), LogConfig::default())
+                .map_err(|e| AppendError::Storage(e.to_string()))?;
+            self.open.insert(tp.clone(), log);
         }
         let state = MirrorRecord::read(&dir)
             .map_err(|e| AppendError::Storage(format!("{tp}: {e}")))?

@@ -3,6 +3,7 @@
 
 mod api_versions;
 mod fetch;
+mod groups;
 mod metadata;
 mod offsets;
 mod produce;
@@ -23,6 +24,7 @@ pub(crate) async fn dispatch(
     key: ApiKey,
     header: &RequestHeader,
     mut body: Bytes,
+    peer: std::net::SocketAddr,
 ) -> Reply {
     let version = header.request_api_version;
     if key == ApiKey::ApiVersions {
@@ -48,6 +50,32 @@ pub(crate) async fn dispatch(
         }
         ApiKey::Fetch => fetch::handle(shared, decoded!(m::FetchRequest), version).await,
         ApiKey::Produce => produce::handle(shared, decoded!(m::ProduceRequest), version).await,
+        ApiKey::FindCoordinator => {
+            groups::find_coordinator(shared, decoded!(m::FindCoordinatorRequest), version)
+        }
+        ApiKey::JoinGroup => {
+            let client_id = header.client_id.as_ref().map_or("", |c| c.as_str());
+            let host = format!("/{}", peer.ip());
+            groups::join(
+                shared,
+                decoded!(m::JoinGroupRequest),
+                version,
+                client_id,
+                &host,
+            )
+            .await
+        }
+        ApiKey::SyncGroup => groups::sync(shared, decoded!(m::SyncGroupRequest), version).await,
+        ApiKey::Heartbeat => groups::heartbeat(shared, decoded!(m::HeartbeatRequest), version),
+        ApiKey::LeaveGroup => groups::leave(shared, decoded!(m::LeaveGroupRequest), version),
+        ApiKey::OffsetCommit => {
+            groups::commit(shared, decoded!(m::OffsetCommitRequest), version).await
+        }
+        ApiKey::OffsetFetch => groups::fetch(shared, decoded!(m::OffsetFetchRequest), version),
+        ApiKey::ListGroups => groups::list(shared, decoded!(m::ListGroupsRequest), version),
+        ApiKey::DescribeGroups => {
+            groups::describe(shared, decoded!(m::DescribeGroupsRequest), version)
+        }
         other => Reply::Close(format!("{other:?} is not implemented")),
     }
 }

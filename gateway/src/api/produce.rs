@@ -107,6 +107,7 @@ async fn append(
         tp: tp.clone(),
         batches,
         reply,
+        create: false,
     };
     if writer.send(request).await.is_err() {
         let e = AppendError::Storage("the log dir's writer has stopped".into());

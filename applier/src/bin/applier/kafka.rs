@@ -105,6 +105,7 @@ impl KafkaArgs {
                 cluster_id: cluster_id.to_string(),
                 max_request_bytes: gateway::DEFAULT_MAX_REQUEST_BYTES,
             },
+            groups: gateway::groups::Coordinator::load(&view, writer.clone()),
             view,
             writer,
             appends,
