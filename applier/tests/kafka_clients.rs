@@ -530,6 +530,32 @@ fn consumer_groups_commit_restart_and_resume_at_their_offsets_with_every_client(
         );
     }
     drop(server);
+    // `applier groups` lists them with their lag: every group read 60 of 60.
+    let (code, out) = applier(&[
+        "groups",
+        "--log-dir",
+        logs.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let listed: Value = serde_json::from_str(out.trim()).expect("json");
+    for who in CLIENTS {
+        let row = listed["groups"]
+            .as_array()
+            .expect("groups")
+            .iter()
+            .find(|g| g["group"] == format!("resume-{who}").as_str())
+            .unwrap_or_else(|| panic!("resume-{who} listed: {listed}"));
+        assert_eq!(
+            (
+                row["topic"].as_str(),
+                row["offset"].as_i64(),
+                row["lag"].as_i64()
+            ),
+            (Some("events"), Some(60), Some(0)),
+            "{row}"
+        );
+    }
     // kafka-python reads the offsets partitions as the record format it
     // knows: keys are OffsetCommitKey v1 (version 1, then the group).
     let read = segmirror_testkit::kafka_python::run_fixture(

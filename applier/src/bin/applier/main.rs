@@ -3,6 +3,7 @@
 //! A thin shell over the `applier` library.
 
 mod commands;
+mod groups;
 mod kafka;
 mod plan;
 mod run;
@@ -238,6 +239,11 @@ whether it acts itself or a running `applier run` does. Failback later is `appli
   applier status --log-dir /data/mirror
   applier status --log-dir /data/mirror --json | jq '.partitions[] | select(.state != \"MIRRORING\")'")]
     Status(status::StatusArgs),
+    /// Consumer groups committed in the log dir (__consumer_offsets), their offsets and lag.
+    #[command(after_help = "Examples:
+  applier groups --log-dir /data/mirror
+  applier groups --log-dir /data/mirror --json | jq '.groups[] | select(.lag > 1000)'")]
+    Groups(groups::GroupsArgs),
     /// Configuration helpers.
     Config {
         #[command(subcommand)]
@@ -283,6 +289,7 @@ fn main() -> ExitCode {
             Cmd::Resume(a) => commands::run(manifest::state::Command::Resume, a).await,
             Cmd::Stop(a) => commands::run(manifest::state::Command::Stop, a).await,
             Cmd::Status(a) => status::run(a),
+            Cmd::Groups(a) => groups::run(a),
             Cmd::Plan(a) => plan::run(a).await,
             Cmd::Config {
                 command: ConfigCmd::Check(a),
