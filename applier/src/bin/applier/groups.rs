@@ -50,7 +50,7 @@ pub(crate) fn run(args: GroupsArgs) -> anyhow::Result<u8> {
         }
     }
     if args.json {
-        println!("{}", serde_json::json!({ "groups": rows }));
+        crate::print_out(&format!("{}\n", serde_json::json!({ "groups": rows })));
         return Ok(0);
     }
     if rows.is_empty() {
@@ -60,21 +60,22 @@ pub(crate) fn run(args: GroupsArgs) -> anyhow::Result<u8> {
         );
         return Ok(0);
     }
-    println!(
-        "{:<32} {:<32} {:>9} {:>12} {:>12} {:>10}",
+    let mut table = format!(
+        "{:<32} {:<32} {:>9} {:>12} {:>12} {:>10}\n",
         "GROUP", "TOPIC", "PARTITION", "OFFSET", "LOG_END", "LAG"
     );
     for r in &rows {
         let opt = |v: &serde_json::Value| v.as_i64().map_or("-".to_string(), |n| n.to_string());
-        println!(
-            "{:<32} {:<32} {:>9} {:>12} {:>12} {:>10}",
+        table.push_str(&format!(
+            "{:<32} {:<32} {:>9} {:>12} {:>12} {:>10}\n",
             r["group"].as_str().unwrap_or_default(),
             r["topic"].as_str().unwrap_or_default(),
             opt(&r["partition"]),
             opt(&r["offset"]),
             opt(&r["log_end_offset"]),
             opt(&r["lag"]),
-        );
+        ));
     }
+    crate::print_out(&table);
     Ok(0)
 }

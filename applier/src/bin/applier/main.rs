@@ -265,6 +265,14 @@ enum ConfigCmd {
     Example,
 }
 
+/// Writes `text` to stdout; a reader that went away (`| head`) is not an
+/// error worth a panic.
+pub(crate) fn print_out(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
 fn main() -> ExitCode {
     segmirror_service::init_logging();
     let cli = Cli::parse();

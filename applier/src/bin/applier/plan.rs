@@ -37,7 +37,7 @@ pub(crate) async fn run(args: PlanArgs) -> anyhow::Result<u8> {
             }
         };
     if args.json {
-        println!("{}", serde_json::json!({ "partitions": rows }));
+        crate::print_out(&format!("{}\n", serde_json::json!({ "partitions": rows })));
     } else if rows.is_empty() {
         // Say what the bucket holds, and exit 2 on a mistyped source or
         // selection, as `once` does.
@@ -58,7 +58,7 @@ pub(crate) async fn run(args: PlanArgs) -> anyhow::Result<u8> {
         );
         return Ok(inv.verdict(0).exit_code());
     } else {
-        print!("{}", applier::plan::table(&rows));
+        crate::print_out(&applier::plan::table(&rows));
     }
     Ok(0)
 }

@@ -16,9 +16,9 @@ pub(crate) struct StatusArgs {
 pub(crate) fn run(args: StatusArgs) -> anyhow::Result<u8> {
     let rows = applier::status::collect(&args.log_dir)?;
     if args.json {
-        println!("{}", serde_json::json!({ "partitions": rows }));
+        crate::print_out(&format!("{}\n", serde_json::json!({ "partitions": rows })));
     } else {
-        print!("{}", applier::status::table(&rows));
+        crate::print_out(&applier::status::table(&rows));
     }
     Ok(0)
 }
