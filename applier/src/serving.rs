@@ -13,8 +13,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use gateway::idempotence::ProducerTable;
 use gateway::writer::{
-    AppendError, Appended, append_as_leader, may_create, offsets_topic_id, refusal,
+    AppendError, Appended, OpenForProducers, append_as_leader, may_create, offsets_topic_id,
+    refusal,
 };
 use gateway::{AppendRequest, Appends, LogView};
 use kafkalog::{LogConfig, PartitionLog, TopicPartition};
@@ -29,7 +31,9 @@ pub struct GatewayLink {
     view: Arc<LogView>,
     appends: Arc<Appends>,
     /// Partitions of the log dir that are not mirrors, opened for producers.
-    plain: HashMap<TopicPartition, PartitionLog>,
+    plain: HashMap<TopicPartition, OpenForProducers>,
+    /// The idempotent producers of stopped mirror partitions.
+    producers: HashMap<TopicPartition, ProducerTable>,
 }
 
 impl std::fmt::Debug for GatewayLink {
@@ -52,6 +56,7 @@ impl GatewayLink {
             view,
             appends,
             plain: HashMap::new(),
+            producers: HashMap::new(),
         }
     }
 
@@ -80,8 +85,10 @@ impl Applier {
     }
 
     /// The engine cut or rewrote `tp`'s files.
-    pub(crate) fn tell_truncated(&self, tp: &TopicPartition) {
-        if let Some(link) = &self.gateway {
+    pub(crate) fn tell_truncated(&mut self, tp: &TopicPartition) {
+        if let Some(link) = &mut self.gateway {
+            // The producers' batches may be gone: their table is rebuilt.
+            link.producers.remove(tp);
             link.view.truncated(tp);
             link.appends.appended();
         }
@@ -114,7 +121,13 @@ impl Applier {
                 if let Some(refused) = refusal(tp, Some(slot.state())) {
                     return Err(refused);
                 }
-                return append_as_leader(&mut slot.mirror.log, batches);
+                let Some(link) = self.gateway.as_mut() else {
+                    return Err(AppendError::NoWriter(tp.to_string()));
+                };
+                let producers = link.producers.entry(tp.clone()).or_insert_with(|| {
+                    ProducerTable::load(self.logdir.root(), tp).unwrap_or_default()
+                });
+                return append_as_leader(&mut slot.mirror.log, batches, producers);
             }
             Some(_) => {
                 return Err(AppendError::ReadOnly {
@@ -149,10 +162,11 @@ impl Applier {
             return Err(AppendError::NoWriter(tp.to_string()));
         };
         if let Some(log) = opened {
-            link.plain.insert(tp.clone(), log);
+            link.plain
+                .insert(tp.clone(), OpenForProducers::new(self.logdir.root(), log));
         }
         match link.plain.get_mut(tp) {
-            Some(log) => append_as_leader(log, batches),
+            Some(open) => append_as_leader(&mut open.log, batches, &mut open.producers),
             None => Err(AppendError::UnknownPartition(tp.clone())),
         }
     }

@@ -110,17 +110,26 @@ fn consume(who: &str, port: u16, topic: &str, partition: i32, from: i64, isolati
 }
 
 fn produce(who: &str, port: u16, topic: &str, value: &str) -> Value {
-    client(&[
+    produce_with(who, port, topic, value, false)
+}
+
+fn produce_with(who: &str, port: u16, topic: &str, value: &str, idempotent: bool) -> Value {
+    let bootstrap = format!("127.0.0.1:{port}");
+    let mut args = vec![
         "produce",
         "--client",
         who,
         "--bootstrap",
-        &format!("127.0.0.1:{port}"),
+        &bootstrap,
         "--topic",
         topic,
         "--value",
         value,
-    ])
+    ];
+    if idempotent {
+        args.push("--idempotent");
+    }
+    client(&args)
 }
 
 /// (offset, key, value) as base64, as the driver prints them.
@@ -387,6 +396,17 @@ async fn a_mirror_is_read_by_every_client_and_written_only_after_stop() {
                 );
             }
         }
+        // An idempotent producer (kafka-python 3's default) gets its id,
+        // then the same refusal.
+        let r = produce_with("kafka-python", port, "orders", "refused-idempotent", true);
+        assert_eq!(r["ok"], false, "{r}");
+        assert!(
+            r["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("PolicyViolation"),
+            "{r}"
+        );
         assert_eq!(log_end(&mirror), 120, "refused writes change nothing");
     }
 
@@ -395,6 +415,10 @@ async fn a_mirror_is_read_by_every_client_and_written_only_after_stop() {
     for who in CLIENTS {
         let r = produce(who, port, "orders", &format!("after-stop-{who}"));
         assert_eq!(r["ok"], true, "{who} after stop: {r}");
+    }
+    for who in ["confluent-kafka", "kafka-python", "aiokafka"] {
+        let r = produce_with(who, port, "orders", &format!("idempotent-{who}"), true);
+        assert_eq!(r["ok"], true, "{who}, idempotent, after stop: {r}");
     }
     let got = consume("kafka-python", port, "orders", 0, 120, "read_uncommitted");
     let written: Vec<String> = triples(&got["records"])
@@ -409,7 +433,7 @@ async fn a_mirror_is_read_by_every_client_and_written_only_after_stop() {
             "{who}'s record is in the log: {written:?}"
         );
     }
-    assert_eq!(written.len(), 4, "one record per producer: {written:?}");
+    assert_eq!(written.len(), 7, "one record per producer: {written:?}");
 
     // The producers' batches carry the epoch above the LME.
     let record = manifest::mirror_state::MirrorRecord::read(&mirror.join("orders-0"))
@@ -426,7 +450,7 @@ async fn a_mirror_is_read_by_every_client_and_written_only_after_stop() {
             std::ops::ControlFlow::Continue(())
         })
         .expect("walk");
-    assert_eq!(epochs.len(), 4, "{epochs:?}");
+    assert_eq!(epochs.len(), 7, "{epochs:?}");
     assert!(
         epochs.iter().all(|&e| e > lme),
         "epochs {epochs:?} above the LME {lme}"

@@ -17,6 +17,8 @@
 
 mod api;
 pub mod groups;
+pub mod idempotence;
+pub mod producer_ids;
 pub mod server;
 pub mod versions;
 pub mod view;

@@ -58,6 +58,8 @@ pub struct Shared {
     pub appends: Arc<Appends>,
     /// The consumer group coordinator.
     pub groups: Arc<crate::groups::Coordinator>,
+    /// InitProducerId's ids.
+    pub producer_ids: crate::producer_ids::ProducerIds,
 }
 
 /// What a handler decided to send back.

@@ -41,6 +41,7 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::OffsetFetch, 1, 7),
     api(ApiKey::ListGroups, 0, 4),
     api(ApiKey::DescribeGroups, 0, 5),
+    api(ApiKey::InitProducerId, 0, 4),
 ];
 
 /// The range of `key`, if the gateway answers it.

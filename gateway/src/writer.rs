@@ -19,6 +19,7 @@ use manifest::mirror_state::MirrorRecord;
 use manifest::state::PartitionState;
 use tokio::sync::{Notify, mpsc, oneshot};
 
+use crate::idempotence::{Check, ProducerTable};
 use crate::view::LogView;
 
 /// Where a Produce's batches were written.
@@ -58,6 +59,12 @@ pub enum AppendError {
     /// Nobody writes this log dir (the gateway serves it read-only).
     #[error("this gateway serves {0} read-only")]
     NoWriter(String),
+    /// An idempotent producer's batch does not follow its last one.
+    #[error("{0}")]
+    OutOfOrderSequence(String),
+    /// An idempotent producer's epoch is older than its current one.
+    #[error("{0}")]
+    InvalidProducerEpoch(String),
 }
 
 /// A producer's batches for one partition, and where to answer.
@@ -135,20 +142,76 @@ pub fn refusal(tp: &TopicPartition, state: Option<PartitionState>) -> Option<App
 
 /// Appends `batches` to `log` as its leader at the log's latest epoch
 /// (after a stop: the epoch above the LME). Transactional batches are
-/// refused before anything is written.
+/// refused before anything is written; an idempotent producer's batch is
+/// checked against `producers` ([`crate::idempotence`]): a duplicate is
+/// answered with the offset it was first written at, nothing appended.
 pub fn append_as_leader(
     log: &mut PartitionLog,
     batches: &mut [u8],
+    producers: &mut ProducerTable,
 ) -> Result<Appended, AppendError> {
     if has_transactional_batch(batches) {
         return Err(AppendError::Transactional);
     }
+    let header = kafkalog::batch::parse_header(batches, 0)
+        .map_err(|e| AppendError::Corrupt(format!("the produced batch: {e}")))?;
+    let idempotent = header.producer_id >= 0 && header.base_sequence >= 0;
+    let sequences = (
+        header.base_sequence,
+        crate::idempotence::last_sequence(&header),
+    );
+    if idempotent {
+        if header.size() != batches.len() {
+            return Err(AppendError::Corrupt(
+                "an idempotent producer sends one record batch per partition".into(),
+            ));
+        }
+        match producers.check(
+            header.producer_id,
+            header.producer_epoch,
+            sequences.0,
+            sequences.1,
+        ) {
+            Check::Append => {}
+            Check::Duplicate { base_offset } => {
+                return Ok(Appended {
+                    base_offset,
+                    log_start_offset: log.log_start_offset(),
+                });
+            }
+            Check::OutOfOrder { expected, got } => {
+                return Err(AppendError::OutOfOrderSequence(format!(
+                    "producer {} on {}: sequence {got}, expected {expected}",
+                    header.producer_id,
+                    log.topic_partition()
+                )));
+            }
+            Check::Fenced { current, got } => {
+                return Err(AppendError::InvalidProducerEpoch(format!(
+                    "producer {} on {}: epoch {got} is older than its epoch {current}",
+                    header.producer_id,
+                    log.topic_partition()
+                )));
+            }
+        }
+    }
     let epoch = log.epochs().latest_epoch().unwrap_or(0).max(0);
     match log.append_as_leader(batches, epoch) {
-        Ok(info) => Ok(Appended {
-            base_offset: info.first_offset,
-            log_start_offset: log.log_start_offset(),
-        }),
+        Ok(info) => {
+            if idempotent {
+                producers.record(
+                    header.producer_id,
+                    header.producer_epoch,
+                    sequences.0,
+                    sequences.1,
+                    info.first_offset,
+                );
+            }
+            Ok(Appended {
+                base_offset: info.first_offset,
+                log_start_offset: log.log_start_offset(),
+            })
+        }
         Err(kafkalog::Error::ReadOnly { .. }) => Err(AppendError::ReadOnly {
             tp: log.topic_partition().clone(),
             state: "read-only (write guard)".into(),
@@ -157,6 +220,27 @@ pub fn append_as_leader(
             Err(AppendError::Corrupt(e.to_string()))
         }
         Err(e) => Err(AppendError::Storage(e.to_string())),
+    }
+}
+
+/// A partition open for producers, with its producers' sequences.
+#[derive(Debug)]
+pub struct OpenForProducers {
+    /// The log.
+    pub log: PartitionLog,
+    /// Its idempotent producers.
+    pub producers: ProducerTable,
+}
+
+impl OpenForProducers {
+    /// `log`, with the producer table rebuilt from the files in `root`.
+    pub fn new(root: &std::path::Path, log: PartitionLog) -> OpenForProducers {
+        let tp = log.topic_partition().clone();
+        let producers = ProducerTable::load(root, &tp).unwrap_or_else(|e| {
+            tracing::warn!(partition = %tp, error = %e, "rebuilding the producers' sequences");
+            ProducerTable::default()
+        });
+        OpenForProducers { log, producers }
     }
 }
 
@@ -182,7 +266,7 @@ fn has_transactional_batch(mut bytes: &[u8]) -> bool {
 /// partitions on first write and keeps them open.
 pub struct DirWriter {
     dir: LogDir,
-    open: HashMap<TopicPartition, PartitionLog>,
+    open: HashMap<TopicPartition, OpenForProducers>,
     view: Arc<LogView>,
     appends: Arc<Appends>,
 }
@@ -210,8 +294,8 @@ impl DirWriter {
             }
             let _ = request.reply.send(result);
         }
-        for (tp, log) in self.open.drain() {
-            if let Err(e) = log.close() {
+        for (tp, open) in self.open.drain() {
+            if let Err(e) = open.log.close() {
                 tracing::warn!(partition = %tp, error = %e, "closing the partition");
             }
         }
@@ -233,7 +317,8 @@ impl DirWriter {
                 .dir
                 .open_or_create_partition(tp, Some(id), LogConfig::default())
                 .map_err(|e| AppendError::Storage(e.to_string()))?;
-            self.open.insert(tp.clone(), log);
+            self.open
+                .insert(tp.clone(), OpenForProducers::new(self.dir.root(), log));
         }
         let state = MirrorRecord::read(&dir)
             .map_err(|e| AppendError::Storage(format!("{tp}: {e}")))?
@@ -246,12 +331,13 @@ impl DirWriter {
                 .dir
                 .open_partition(tp, LogConfig::default())
                 .map_err(|e| AppendError::Storage(e.to_string()))?;
-            self.open.insert(tp.clone(), log);
+            self.open
+                .insert(tp.clone(), OpenForProducers::new(self.dir.root(), log));
         }
-        let Some(log) = self.open.get_mut(tp) else {
+        let Some(open) = self.open.get_mut(tp) else {
             return Err(AppendError::UnknownPartition(tp.clone()));
         };
-        append_as_leader(log, batches)
+        append_as_leader(&mut open.log, batches, &mut open.producers)
     }
 }
 

@@ -50,6 +50,9 @@ pub(crate) async fn dispatch(
         }
         ApiKey::Fetch => fetch::handle(shared, decoded!(m::FetchRequest), version).await,
         ApiKey::Produce => produce::handle(shared, decoded!(m::ProduceRequest), version).await,
+        ApiKey::InitProducerId => {
+            produce::init_producer_id(shared, decoded!(m::InitProducerIdRequest), version)
+        }
         ApiKey::FindCoordinator => {
             groups::find_coordinator(shared, decoded!(m::FindCoordinatorRequest), version)
         }

@@ -132,6 +132,8 @@ fn code_of(e: &AppendError) -> (i16, Option<String>) {
         AppendError::Corrupt(_) => ResponseError::CorruptMessage.code(),
         AppendError::Transactional => ResponseError::TransactionalIdAuthorizationFailed.code(),
         AppendError::Storage(_) => ResponseError::KafkaStorageError.code(),
+        AppendError::OutOfOrderSequence(_) => ResponseError::OutOfOrderSequenceNumber.code(),
+        AppendError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch.code(),
     };
     (code, Some(e.to_string()))
 }
@@ -162,4 +164,41 @@ fn refuse_all(request: &ProduceRequest, code: i16, message: Option<String>, vers
         })
         .collect();
     encode(&ProduceResponse::default().with_responses(topics), version)
+}
+
+/// InitProducerId v0-4: an id for an idempotent producer. Transactional
+/// producers are refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) until the
+/// gateway supports transactions.
+pub(super) fn init_producer_id(
+    shared: &Shared,
+    request: kafka_protocol::messages::InitProducerIdRequest,
+    version: i16,
+) -> Reply {
+    use kafka_protocol::messages::{InitProducerIdResponse, ProducerId};
+    let response = if request.transactional_id.is_some() {
+        InitProducerIdResponse::default()
+            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1)
+    } else if request.producer_id.0 >= 0 {
+        // KIP-360: an existing producer bumps its epoch.
+        let epoch = request.producer_epoch.saturating_add(1).max(0);
+        InitProducerIdResponse::default()
+            .with_producer_id(request.producer_id)
+            .with_producer_epoch(epoch)
+    } else {
+        match shared.producer_ids.next() {
+            Ok(id) => InitProducerIdResponse::default()
+                .with_producer_id(ProducerId(id))
+                .with_producer_epoch(0),
+            Err(e) => {
+                tracing::warn!(error = %e, "allocating a producer id");
+                InitProducerIdResponse::default()
+                    .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1)
+            }
+        }
+    };
+    encode(&response, version)
 }

@@ -106,6 +106,7 @@ impl KafkaArgs {
                 max_request_bytes: gateway::DEFAULT_MAX_REQUEST_BYTES,
             },
             groups: gateway::groups::Coordinator::load(&view, writer.clone()),
+            producer_ids: gateway::producer_ids::ProducerIds::new(view.root()),
             view,
             writer,
             appends,
