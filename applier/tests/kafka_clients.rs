@@ -374,6 +374,7 @@ async fn a_mirror_is_read_by_every_client_and_written_only_after_stop() {
         }
         for who in CLIENTS {
             let r = produce(who, port, "orders", &format!("refused-{who}"));
+            eprintln!("{who} on {state}: {r}");
             assert_eq!(r["ok"], false, "{who} on {state}: {r}");
             let error = r["error"].as_str().unwrap_or_default().to_lowercase();
             assert!(
