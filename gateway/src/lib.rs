@@ -19,6 +19,8 @@ mod api;
 pub mod groups;
 pub mod idempotence;
 pub mod producer_ids;
+pub mod sasl;
+pub mod security;
 pub mod server;
 pub mod versions;
 pub mod view;

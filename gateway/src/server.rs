@@ -12,6 +12,9 @@
 //!   malformed one closes its connection and changes nothing.
 //! - Shutdown stops accepting, and ends every connection after the request
 //!   it is answering.
+//! - With TLS the handshake comes first; with SASL nothing but ApiVersions,
+//!   SaslHandshake and SaslAuthenticate is answered before the client has
+//!   authenticated ([`crate::security`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,8 +22,8 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Encodable, decode_request_header_from_buffer};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::api;
@@ -60,6 +63,8 @@ pub struct Shared {
     pub groups: Arc<crate::groups::Coordinator>,
     /// InitProducerId's ids.
     pub producer_ids: crate::producer_ids::ProducerIds,
+    /// TLS and SASL, when configured.
+    pub security: crate::security::Security,
 }
 
 /// What a handler decided to send back.
@@ -70,6 +75,8 @@ pub(crate) enum Reply {
     Nothing,
     /// Close the connection (why, for the log).
     Close(String),
+    /// Send this body, then close (a failed authentication).
+    BodyThenClose(BytesMut, String),
 }
 
 /// Encodes `message` at `version`; an encoding failure closes the connection.
@@ -117,7 +124,15 @@ impl Gateway {
                         let shared = Arc::clone(&shared);
                         let stop = shutdown.clone();
                         connections.spawn(async move {
-                            if let Err(e) = connection(stream, peer, shared, stop).await {
+                            let _ = stream.set_nodelay(true);
+                            let ended = match shared.security.tls.clone() {
+                                Some(tls) => match tls.accept(stream).await {
+                                    Ok(s) => connection(s, peer, shared, stop).await,
+                                    Err(e) => Err(anyhow::anyhow!("TLS handshake: {e}")),
+                                },
+                                None => connection(stream, peer, shared, stop).await,
+                            };
+                            if let Err(e) = ended {
                                 tracing::debug!(%peer, error = %e, "connection ended");
                             }
                         });
@@ -140,13 +155,13 @@ impl Gateway {
     }
 }
 
-async fn connection(
-    mut stream: TcpStream,
+async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
     peer: SocketAddr,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    stream.set_nodelay(true)?;
+    let mut auth = crate::security::Auth::new(shared.security.sasl.is_some());
     loop {
         let size = tokio::select! {
             read = stream.read_i32() => match read {
@@ -173,17 +188,26 @@ async fn connection(
         let Ok(key) = ApiKey::try_from(header.request_api_key) else {
             anyhow::bail!("unknown API key {}", header.request_api_key);
         };
-        let reply = api::dispatch(&shared, key, &header, body, peer).await;
+        let reply = match auth.gate(&shared, key, &header, body) {
+            crate::security::Gate::Pass(body) => {
+                api::dispatch(&shared, key, &header, body, peer).await
+            }
+            crate::security::Gate::Answer(reply) => reply,
+        };
         match reply {
             Reply::Body(payload) => write_response(&mut stream, key, &header, payload).await?,
             Reply::Nothing => {}
             Reply::Close(why) => anyhow::bail!("{key:?} v{}: {why}", header.request_api_version),
+            Reply::BodyThenClose(payload, why) => {
+                write_response(&mut stream, key, &header, payload).await?;
+                anyhow::bail!("{key:?}: {why}");
+            }
         }
     }
 }
 
-async fn write_response(
-    stream: &mut TcpStream,
+async fn write_response<S: AsyncWrite + Unpin>(
+    stream: &mut S,
     key: ApiKey,
     header: &RequestHeader,
     payload: BytesMut,

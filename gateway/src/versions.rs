@@ -44,6 +44,15 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::InitProducerId, 0, 4),
 ];
 
+/// Advertised too when the listener requires SASL. SaslHandshake v0 is
+/// listed because librdkafka looks for it before it uses SaslHandshake v1
+/// with SaslAuthenticate; a client that follows a v0 handshake with raw
+/// (unframed) tokens is disconnected.
+pub const SASL: &[Supported] = &[
+    api(ApiKey::SaslHandshake, 0, 1),
+    api(ApiKey::SaslAuthenticate, 0, 2),
+];
+
 /// The range of `key`, if the gateway answers it.
 pub fn supported(key: ApiKey) -> Option<Supported> {
     SUPPORTED.iter().copied().find(|s| s.key == key)
@@ -60,7 +69,7 @@ mod tests {
 
     #[test]
     fn every_advertised_range_is_one_the_codec_decodes() {
-        for s in SUPPORTED {
+        for s in SUPPORTED.iter().chain(SASL) {
             let codec = s.key.valid_versions();
             assert!(
                 codec.min <= s.min && s.max <= codec.max && s.min <= s.max,

@@ -71,6 +71,7 @@ async fn server() -> Server {
         },
         groups: Coordinator::load(&view, Some(sender.clone())),
         producer_ids: ProducerIds::new(&root),
+        security: gateway::security::Security::default(),
         view,
         writer: Some(sender),
         appends,

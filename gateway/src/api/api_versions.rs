@@ -10,13 +10,15 @@ use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader};
 use kafka_protocol::protocol::Decodable;
 
-use crate::server::{Reply, encode};
+use crate::server::{Reply, Shared, encode};
 use crate::versions::{self, SUPPORTED};
 
-pub(super) fn handle(header: &RequestHeader, body: &mut Bytes) -> Reply {
+pub(super) fn handle(shared: &Shared, header: &RequestHeader, body: &mut Bytes) -> Reply {
     let version = header.request_api_version;
+    let sasl = shared.security.sasl.is_some();
     let keys: Vec<ApiVersion> = SUPPORTED
         .iter()
+        .chain(if sasl { versions::SASL } else { &[] })
         .map(|s| {
             ApiVersion::default()
                 .with_api_key(s.key as i16)

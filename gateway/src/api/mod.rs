@@ -28,7 +28,7 @@ pub(crate) async fn dispatch(
 ) -> Reply {
     let version = header.request_api_version;
     if key == ApiKey::ApiVersions {
-        return api_versions::handle(header, &mut body);
+        return api_versions::handle(shared, header, &mut body);
     }
     if !versions::is_supported(key, version) {
         return Reply::Close(format!("{key:?} v{version} is not supported"));

@@ -1,7 +1,7 @@
 //! The Kafka listener of `applier run --kafka-listen` and `applier serve`.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use gateway::{Appends, Gateway, GatewayConfig, LogView, Shared};
@@ -19,7 +19,34 @@ pub(crate) struct KafkaArgs {
     /// This node's id in Metadata (leader of every partition) [default: 1].
     #[arg(long, value_name = "N", env = "SEGMIRROR_NODE_ID", default_value_t = 1)]
     node_id: i32,
-    /// Serve on a non-loopback address without TLS or SASL (which the gateway does not have yet): anyone who reaches the port reads every topic and may write to stopped partitions.
+    /// Serve TLS with this certificate chain (PEM); needs --kafka-tls-key.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "SEGMIRROR_KAFKA_TLS_CERT",
+        requires = "kafka_tls_key"
+    )]
+    kafka_tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "SEGMIRROR_KAFKA_TLS_KEY",
+        requires = "kafka_tls_cert"
+    )]
+    kafka_tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA (PEM) [default: no client certificates].
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "SEGMIRROR_KAFKA_TLS_CLIENT_CA",
+        requires = "kafka_tls_cert"
+    )]
+    kafka_tls_client_ca: Option<PathBuf>,
+    /// Require SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) with the users in this file (salted SCRAM keys; `applier kafka-user` writes it) [default: no SASL].
+    #[arg(long, value_name = "FILE", env = "SEGMIRROR_KAFKA_SASL_USERS")]
+    kafka_sasl_users: Option<PathBuf>,
+    /// Serve on a non-loopback address without both TLS and SASL: anyone who reaches the port reads every topic and may write to stopped partitions.
     #[arg(long)]
     kafka_insecure: bool,
 }
@@ -62,18 +89,39 @@ pub(crate) fn plumbing(log_dir: &Path) -> Plumbing {
 impl KafkaArgs {
     /// Refuses what would expose the log dir by accident.
     pub(crate) fn check(&self) -> anyhow::Result<()> {
+        let secured = self.kafka_tls_cert.is_some() && self.kafka_sasl_users.is_some();
         if let Some(addr) = self.kafka_listen
             && !addr.ip().is_loopback()
+            && !secured
             && !self.kafka_insecure
         {
             anyhow::bail!(
-                "--kafka-listen {addr} is not a loopback address, and the gateway has no TLS or SASL yet: anyone who reaches it reads every topic; listen on 127.0.0.1 (behind your own proxy or tunnel), or pass --kafka-insecure to accept that"
+                "--kafka-listen {addr} is not a loopback address, and the listener has not both TLS (--kafka-tls-cert/--kafka-tls-key) and SASL (--kafka-sasl-users): anyone who reaches it could read every topic; configure both, listen on 127.0.0.1, or pass --kafka-insecure to accept that"
             );
         }
         if self.node_id < 0 {
             anyhow::bail!("--node-id {} must be 0 or more", self.node_id);
         }
         Ok(())
+    }
+
+    /// The TLS acceptor and SASL credentials the flags ask for.
+    fn security(&self) -> anyhow::Result<gateway::security::Security> {
+        let tls = match (&self.kafka_tls_cert, &self.kafka_tls_key) {
+            (Some(cert), Some(key)) => Some(
+                gateway::security::tls_acceptor(cert, key, self.kafka_tls_client_ca.as_deref())
+                    .map_err(|e| anyhow::anyhow!("--kafka-tls-cert: {e}"))?,
+            ),
+            _ => None,
+        };
+        let sasl = match &self.kafka_sasl_users {
+            Some(path) => Some(Arc::new(
+                gateway::sasl::Credentials::load(path)
+                    .map_err(|e| anyhow::anyhow!("--kafka-sasl-users: {e}"))?,
+            )),
+            None => None,
+        };
+        Ok(gateway::security::Security { tls, sasl })
     }
 
     /// Binds the listener and serves `view` until [`Listener::shutdown`].
@@ -107,6 +155,7 @@ impl KafkaArgs {
             },
             groups: gateway::groups::Coordinator::load(&view, writer.clone()),
             producer_ids: gateway::producer_ids::ProducerIds::new(view.root()),
+            security: self.security()?,
             view,
             writer,
             appends,

@@ -5,6 +5,7 @@
 mod commands;
 mod groups;
 mod kafka;
+mod kafka_user;
 mod plan;
 mod run;
 mod serve;
@@ -239,6 +240,11 @@ whether it acts itself or a running `applier run` does. Failback later is `appli
   applier status --log-dir /data/mirror
   applier status --log-dir /data/mirror --json | jq '.partitions[] | select(.state != \"MIRRORING\")'")]
     Status(status::StatusArgs),
+    /// Add or replace a user of the Kafka listener's SASL users file (password from stdin).
+    #[command(after_help = "Examples:
+  applier kafka-user --users-file /etc/segmirror/kafka-users.toml --name alice < alice.password
+  applier run --config /etc/segmirror/applier.toml --kafka-listen 0.0.0.0:9093 --kafka-tls-cert cert.pem --kafka-tls-key key.pem --kafka-sasl-users /etc/segmirror/kafka-users.toml")]
+    KafkaUser(kafka_user::KafkaUserArgs),
     /// Consumer groups committed in the log dir (__consumer_offsets), their offsets and lag.
     #[command(after_help = "Examples:
   applier groups --log-dir /data/mirror
@@ -298,6 +304,7 @@ fn main() -> ExitCode {
             Cmd::Stop(a) => commands::run(manifest::state::Command::Stop, a).await,
             Cmd::Status(a) => status::run(a),
             Cmd::Groups(a) => groups::run(a),
+            Cmd::KafkaUser(a) => kafka_user::run(a),
             Cmd::Plan(a) => plan::run(a).await,
             Cmd::Config {
                 command: ConfigCmd::Check(a),
