@@ -601,3 +601,230 @@ fn consumer_groups_commit_restart_and_resume_at_their_offsets_with_every_client(
         "one commit record or more per run: {commits}"
     );
 }
+
+/// A CA and a server certificate for 127.0.0.1, made with openssl.
+fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=segmirror-test-ca",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .expect("ext");
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    (
+        dir.join("ca.pem"),
+        dir.join("server.pem"),
+        dir.join("server.key"),
+    )
+}
+
+#[test]
+fn tls_and_scram_let_only_authenticated_clients_in() {
+    if !kcat_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ca, cert, key) = certificates(dir.path());
+    let users = dir.path().join("users.toml");
+    // The users file holds salted keys only.
+    let mut add = Command::new(env!("CARGO_BIN_EXE_applier"))
+        .args([
+            "kafka-user",
+            "--users-file",
+            users.to_str().expect("utf-8"),
+            "--name",
+            "alice",
+        ])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kafka-user");
+    {
+        use std::io::Write;
+        let mut stdin = add.stdin.take().expect("stdin");
+        stdin.write_all(b"s3cret-pw\n").expect("password");
+    }
+    assert!(add.wait().expect("wait").success());
+    let text = std::fs::read_to_string(&users).expect("users file");
+    assert!(
+        !text.contains("s3cret-pw") && text.contains("SCRAM-SHA-512"),
+        "{text}"
+    );
+
+    let logs = dir.path().join("logs");
+    {
+        let d = LogDir::open(&logs).expect("log dir");
+        let mut log = d
+            .open_or_create_partition(&tp("orders"), Some(topic_id()), LogConfig::default())
+            .expect("create");
+        let records: Vec<RecordInput> = (0..5)
+            .map(|i| RecordInput {
+                timestamp: 1_700_000_000_000,
+                key: None,
+                value: Some(format!("secret-{i}").into_bytes()),
+                headers: vec![],
+            })
+            .collect();
+        let mut b = build_batch(&BatchSpec::new(0, 0), &records).expect("batch");
+        log.append_as_leader(&mut b, 0).expect("append");
+        log.close().expect("close");
+    }
+    let port = free_port();
+    let _server = Running(
+        Command::new(env!("CARGO_BIN_EXE_applier"))
+            .args([
+                "serve",
+                "--log-dir",
+                logs.to_str().expect("utf-8"),
+                "--kafka-listen",
+                &format!("127.0.0.1:{port}"),
+                "--kafka-tls-cert",
+                cert.to_str().expect("utf-8"),
+                "--kafka-tls-key",
+                key.to_str().expect("utf-8"),
+                "--kafka-sasl-users",
+                users.to_str().expect("utf-8"),
+            ])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("applier serve"),
+    );
+    wait_for_port(port);
+    let secured = |who: &str, mechanism: &str, password: &str| {
+        let ca = format!("ssl.ca.location={}", ca.display());
+        let mechanism = format!("sasl.mechanisms={mechanism}");
+        let password = format!("sasl.password={password}");
+        client(&[
+            "consume",
+            "--client",
+            who,
+            "--bootstrap",
+            &format!("127.0.0.1:{port}"),
+            "--topic",
+            "orders",
+            "--timeout-s",
+            "8",
+            "--config",
+            "security.protocol=SASL_SSL",
+            "--config",
+            &ca,
+            "--config",
+            &mechanism,
+            "--config",
+            "sasl.username=alice",
+            "--config",
+            &password,
+        ])
+    };
+    for (who, mechanism) in [
+        ("kcat", "SCRAM-SHA-256"),
+        ("confluent-kafka", "SCRAM-SHA-512"),
+        ("kcat", "PLAIN"),
+    ] {
+        let got = secured(who, mechanism, "s3cret-pw");
+        assert!(got["error"].is_null(), "{who} {mechanism}: {got}");
+        assert_eq!(
+            triples(&got["records"]).len(),
+            5,
+            "{who} {mechanism}: {got}"
+        );
+    }
+    // A wrong password, and no SASL at all: nothing is read.
+    let got = secured("kcat", "SCRAM-SHA-256", "wrong");
+    assert!(triples(&got["records"]).is_empty(), "{got}");
+    assert!(!got["error"].is_null(), "{got}");
+    let got = client(&[
+        "consume",
+        "--client",
+        "kcat",
+        "--bootstrap",
+        &format!("127.0.0.1:{port}"),
+        "--topic",
+        "orders",
+        "--config",
+        "security.protocol=SSL",
+        "--config",
+        &format!("ssl.ca.location={}", ca.display()),
+        "--config",
+        "socket.timeout.ms=3000",
+        "--config",
+        "metadata.request.timeout.ms=3000",
+    ]);
+    assert!(
+        triples(&got["records"]).is_empty(),
+        "unauthenticated: {got}"
+    );
+
+    // A listener on every interface without TLS and SASL is refused.
+    let out = Command::new(env!("CARGO_BIN_EXE_applier"))
+        .args([
+            "serve",
+            "--log-dir",
+            logs.to_str().expect("utf-8"),
+            "--kafka-listen",
+            "0.0.0.0:0",
+        ])
+        .output()
+        .expect("serve");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("not a loopback address") && err.contains("--kafka-insecure"),
+        "{err}"
+    );
+}
