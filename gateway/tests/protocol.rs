@@ -399,3 +399,23 @@ async fn errors_are_answered_as_kafka_answers_them_and_change_nothing() {
     assert_eq!(md.topics.len(), 1);
     let _ = s.stop.send(true);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_cluster_names_this_node_as_the_cluster() {
+    let s = server().await;
+    let mut c = TcpStream::connect(s.addr).await.expect("connect");
+    let r: kafka_protocol::messages::DescribeClusterResponse = call(
+        &mut c,
+        ApiKey::DescribeCluster,
+        1,
+        &kafka_protocol::messages::DescribeClusterRequest::default().with_endpoint_type(1),
+    )
+    .await
+    .expect("answer");
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.cluster_id.as_str(), "test");
+    assert_eq!(r.controller_id.0, 1);
+    assert_eq!(r.brokers.len(), 1);
+    assert_eq!(r.brokers[0].port, i32::from(s.addr.port()));
+    let _ = s.stop.send(true);
+}

@@ -90,3 +90,25 @@ pub(super) fn handle(shared: &Shared, request: MetadataRequest, version: i16) ->
         .with_topics(topics);
     encode(&response, version)
 }
+
+/// DescribeCluster v0-1 (admin clients): this node is the cluster and its
+/// controller.
+pub(super) fn describe_cluster(
+    shared: &Shared,
+    _request: kafka_protocol::messages::DescribeClusterRequest,
+    version: i16,
+) -> Reply {
+    use kafka_protocol::messages::DescribeClusterResponse;
+    use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+    let node = BrokerId(shared.config.node_id);
+    let response = DescribeClusterResponse::default()
+        .with_cluster_id(StrBytes::from_string(shared.config.cluster_id.clone()))
+        .with_controller_id(node)
+        .with_brokers(vec![
+            DescribeClusterBroker::default()
+                .with_broker_id(node)
+                .with_host(StrBytes::from_string(shared.config.advertised_host.clone()))
+                .with_port(i32::from(shared.config.advertised_port)),
+        ]);
+    encode(&response, version)
+}

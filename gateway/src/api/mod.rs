@@ -44,6 +44,9 @@ pub(crate) async fn dispatch(
     use kafka_protocol::messages as m;
     match key {
         ApiKey::Metadata => metadata::handle(shared, decoded!(m::MetadataRequest), version),
+        ApiKey::DescribeCluster => {
+            metadata::describe_cluster(shared, decoded!(m::DescribeClusterRequest), version)
+        }
         ApiKey::ListOffsets => offsets::list(shared, decoded!(m::ListOffsetsRequest), version),
         ApiKey::OffsetForLeaderEpoch => {
             offsets::for_leader_epoch(shared, decoded!(m::OffsetForLeaderEpochRequest), version)
