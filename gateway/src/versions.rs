@@ -43,6 +43,7 @@ pub const SUPPORTED: &[Supported] = &[
     api(ApiKey::DescribeGroups, 0, 5),
     api(ApiKey::InitProducerId, 0, 4),
     api(ApiKey::DescribeCluster, 0, 1),
+    api(ApiKey::DescribeConfigs, 1, 2),
 ];
 
 /// Advertised too when the listener requires SASL. SaslHandshake v0 is

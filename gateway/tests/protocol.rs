@@ -419,3 +419,42 @@ async fn describe_cluster_names_this_node_as_the_cluster() {
     assert_eq!(r.brokers[0].port, i32::from(s.addr.port()));
     let _ = s.stop.send(true);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_configs_shows_what_the_log_dir_knows() {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let s = server().await;
+    let mut c = TcpStream::connect(s.addr).await.expect("connect");
+    let resource = |name: &'static str| {
+        DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str(name))
+            .with_configuration_keys(None)
+    };
+    let r: kafka_protocol::messages::DescribeConfigsResponse = call(
+        &mut c,
+        ApiKey::DescribeConfigs,
+        1,
+        &kafka_protocol::messages::DescribeConfigsRequest::default()
+            .with_resources(vec![resource("orders"), resource("nope")]),
+    )
+    .await
+    .expect("answer");
+    assert_eq!(r.results[0].error_code, 0);
+    let state = r.results[0]
+        .configs
+        .iter()
+        .find(|c| c.name.as_str() == "segmirror.mirror.state")
+        .expect("the mirror state");
+    assert_eq!(
+        state.value.as_ref().map(|v| v.as_str()),
+        Some("none"),
+        "not a mirror"
+    );
+    assert!(state.read_only);
+    assert_eq!(
+        r.results[1].error_code,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+    let _ = s.stop.send(true);
+}

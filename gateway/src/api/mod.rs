@@ -2,6 +2,7 @@
 //! request with the `kafka-protocol` codecs and calls the handler.
 
 mod api_versions;
+mod configs;
 mod fetch;
 mod groups;
 mod metadata;
@@ -44,6 +45,9 @@ pub(crate) async fn dispatch(
     use kafka_protocol::messages as m;
     match key {
         ApiKey::Metadata => metadata::handle(shared, decoded!(m::MetadataRequest), version),
+        ApiKey::DescribeConfigs => {
+            configs::describe(shared, decoded!(m::DescribeConfigsRequest), version)
+        }
         ApiKey::DescribeCluster => {
             metadata::describe_cluster(shared, decoded!(m::DescribeClusterRequest), version)
         }
