@@ -75,7 +75,7 @@ pub(super) fn describe(shared: &Shared, request: DescribeConfigsRequest, version
                         configs.push(entry("segmirror.mirror.source.cluster.id", sources.pop()));
                     }
                     if let Some(keys) = &r.configuration_keys {
-                        configs.retain(|c| keys.iter().any(|k| *k == c.name));
+                        configs.retain(|c| keys.contains(&c.name));
                     }
                     result.with_configs(configs)
                 }
