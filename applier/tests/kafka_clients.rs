@@ -828,3 +828,144 @@ fn tls_and_scram_let_only_authenticated_clients_in() {
         "{err}"
     );
 }
+
+#[test]
+fn client_certificates_are_required_when_a_client_ca_is_given() {
+    if !kcat_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ca, cert, key) = certificates(dir.path());
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "client.key",
+        "-out",
+        "client.csr",
+        "-subj",
+        "/CN=consumer",
+    ]);
+    // A v3 certificate (webpki refuses v1 ones), for client authentication.
+    std::fs::write(
+        dir.path().join("client.cnf"),
+        "extendedKeyUsage=clientAuth\n",
+    )
+    .expect("cnf");
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "client.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "client.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "client.cnf",
+    ]);
+    let logs = dir.path().join("logs");
+    {
+        let d = LogDir::open(&logs).expect("log dir");
+        let mut log = d
+            .open_or_create_partition(&tp("orders"), Some(topic_id()), LogConfig::default())
+            .expect("create");
+        let records = [RecordInput {
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(b"only-with-a-certificate".to_vec()),
+            headers: vec![],
+        }];
+        let mut b = build_batch(&BatchSpec::new(0, 0), &records).expect("batch");
+        log.append_as_leader(&mut b, 0).expect("append");
+        log.close().expect("close");
+    }
+    let port = free_port();
+    let _server = Running(
+        Command::new(env!("CARGO_BIN_EXE_applier"))
+            .args([
+                "serve",
+                "--log-dir",
+                logs.to_str().expect("utf-8"),
+                "--kafka-listen",
+                &format!("127.0.0.1:{port}"),
+                "--kafka-tls-cert",
+                cert.to_str().expect("utf-8"),
+                "--kafka-tls-key",
+                key.to_str().expect("utf-8"),
+                "--kafka-tls-client-ca",
+                ca.to_str().expect("utf-8"),
+            ])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("applier serve"),
+    );
+    wait_for_port(port);
+    let ca_location = format!("ssl.ca.location={}", ca.display());
+    let with_cert = [
+        format!(
+            "ssl.certificate.location={}",
+            dir.path().join("client.pem").display()
+        ),
+        format!(
+            "ssl.key.location={}",
+            dir.path().join("client.key").display()
+        ),
+    ];
+    let bootstrap = format!("127.0.0.1:{port}");
+    let mut args = vec![
+        "consume",
+        "--client",
+        "kcat",
+        "--bootstrap",
+        &bootstrap,
+        "--topic",
+        "orders",
+        "--config",
+        "security.protocol=SSL",
+        "--config",
+        &ca_location,
+    ];
+    let without = client(
+        &[
+            &args[..],
+            &[
+                "--config",
+                "socket.timeout.ms=3000",
+                "--config",
+                "metadata.request.timeout.ms=3000",
+            ],
+        ]
+        .concat(),
+    );
+    assert!(
+        triples(&without["records"]).is_empty(),
+        "no certificate, nothing read: {without}"
+    );
+    for kv in &with_cert {
+        args.extend(["--config", kv.as_str()]);
+    }
+    let got = client(&args);
+    assert!(got["error"].is_null(), "{got}");
+    assert_eq!(triples(&got["records"]).len(), 1, "{got}");
+}
