@@ -20,7 +20,7 @@ TIMES=$WORK/times
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "nothing on port $1" >&2; return 1; }
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done' EXIT
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
 wait_quiet
 
 # a. throughput
@@ -47,14 +47,16 @@ for _ in range($records):
   warm "$dir"
   for run in $(seq 1 "$RUNS"); do
     timed "cat-$size" sh -c "cat '$dir'/bulk-0/*.log >/dev/null"
+    timed "kcat-$size" sh -c "kcat -b 127.0.0.1:$port -C -t bulk -p 0 -o beginning -e -q -X fetch.max.bytes=52428800 -X max.partition.fetch.bytes=10485760 -f '%S\n' >/dev/null"
     out=$("$PY" "$HERE" consume --bootstrap "127.0.0.1:$port" --topic bulk --records "$records")
     secs=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds"])')
     echo "consume-$size $secs 0 0 0" >>"$TIMES"
     printf '  %-28s wall %6.2fs  (%s)\n' "consume-$size" "$secs" "$out" >&2
   done
+  cpu=$(awk '{printf "%.2f s user, %.2f s sys", $14/100, $15/100}' "/proc/$serve/stat")
   kill "$serve"; wait "$serve" 2>/dev/null || true
-  c=$(median "consume-$size" 2); k=$(median "cat-$size" 2)
-  echo "| $size B records, $(( bytes / MIB )) MiB | consume $(mibs "$bytes" "$c") MiB/s ($(runs_of "consume-$size") s) | cat $(mibs "$bytes" "$k") MiB/s ($(runs_of "cat-$size") s) | ratio $(ratio "$k" "$c") |" >>"$WORK/table"
+  c=$(median "consume-$size" 2); k=$(median "cat-$size" 2); kc=$(median "kcat-$size" 2)
+  echo "| $size B records, $(( bytes / MIB )) MiB | $(mibs "$bytes" "$c") MiB/s ($(runs_of "consume-$size") s) | $(mibs "$bytes" "$kc") MiB/s ($(runs_of "kcat-$size") s) | $(mibs "$bytes" "$k") MiB/s ($(runs_of "cat-$size") s) | $(ratio "$k" "$c") / $(ratio "$k" "$kc") | $cpu for $((2 * RUNS)) GiB |" >>"$WORK/table"
 done
 
 # b. latency, source append -> mirror consumer
@@ -81,10 +83,10 @@ idle=$("$PY" "$HERE" idle --bootstrap "127.0.0.1:$port" --pid "$serve" --connect
 echo "  idle: $idle" >&2
 
 echo
-echo "### a. consume with confluent-kafka vs cat (median of $RUNS; ratio = cat time / consume time)"
+echo "### a. consume with confluent-kafka (and kcat) vs cat (median of $RUNS; ratio = cat time / consume time)"
 echo
-echo "| data | gateway + confluent-kafka | cat > /dev/null | ratio |"
-echo "|---|---|---|---|"
+echo "| data | confluent-kafka | kcat | cat > /dev/null | ratio confluent / kcat | gateway CPU |"
+echo "|---|---|---|---|---|---|"
 cat "$WORK/table"
 echo
 echo "### b. end-to-end latency (source append -> mirror consumer; tail 1 s, poll 100 ms)"
