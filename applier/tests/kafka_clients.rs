@@ -203,21 +203,7 @@ fn stock_clients_read_a_genuine_kafka_log_dir_and_read_committed_skips_aborted_t
     let logs = dir.path().join("kafka");
     let expected = segmirror_testkit::kafka_python::generate_kafka_logdir(&logs);
     let port = free_port();
-    let _serve = Running(
-        Command::new(env!("CARGO_BIN_EXE_applier"))
-            .args([
-                "serve",
-                "--log-dir",
-                logs.to_str().expect("utf-8"),
-                "--kafka-listen",
-                &format!("127.0.0.1:{port}"),
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("applier serve"),
-    );
-    wait_for_port(port);
+    let _serve = serve(&logs, port, &[]);
     for partition in expected["partitions"].as_array().expect("partitions") {
         let topic = partition["topic"].as_str().expect("topic");
         let p = partition["partition"].as_i64().expect("partition") as i32;
@@ -458,16 +444,25 @@ async fn a_mirror_is_read_by_every_client_and_written_only_after_stop() {
     );
 }
 
-fn serve(logs: &Path, port: u16) -> Running {
+/// `applier serve` on `logs` at 127.0.0.1:`port` with `extra` flags,
+/// once it listens.
+fn serve(logs: &Path, port: u16, extra: &[&str]) -> Running {
+    let listen = format!("127.0.0.1:{port}");
     let child = Running(
         Command::new(env!("CARGO_BIN_EXE_applier"))
-            .args([
-                "serve",
-                "--log-dir",
-                logs.to_str().expect("utf-8"),
-                "--kafka-listen",
-                &format!("127.0.0.1:{port}"),
-            ])
+            .args(
+                [
+                    &[
+                        "serve",
+                        "--log-dir",
+                        logs.to_str().expect("utf-8"),
+                        "--kafka-listen",
+                        &listen,
+                    ][..],
+                    extra,
+                ]
+                .concat(),
+            )
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .spawn()
@@ -475,6 +470,29 @@ fn serve(logs: &Path, port: u16) -> Running {
     );
     wait_for_port(port);
     child
+}
+
+/// A log dir with `topic`-0 holding `values`, `per_batch` records a batch,
+/// at epoch 0.
+fn write_log(logs: &Path, topic: &str, values: &[String], per_batch: usize) {
+    let d = LogDir::open(logs).expect("log dir");
+    let mut log = d
+        .open_or_create_partition(&tp(topic), Some(topic_id()), LogConfig::default())
+        .expect("create");
+    for chunk in values.chunks(per_batch) {
+        let records: Vec<RecordInput> = chunk
+            .iter()
+            .map(|v| RecordInput {
+                timestamp: 1_700_000_000_000,
+                key: None,
+                value: Some(v.clone().into_bytes()),
+                headers: vec![],
+            })
+            .collect();
+        let mut b = build_batch(&BatchSpec::new(0, 0), &records).expect("batch");
+        log.append_as_leader(&mut b, 0).expect("append");
+    }
+    log.close().expect("close");
 }
 
 fn group_run(who: &str, port: u16, topic: &str, group: &str, max: usize) -> Vec<i64> {
@@ -502,27 +520,10 @@ fn consumer_groups_commit_restart_and_resume_at_their_offsets_with_every_client(
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let logs = dir.path().join("logs");
-    {
-        let d = LogDir::open(&logs).expect("log dir");
-        let mut log = d
-            .open_or_create_partition(&tp("events"), Some(topic_id()), LogConfig::default())
-            .expect("create");
-        for chunk in 0..12 {
-            let records: Vec<RecordInput> = (0..5)
-                .map(|i| RecordInput {
-                    timestamp: 1_700_000_000_000,
-                    key: None,
-                    value: Some(format!("e{}", chunk * 5 + i).into_bytes()),
-                    headers: vec![],
-                })
-                .collect();
-            let mut b = build_batch(&BatchSpec::new(0, 0), &records).expect("batch");
-            log.append_as_leader(&mut b, 0).expect("append");
-        }
-        log.close().expect("close");
-    }
+    let values: Vec<String> = (0..60).map(|i| format!("e{i}")).collect();
+    write_log(&logs, "events", &values, 5);
     let port = free_port();
-    let mut server = serve(&logs, port);
+    let mut server = serve(&logs, port, &[]);
     for who in CLIENTS {
         let group = format!("resume-{who}");
         assert_eq!(
@@ -539,7 +540,7 @@ fn consumer_groups_commit_restart_and_resume_at_their_offsets_with_every_client(
     // The offsets are in __consumer_offsets, as Kafka keeps them: they
     // survive a restart of the server.
     drop(server);
-    server = serve(&logs, port);
+    server = serve(&logs, port, &[]);
     for who in CLIENTS {
         let group = format!("resume-{who}");
         assert_eq!(
@@ -602,20 +603,23 @@ fn consumer_groups_commit_restart_and_resume_at_their_offsets_with_every_client(
     );
 }
 
+/// Runs openssl in `dir`.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A CA and a server certificate for 127.0.0.1, made with openssl.
 fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let run = |args: &[&str]| openssl(dir, args);
     run(&[
         "req",
         "-x509",
@@ -706,45 +710,21 @@ fn tls_and_scram_let_only_authenticated_clients_in() {
     );
 
     let logs = dir.path().join("logs");
-    {
-        let d = LogDir::open(&logs).expect("log dir");
-        let mut log = d
-            .open_or_create_partition(&tp("orders"), Some(topic_id()), LogConfig::default())
-            .expect("create");
-        let records: Vec<RecordInput> = (0..5)
-            .map(|i| RecordInput {
-                timestamp: 1_700_000_000_000,
-                key: None,
-                value: Some(format!("secret-{i}").into_bytes()),
-                headers: vec![],
-            })
-            .collect();
-        let mut b = build_batch(&BatchSpec::new(0, 0), &records).expect("batch");
-        log.append_as_leader(&mut b, 0).expect("append");
-        log.close().expect("close");
-    }
+    let values: Vec<String> = (0..5).map(|i| format!("secret-{i}")).collect();
+    write_log(&logs, "orders", &values, 5);
     let port = free_port();
-    let _server = Running(
-        Command::new(env!("CARGO_BIN_EXE_applier"))
-            .args([
-                "serve",
-                "--log-dir",
-                logs.to_str().expect("utf-8"),
-                "--kafka-listen",
-                &format!("127.0.0.1:{port}"),
-                "--kafka-tls-cert",
-                cert.to_str().expect("utf-8"),
-                "--kafka-tls-key",
-                key.to_str().expect("utf-8"),
-                "--kafka-sasl-users",
-                users.to_str().expect("utf-8"),
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("applier serve"),
+    let _server = serve(
+        &logs,
+        port,
+        &[
+            "--kafka-tls-cert",
+            cert.to_str().expect("utf-8"),
+            "--kafka-tls-key",
+            key.to_str().expect("utf-8"),
+            "--kafka-sasl-users",
+            users.to_str().expect("utf-8"),
+        ],
     );
-    wait_for_port(port);
     let secured = |who: &str, mechanism: &str, password: &str| {
         let ca = format!("ssl.ca.location={}", ca.display());
         let mechanism = format!("sasl.mechanisms={mechanism}");
@@ -836,18 +816,7 @@ fn client_certificates_are_required_when_a_client_ca_is_given() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let (ca, cert, key) = certificates(dir.path());
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir.path())
-            .output()
-            .expect("openssl");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let run = |args: &[&str]| openssl(dir.path(), args);
     run(&[
         "req",
         "-newkey",
@@ -884,43 +853,20 @@ fn client_certificates_are_required_when_a_client_ca_is_given() {
         "client.cnf",
     ]);
     let logs = dir.path().join("logs");
-    {
-        let d = LogDir::open(&logs).expect("log dir");
-        let mut log = d
-            .open_or_create_partition(&tp("orders"), Some(topic_id()), LogConfig::default())
-            .expect("create");
-        let records = [RecordInput {
-            timestamp: 1_700_000_000_000,
-            key: None,
-            value: Some(b"only-with-a-certificate".to_vec()),
-            headers: vec![],
-        }];
-        let mut b = build_batch(&BatchSpec::new(0, 0), &records).expect("batch");
-        log.append_as_leader(&mut b, 0).expect("append");
-        log.close().expect("close");
-    }
+    write_log(&logs, "orders", &["only-with-a-certificate".to_string()], 1);
     let port = free_port();
-    let _server = Running(
-        Command::new(env!("CARGO_BIN_EXE_applier"))
-            .args([
-                "serve",
-                "--log-dir",
-                logs.to_str().expect("utf-8"),
-                "--kafka-listen",
-                &format!("127.0.0.1:{port}"),
-                "--kafka-tls-cert",
-                cert.to_str().expect("utf-8"),
-                "--kafka-tls-key",
-                key.to_str().expect("utf-8"),
-                "--kafka-tls-client-ca",
-                ca.to_str().expect("utf-8"),
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("applier serve"),
+    let _server = serve(
+        &logs,
+        port,
+        &[
+            "--kafka-tls-cert",
+            cert.to_str().expect("utf-8"),
+            "--kafka-tls-key",
+            key.to_str().expect("utf-8"),
+            "--kafka-tls-client-ca",
+            ca.to_str().expect("utf-8"),
+        ],
     );
-    wait_for_port(port);
     let ca_location = format!("ssl.ca.location={}", ca.display());
     let with_cert = [
         format!(
