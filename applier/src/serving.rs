@@ -16,7 +16,7 @@ use std::sync::Arc;
 use gateway::idempotence::ProducerTable;
 use gateway::writer::{
     AppendError, Appended, OpenForProducers, append_as_leader, may_create, offsets_topic_id,
-    refusal,
+    refusal, save_producers,
 };
 use gateway::{AppendRequest, Appends, LogView};
 use kafkalog::{LogConfig, PartitionLog, TopicPartition};
@@ -91,6 +91,26 @@ impl Applier {
             link.producers.remove(tp);
             link.view.truncated(tp);
             link.appends.appended();
+        }
+    }
+
+    /// At a clean shutdown: saves the producers' sequences as Kafka's
+    /// producer snapshots and closes the partitions opened for producers.
+    pub fn close_gateway(&mut self) {
+        let Some(mut link) = self.gateway.take() else {
+            return;
+        };
+        for (tp, open) in link.plain.drain() {
+            if let Err(e) = open.close() {
+                tracing::warn!(partition = %tp, error = %e, "closing a partition opened for producers");
+            }
+        }
+        for (tp, producers) in link.producers.drain() {
+            if let Some(Slot::Mirror(slot)) = self.slots.get_mut(&tp)
+                && let Err(e) = save_producers(&mut slot.mirror.log, &producers)
+            {
+                tracing::warn!(partition = %tp, error = %e, "saving the producers' snapshot");
+            }
         }
     }
 

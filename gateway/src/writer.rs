@@ -199,13 +199,15 @@ pub fn append_as_leader(
     match log.append_as_leader(batches, epoch) {
         Ok(info) => {
             if idempotent {
-                producers.record(
-                    header.producer_id,
-                    header.producer_epoch,
-                    sequences.0,
-                    sequences.1,
-                    info.first_offset,
-                );
+                producers.record(crate::idempotence::Written {
+                    producer_id: header.producer_id,
+                    epoch: header.producer_epoch,
+                    first_seq: sequences.0,
+                    last_seq: sequences.1,
+                    base_offset: info.first_offset,
+                    last_offset: info.last_offset,
+                    timestamp: header.max_timestamp,
+                });
             }
             Ok(Appended {
                 base_offset: info.first_offset,
@@ -233,6 +235,13 @@ pub struct OpenForProducers {
 }
 
 impl OpenForProducers {
+    /// Flushes the log, saves its producers as `<log-end>.snapshot` (when
+    /// there are any) and closes it: a clean shutdown, as Kafka's.
+    pub fn close(mut self) -> kafkalog::Result<()> {
+        save_producers(&mut self.log, &self.producers)?;
+        self.log.close()
+    }
+
     /// `log`, with the producer table rebuilt from the files in `root`.
     pub fn new(root: &std::path::Path, log: PartitionLog) -> OpenForProducers {
         let tp = log.topic_partition().clone();
@@ -242,6 +251,16 @@ impl OpenForProducers {
         });
         OpenForProducers { log, producers }
     }
+}
+
+/// Flushes `log` and writes its producers' snapshot at its log end (nothing
+/// when no idempotent producer wrote to it).
+pub fn save_producers(log: &mut PartitionLog, producers: &ProducerTable) -> kafkalog::Result<()> {
+    if producers.is_empty() {
+        return Ok(());
+    }
+    log.flush()?;
+    kafkalog::snapshot::write_snapshot(log.dir(), log.log_end_offset(), &producers.entries())
 }
 
 /// Whether any batch in `bytes` has the transactional attribute (bit 4).
@@ -295,7 +314,7 @@ impl DirWriter {
             let _ = request.reply.send(result);
         }
         for (tp, open) in self.open.drain() {
-            if let Err(e) = open.log.close() {
+            if let Err(e) = open.close() {
                 tracing::warn!(partition = %tp, error = %e, "closing the partition");
             }
         }

@@ -28,16 +28,33 @@ use tokio::sync::{mpsc, watch};
 struct Server {
     addr: std::net::SocketAddr,
     stop: watch::Sender<bool>,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
     root: std::path::PathBuf,
+    task: tokio::task::JoinHandle<()>,
+    writer: std::thread::JoinHandle<()>,
+}
+
+impl Server {
+    /// A clean shutdown: the listener ends, then the writer closes the
+    /// partitions (saving producer snapshots). Returns the dir.
+    async fn shutdown(self) -> (Option<tempfile::TempDir>, std::path::PathBuf) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+        let writer = self.writer;
+        tokio::task::spawn_blocking(move || writer.join())
+            .await
+            .expect("join")
+            .expect("writer");
+        (self._dir, self.root)
+    }
 }
 
 /// A gateway serving a log dir with `orders-0` holding 30 records.
 async fn server() -> Server {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("logs");
-    let logdir = LogDir::open(&root).expect("log dir");
     {
+        let logdir = LogDir::open(&root).expect("log dir");
         let tp = TopicPartition::new("orders", 0).expect("tp");
         let mut log = logdir
             .open_or_create_partition(&tp, None, LogConfig::default())
@@ -56,11 +73,19 @@ async fn server() -> Server {
         }
         log.close().expect("close");
     }
+    let mut s = serve_dir(root).await;
+    s._dir = Some(dir);
+    s
+}
+
+/// A gateway serving the existing log dir `root`.
+async fn serve_dir(root: std::path::PathBuf) -> Server {
+    let logdir = LogDir::open(&root).expect("log dir");
     let view = Arc::new(LogView::new(&root));
     let appends = Appends::new();
     let (sender, receiver) = mpsc::channel(16);
     let writer = DirWriter::new(logdir, view.clone(), appends.clone());
-    std::thread::spawn(move || writer.run(receiver));
+    let writer = std::thread::spawn(move || writer.run(receiver));
     let shared = Shared {
         config: GatewayConfig {
             node_id: 1,
@@ -82,12 +107,14 @@ async fn server() -> Server {
     let addr = gateway.local_addr().expect("addr");
     let gateway = gateway.with_advertised_port(addr.port());
     let (stop, stopped) = watch::channel(false);
-    tokio::spawn(gateway.serve(stopped));
+    let task = tokio::spawn(gateway.serve(stopped));
     Server {
         addr,
         stop,
-        _dir: dir,
+        _dir: None,
         root,
+        task,
+        writer,
     }
 }
 
@@ -233,7 +260,44 @@ async fn a_retried_idempotent_batch_is_written_once_and_answered_with_its_offset
     .await
     .expect("answer");
     assert_eq!(next.responses[0].partition_responses[0].base_offset, 31);
-    let _ = s.stop.send(true);
+    drop(c);
+
+    // A clean shutdown saves the producers as Kafka does: `<log-end>.snapshot`.
+    let (dir, root) = s.shutdown().await;
+    let partition = root.join("orders-0");
+    let snapshot = kafkalog::segment::file_path(&partition, 32, kafkalog::segment::SNAPSHOT_SUFFIX);
+    let entries =
+        kafkalog::snapshot::read_snapshot(&snapshot).expect("the snapshot at the log end");
+    assert_eq!(entries.len(), 1);
+    assert_eq!(
+        (
+            entries[0].producer_id,
+            entries[0].last_sequence,
+            entries[0].last_offset
+        ),
+        (pid, 1, 31)
+    );
+    // After a restart, the same batch resent is still recognised.
+    let s = serve_dir(root.clone()).await;
+    let mut c = TcpStream::connect(s.addr).await.expect("connect");
+    let again: ProduceResponse = call(
+        &mut c,
+        ApiKey::Produce,
+        8,
+        &produce_request(idempotent_batch(pid, 1, "b")),
+    )
+    .await
+    .expect("answer");
+    let p = &again.responses[0].partition_responses[0];
+    assert_eq!(
+        (p.error_code, p.base_offset),
+        (0, 31),
+        "a duplicate across the restart"
+    );
+    assert_eq!(log_end(&root), 32, "written once");
+    drop(c);
+    let _ = s.shutdown().await;
+    drop(dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1357,6 +1357,9 @@ impl PartitionLog {
         for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
             remove_if_exists(&segment::file_path(&self.dir, base, suffix))?;
         }
+        // Producer snapshots taken above the cut describe batches that are
+        // gone.
+        crate::snapshot::remove_above(&self.dir, offset)?;
         fsutil::fsync_dir(&self.dir)?;
         self.reopen()?;
         Ok(self.log_end_offset())
@@ -1386,6 +1389,8 @@ impl PartitionLog {
         for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
             remove_if_exists(&segment::file_path(&self.dir, offset, suffix))?;
         }
+        // Every producer snapshot describes batches that are gone.
+        crate::snapshot::remove_above(&self.dir, -1)?;
         fsutil::fsync_dir(&self.dir)?;
         self.log_start_offset = offset;
         self.shared
@@ -1935,6 +1940,41 @@ mod tests {
         assert_eq!(report.rebuilt_indexes, vec![bases[0]]);
         assert_eq!(log.log_end_offset(), 10);
         assert_eq!(log.read(0, usize::MAX).expect("read"), input);
+    }
+
+    #[test]
+    fn truncation_removes_the_producer_snapshots_above_the_cut() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::open(root.path()).expect("open");
+        let mut log = dir
+            .open_or_create_partition(&tp(), None, small())
+            .expect("create");
+        log.append_replicated(&batches(&[(0, 0), (2, 0), (4, 1), (6, 1)]))
+            .expect("append");
+        let entry = crate::snapshot::ProducerSnapshotEntry {
+            producer_id: 1,
+            producer_epoch: 0,
+            last_sequence: 0,
+            last_offset: 1,
+            offset_delta: 0,
+            timestamp: 0,
+            coordinator_epoch: -1,
+            current_txn_first_offset: None,
+        };
+        for at in [2, 8] {
+            crate::snapshot::write_snapshot(log.dir(), at, &[entry]).expect("snapshot");
+        }
+        assert_eq!(log.truncate_to(4).expect("truncate"), 4);
+        assert_eq!(
+            crate::snapshot::list_snapshots(log.dir()).expect("list"),
+            vec![2]
+        );
+        log.truncate_fully_and_start_at(10).expect("truncate fully");
+        assert!(
+            crate::snapshot::list_snapshots(log.dir())
+                .expect("list")
+                .is_empty()
+        );
     }
 
     #[test]

@@ -12,8 +12,9 @@
 //! ```
 //!
 //! segmirror reads snapshots (to verify them and to learn which
-//! transactions are open); it does not write them: a broker rebuilds missing
-//! snapshots from the log.
+//! transactions are open) and writes them for the producers it serves (the
+//! Kafka gateway, at a clean shutdown). Truncating a log removes the
+//! snapshots taken above the cut ([`remove_above`]).
 
 use std::path::Path;
 
@@ -99,6 +100,70 @@ pub fn parse_snapshot(bytes: &[u8], path: &Path) -> Result<Vec<ProducerSnapshotE
     Ok(out)
 }
 
+/// The bytes of a snapshot holding `entries` (version 1, CRC-32C).
+pub fn encode_snapshot(entries: &[ProducerSnapshotEntry]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(4 + entries.len() * ENTRY_SIZE);
+    body.extend_from_slice(
+        &i32::try_from(entries.len())
+            .unwrap_or(i32::MAX)
+            .to_be_bytes(),
+    );
+    for e in entries {
+        body.extend_from_slice(&e.producer_id.to_be_bytes());
+        body.extend_from_slice(&e.producer_epoch.to_be_bytes());
+        body.extend_from_slice(&e.last_sequence.to_be_bytes());
+        body.extend_from_slice(&e.last_offset.to_be_bytes());
+        body.extend_from_slice(&e.offset_delta.to_be_bytes());
+        body.extend_from_slice(&e.timestamp.to_be_bytes());
+        body.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
+        body.extend_from_slice(&e.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
+    }
+    let mut out = SNAPSHOT_VERSION.to_be_bytes().to_vec();
+    out.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Writes `<dir>/<offset>.snapshot` atomically.
+pub fn write_snapshot(dir: &Path, offset: i64, entries: &[ProducerSnapshotEntry]) -> Result<()> {
+    let path = crate::segment::file_path(dir, offset, crate::segment::SNAPSHOT_SUFFIX);
+    crate::fsutil::write_atomic(&path, &encode_snapshot(entries), true)
+}
+
+/// The offsets of the snapshots in the partition dir `dir`, ascending.
+pub fn list_snapshots(dir: &Path) -> Result<Vec<i64>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(Error::io("list", dir))? {
+        let entry = entry.map_err(Error::io("list", dir))?;
+        if let Some(offset) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| crate::segment::parse_file_name(n, crate::segment::SNAPSHOT_SUFFIX))
+        {
+            out.push(offset);
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// Removes the snapshots taken above `end` (the log was cut there: they
+/// describe producers' batches that are gone), as Kafka's
+/// `ProducerStateManager.truncateAndReload` does.
+pub fn remove_above(dir: &Path, end: i64) -> Result<()> {
+    for offset in list_snapshots(dir)? {
+        if offset > end {
+            let path = crate::segment::file_path(dir, offset, crate::segment::SNAPSHOT_SUFFIX);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove", &path)(e)),
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Reads and parses a snapshot file.
 pub fn read_snapshot(path: &Path) -> Result<Vec<ProducerSnapshotEntry>> {
     let bytes = std::fs::read(path).map_err(Error::io("read", path))?;
@@ -110,21 +175,29 @@ mod tests {
     use super::*;
 
     fn encode(entries: &[ProducerSnapshotEntry]) -> Vec<u8> {
-        let mut body = (entries.len() as i32).to_be_bytes().to_vec();
-        for e in entries {
-            body.extend_from_slice(&e.producer_id.to_be_bytes());
-            body.extend_from_slice(&e.producer_epoch.to_be_bytes());
-            body.extend_from_slice(&e.last_sequence.to_be_bytes());
-            body.extend_from_slice(&e.last_offset.to_be_bytes());
-            body.extend_from_slice(&e.offset_delta.to_be_bytes());
-            body.extend_from_slice(&e.timestamp.to_be_bytes());
-            body.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
-            body.extend_from_slice(&e.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
+        encode_snapshot(entries)
+    }
+
+    #[test]
+    fn written_snapshots_read_back_and_a_cut_removes_those_above_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = ProducerSnapshotEntry {
+            producer_id: 7,
+            producer_epoch: 1,
+            last_sequence: 4,
+            last_offset: 104,
+            offset_delta: 4,
+            timestamp: 9,
+            coordinator_epoch: -1,
+            current_txn_first_offset: None,
+        };
+        for at in [50, 105, 200] {
+            write_snapshot(dir.path(), at, &[e]).expect("write");
         }
-        let mut out = SNAPSHOT_VERSION.to_be_bytes().to_vec();
-        out.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
-        out.extend_from_slice(&body);
-        out
+        let path = crate::segment::file_path(dir.path(), 105, crate::segment::SNAPSHOT_SUFFIX);
+        assert_eq!(read_snapshot(&path).expect("read"), vec![e]);
+        remove_above(dir.path(), 105).expect("remove");
+        assert_eq!(list_snapshots(dir.path()).expect("list"), vec![50, 105]);
     }
 
     #[test]

@@ -217,6 +217,7 @@ async fn run_with(
     if let Some(l) = listener {
         l.shutdown().await;
     }
+    applier.close_gateway();
     Ok(0)
 }
 
