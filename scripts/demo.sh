@@ -39,7 +39,7 @@ if command -v kcat >/dev/null; then
   "$bin/applier" run --log-dir "$dst" --bucket "$bucket" --source-cluster-id source-cluster --cluster-id mirror-cluster --topics '.*' \
     --kafka-listen "127.0.0.1:$port" 2>"$work/run.log" &
   daemon=$!
-  trap 'kill $daemon 2>/dev/null; rm -rf "$work"' EXIT
+  trap 'kill "$daemon" 2>/dev/null || true; rm -rf "$work"' EXIT
   for _ in $(seq 1 100); do kcat -b "127.0.0.1:$port" -L >/dev/null 2>&1 && break; sleep 0.1; done
   echo "-- kcat consumes orders-0 from the mirror (first and last records):"
   kcat -b "127.0.0.1:$port" -C -t orders -p 0 -o beginning -e -q -f '%o %k %s\n' >"$work/consumed"
