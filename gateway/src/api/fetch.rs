@@ -30,6 +30,10 @@ use crate::server::{Reply, Shared, encode};
 const RECHECK: Duration = Duration::from_millis(200);
 /// Longest wait honoured (Kafka clients ask for 500 ms by default).
 const MAX_WAIT: Duration = Duration::from_secs(30);
+/// Most record bytes in one response, whatever the client asks: Kafka's
+/// default `fetch.max.bytes` (55 MiB), so a response's memory is bounded
+/// (the first batch may still exceed it, KIP-74).
+const MAX_FETCH_BYTES: usize = 57_671_680;
 
 pub(super) async fn handle(shared: &Shared, request: FetchRequest, version: i16) -> Reply {
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(MAX_WAIT);
@@ -57,7 +61,9 @@ fn read_once(
     version: i16,
 ) -> (FetchResponse, usize, bool) {
     let read_committed = request.isolation_level == 1;
-    let mut budget = usize::try_from(request.max_bytes).unwrap_or(0);
+    let mut budget = usize::try_from(request.max_bytes)
+        .unwrap_or(0)
+        .min(MAX_FETCH_BYTES);
     let mut total = 0usize;
     let mut failed = false;
     let mut topics = Vec::new();
