@@ -1,0 +1,2 @@
+//! The `backfill` binary.
+fn main() {}
