@@ -687,6 +687,16 @@ impl Exporter {
             report.entry.clamp = Some(clamp);
             while let Some(p) = pending.pop_front() {
                 if let Some(unit) = p.unit.clipped_to(lso - 1) {
+                    let key = self.file_key(&m, unit.first, unit.last);
+                    if !self.opts.rewrite
+                        && let Some(file) = self.complete_file(&unit, &key).await?
+                    {
+                        tracing::info!(partition = %tp, file = %key, rows = file.rows, "kept: complete from an earlier run");
+                        kept.insert(key);
+                        report.reused += 1;
+                        report.entry.files.push(file);
+                        continue;
+                    }
                     let objects = p
                         .objects
                         .filter(|_| unit.ranges.len() == p.unit.ranges.len());
