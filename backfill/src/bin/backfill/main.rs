@@ -42,7 +42,13 @@ enum Cmd {
 /// Log lines on stderr (`RUST_LOG`, default `info`; `warn` under a
 /// progress bar, which the lines would tear).
 fn init_logging(bar: bool) {
-    let default = if bar { "warn" } else { "info" };
+    // object_store logs each retry at INFO: one line per failed attempt is
+    // noise next to the one error line a failed run prints.
+    let default = if bar {
+        "warn"
+    } else {
+        "info,object_store=warn"
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
