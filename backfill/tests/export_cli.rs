@@ -35,6 +35,15 @@ fn check_export(out_dir: &Path, expected: &Expected) {
     }
     assert_eq!(readers.duckdb.per_partition, per_partition);
     assert_eq!(per_partition[0].5, 2, "the two tombstones are NULL values");
+    let orders0: Vec<i64> = expected
+        .partition("orders", 0)
+        .iter()
+        .map(|r| r.2)
+        .collect();
+    assert!(
+        orders0.windows(2).any(|w| w[1] - w[0] == 6),
+        "the compacted gap of 5 offsets is kept: {orders0:?}"
+    );
     for ((topic, p), offsets) in &expected.aborted {
         assert!(!offsets.is_empty());
         for o in offsets {
@@ -246,6 +255,17 @@ async fn windows_by_offset_and_by_time_clip_the_files_at_their_ends() {
             .is_some_and(|n| n.ends_with("-00000000000000000064.parquet")),
         "the last file ends at the window: {names:?}"
     );
+
+    // A full export into the same place replaces the clipped files: no
+    // row is listed twice.
+    let run = export(&bucket, &out, &["--topics", "orders", "--partitions", "0"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr.contains("overlapping old files removed"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(read_export(&out_dir).duckdb.rows, all);
 
     let out_dir = dir.path().join("by-time");
     let out = format!("file://{}", out_dir.display());

@@ -90,6 +90,10 @@ impl Writer {
 
     fn next_records(&mut self, n: usize, tombstone: bool) -> Vec<RecordInput> {
         let start = self.log.log_end_offset();
+        self.records_at(start, n, tombstone)
+    }
+
+    fn records_at(&mut self, start: i64, n: usize, tombstone: bool) -> Vec<RecordInput> {
         (0..n)
             .map(|i| {
                 let offset = start + i as i64;
@@ -162,6 +166,18 @@ impl Writer {
             let rows = self.rows(&recs, info.first_offset);
             self.committed.extend(rows);
         }
+    }
+
+    /// Leaves a gap of `skip` offsets, as compaction does, then appends a
+    /// batch of `n` records (replicated: offsets kept as given).
+    pub fn compacted_gap(&mut self, skip: i64, n: usize) {
+        let base = self.log.log_end_offset() + skip;
+        let recs = self.records_at(base, n, false);
+        let b = build_batch(&BatchSpec::new(base, self.epoch), &recs).expect("batch");
+        let info = self.log.append_replicated(&b).expect("append");
+        assert_eq!(info.first_offset, base);
+        let rows = self.rows(&recs, base);
+        self.committed.extend(rows);
     }
 
     /// Appends one batch of tombstones (null values).
@@ -263,6 +279,7 @@ pub fn build_source(dir: &Path) -> Expected {
     w.plain(1, 10, Compression::Zstd);
     w.plain(1, 10, Compression::Gzip);
     w.tombstones(2);
+    w.compacted_gap(5, 3);
     w.txn_batch(7001, 3, Compression::None);
     w.txn_batch(7002, 2, Compression::Lz4);
     w.txn_batch(7001, 2, Compression::Snappy);
