@@ -10,8 +10,15 @@ echo "== build: the three binaries the demo runs (kafkalog, shipper, applier), d
 echo "   (a first build compiles the dependencies too: a few minutes on 2 cores; cargo shows its progress)"
 cargo build --bins -p kafkalog -p shipper -p applier
 bin=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug
-work=$(mktemp -d "${TMPDIR:-/tmp}/segmirror-demo.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# SEGMIRROR_DEMO_DIR=/some/dir keeps the demo's logs and bucket there
+# (emptied first) for trying other tools on them, e.g. `backfill export`.
+if [ -n "${SEGMIRROR_DEMO_DIR:-}" ]; then
+  work="$SEGMIRROR_DEMO_DIR"
+  rm -rf "$work" && mkdir -p "$work"
+else
+  work=$(mktemp -d "${TMPDIR:-/tmp}/segmirror-demo.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+fi
 src="$work/source" dst="$work/mirror" bucket="file://$work/bucket"
 
 echo "== source log in $src: orders-0, orders-1 (epochs 0 then 2), events-0 (zstd) =="

@@ -382,11 +382,20 @@ fn report(summary: &Summary, window: &Window, shard: Shard, out: &BucketUrl, ela
         eprintln!("FAILED {tp}: {}", diagnosis::one_line(e));
     }
     match &summary.manifest_key {
-        Some(k) => eprintln!("run manifest: {out} {k}"),
+        Some(k) => eprintln!("run manifest: {}", object_url(out, k)),
         None if !summary.failures.is_empty() => eprintln!(
             "no run manifest written: run the same command again to resume (complete files are kept)"
         ),
         None => {}
+    }
+}
+
+/// The URL of `key` in the store of `url` (a key holds the URL's prefix).
+fn object_url(url: &BucketUrl, key: &str) -> String {
+    match url {
+        BucketUrl::File { root } => format!("file://{}", root.join(key).display()),
+        BucketUrl::S3 { bucket, .. } => format!("s3://{bucket}/{key}"),
+        BucketUrl::Memory => format!("memory:///{key}"),
     }
 }
 
@@ -421,7 +430,7 @@ fn json_summary(
         "files": summary.files().count(),
         "rows": summary.rows(),
         "bytes": summary.files().map(|f| f.bytes).sum::<u64>(),
-        "manifest": summary.manifest_key,
+        "manifest": summary.manifest_key.as_deref().map(|k| object_url(out, k)),
         "seconds": elapsed.as_secs_f64(),
     })
 }
