@@ -39,6 +39,10 @@
 //!   Parquet row group being encoded (at most [`ROW_GROUP_BYTES`]) and one
 //!   Arrow batch being built (about [`ARROW_BATCH_BYTES`]).
 
+// `ExportError` carries the stores' errors by value; it is built only on the
+// failure path, where its size costs nothing measurable.
+#![allow(clippy::result_large_err)]
+
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 

@@ -174,7 +174,10 @@ mod tests {
     }
 
     /// (segment, first, last, range bases) per unit; lookahead bases.
-    fn shape(p: &PartitionPlan) -> (Vec<(i64, i64, i64, Vec<i64>)>, Vec<i64>) {
+    /// (segment, first, last, range bases) of each unit.
+    type Units = Vec<(i64, i64, i64, Vec<i64>)>;
+
+    fn shape(p: &PartitionPlan) -> (Units, Vec<i64>) {
         (
             p.units
                 .iter()
@@ -193,7 +196,7 @@ mod tests {
 
     #[test]
     fn one_file_per_segment_clipped_only_at_the_window_ends() {
-        type Case = (Window, i64, Vec<(i64, i64, i64, Vec<i64>)>, Vec<i64>);
+        type Case = (Window, i64, Units, Vec<i64>);
         let w = |from: Option<i64>, to: Option<i64>| Window {
             from_offset: from,
             to_offset: to,

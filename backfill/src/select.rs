@@ -186,7 +186,8 @@ mod tests {
                     .map(|(_, v)| v.to_string())
             }
         };
-        let cases: [(&[(&str, &str)], Result<Option<Shard>, ()>); 6] = [
+        type Case<'a> = (&'a [(&'a str, &'a str)], Result<Option<Shard>, ()>);
+        let cases: [Case; 6] = [
             (&[], Ok(None)),
             (
                 &[("JOB_COMPLETION_INDEX", "2"), ("JOB_COMPLETION_COUNT", "8")],

@@ -98,7 +98,7 @@ impl Writer {
             .map(|i| {
                 let offset = start + i as i64;
                 self.n += 1;
-                let headers = if self.n % 3 == 0 {
+                let headers = if self.n.is_multiple_of(3) {
                     vec![
                         Header {
                             key: "trace".into(),
