@@ -11,8 +11,17 @@ echo "== build: the three binaries the demo runs (kafkalog, shipper, applier), d
 echo "   (a first build compiles the dependencies too: a few minutes on 2 cores; cargo shows its progress)"
 cargo build --bins -p kafkalog -p shipper -p applier
 bin=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug
-work=$(mktemp -d "${TMPDIR:-/tmp}/segmirror-demo.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# SEGMIRROR_DEMO_DIR=/some/dir keeps the demo's logs and bucket there
+# (emptied first) for trying other tools on them, e.g. `backfill export`.
+keep=""
+if [ -n "${SEGMIRROR_DEMO_DIR:-}" ]; then
+  work="$SEGMIRROR_DEMO_DIR" keep=1
+  rm -rf "$work" && mkdir -p "$work"
+else
+  work=$(mktemp -d "${TMPDIR:-/tmp}/segmirror-demo.XXXXXX")
+fi
+cleanup() { [ -n "$keep" ] || rm -rf "$work"; }
+trap cleanup EXIT
 src="$work/source" dst="$work/mirror" bucket="file://$work/bucket"
 
 echo "== source log in $src: orders-0, orders-1 (epochs 0 then 2), events-0 (zstd) =="
@@ -39,7 +48,7 @@ if command -v kcat >/dev/null; then
   "$bin/applier" run --log-dir "$dst" --bucket "$bucket" --source-cluster-id source-cluster --cluster-id mirror-cluster --topics '.*' \
     --kafka-listen "127.0.0.1:$port" 2>"$work/run.log" &
   daemon=$!
-  trap 'kill "$daemon" 2>/dev/null || true; rm -rf "$work"' EXIT
+  trap 'kill "$daemon" 2>/dev/null || true; cleanup' EXIT
   for _ in $(seq 1 100); do kcat -b "127.0.0.1:$port" -L >/dev/null 2>&1 && break; sleep 0.1; done
   echo "-- kcat consumes orders-0 from the mirror (first and last records):"
   kcat -b "127.0.0.1:$port" -C -t orders -p 0 -o beginning -e -q -f '%o %k %s\n' >"$work/consumed"

@@ -9,7 +9,8 @@ use crate::workspace_root;
 
 /// The modules a fixture may import; the venv is (re)built when one is
 /// missing.
-const MODULES: &str = "import kafka, snappy, lz4, zstandard, crc32c, confluent_kafka, aiokafka";
+const MODULES: &str =
+    "import kafka, snappy, lz4, zstandard, crc32c, confluent_kafka, aiokafka, pyarrow, duckdb";
 
 /// The Python interpreter of `tests/.venv`, running `tests/fixtures/setup.sh`
 /// first when kafka-python or one of its codecs is missing.

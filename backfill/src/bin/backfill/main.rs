@@ -1,0 +1,90 @@
+//! `backfill`: batch jobs straight from a segmirror bucket (no broker, no
+//! local log). A thin shell over the `backfill` library.
+
+mod export;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+const EXAMPLES: &str = "Examples:
+  backfill export --bucket file:///data/bucket --source-cluster-id src --topics 'orders|payments' --out file:///data/parquet
+  backfill export --bucket s3://dr-bucket/segmirror --source-cluster-id src --topics '.*' --exclude 'tmp-.*' --out s3://lake/kafka --from-time 2026-12-01T00:00:00Z --to-time 2026-12-02T00:00:00Z
+  backfill export --bucket s3://dr-bucket/segmirror --source-cluster-id src --topics orders --out s3://lake/kafka --shard 3/16 --json
+
+Exit codes: 0 done; 1 a partition failed (a corrupt object, the store unreachable or
+refusing a request); 2 a usage or setup error, or nothing to export because the
+cluster, topics, partitions or window match nothing (a line says what exists).";
+
+#[derive(Parser)]
+#[command(
+    name = "backfill",
+    version,
+    about = "Batch jobs straight from a segmirror bucket: Parquet export of shipped topics",
+    after_help = EXAMPLES,
+    // Never hard-wrap: every example line pastes as it is (terminals wrap).
+    term_width = 0
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Write shipped records as Parquet files: one per source segment, under
+    /// <out>/topic=T/partition=P/<first>-<last>.parquet, then <out>/_manifest.json.
+    #[command(after_help = export::EXAMPLES)]
+    Export(export::ExportArgs),
+}
+
+/// Log lines on stderr (`RUST_LOG`, default `info`; `warn` under a
+/// progress bar, which the lines would tear).
+fn init_logging(bar: bool) {
+    // object_store logs each retry at INFO: one line per failed attempt is
+    // noise next to the one error line a failed run prints.
+    let default = if bar {
+        "warn"
+    } else {
+        "info,object_store=warn"
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let bar = std::io::stderr().is_terminal();
+    init_logging(bar);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("backfill: error: starting the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Cmd::Export(a) => export::run(a, bar).await,
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            // Each cause once (object_store's errors both interpolate and
+            // return their source).
+            let err: &(dyn std::error::Error + 'static) = e.as_ref();
+            eprintln!("backfill: error: {}", manifest::diagnosis::one_line(err));
+            ExitCode::from(2)
+        }
+    }
+}

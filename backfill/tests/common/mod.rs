@@ -1,0 +1,591 @@
+//! Helpers shared by backfill's tests: a source log written with kafkalog
+//! whose expected read_committed records the test knows by construction,
+//! a hand publisher that ships each segment as one range (the layout the
+//! shipper produces), the `backfill` binary, and the Python readers.
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use bytes::Bytes;
+use kafkalog::batch::Compression;
+use kafkalog::builder::{BatchSpec, RecordInput, build_batch, build_control_batch};
+use kafkalog::checkpoint::EpochEntry;
+use kafkalog::epoch::EpochLineage;
+use kafkalog::reader::PartitionReader;
+use kafkalog::records::{ControlType, Header};
+use kafkalog::{LogConfig, LogDir, PartitionLog, TopicId, TopicPartition};
+use manifest::feed::HeadEntry;
+use manifest::layout::{ClusterLayout, PartitionKey};
+use manifest::partition::{PartitionManifest, ShippedRange};
+use manifest::store::ManifestStore;
+
+pub const SOURCE: &str = "src-cluster";
+
+/// Base of every record timestamp: record at offset `o` has `T0 + 1000 * o`.
+pub const T0: i64 = 1_700_000_000_000;
+
+pub fn topic_id(topic: &str) -> TopicId {
+    match topic {
+        "orders" => "vVw7a5a_QkWcK7JvBD2t8Q",
+        _ => "q1w2e3r4t5y6u7i8o9p0aQ",
+    }
+    .parse()
+    .expect("topic id")
+}
+
+/// One exported row as the readers print it: topic, partition, offset,
+/// timestamp (ms), key, value, headers (hex bytes).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Deserialize)]
+pub struct Row(
+    pub String,
+    pub i32,
+    pub i64,
+    pub i64,
+    pub Option<String>,
+    pub Option<String>,
+    pub Vec<(String, Option<String>)>,
+);
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Appends to one source partition, remembering every record the source
+/// holds and which of them a read_committed consumer sees.
+pub struct Writer {
+    pub tp: TopicPartition,
+    pub log: PartitionLog,
+    pub epoch: i32,
+    /// Records a read_committed consumer reads, by offset.
+    pub committed: Vec<Row>,
+    /// Offsets of records of aborted transactions.
+    pub aborted: Vec<i64>,
+    /// Open transactions: producer id -> rows waiting for the marker.
+    open: BTreeMap<i64, Vec<Row>>,
+    n: usize,
+}
+
+impl Writer {
+    pub fn new(dir: &LogDir, tp: TopicPartition) -> Writer {
+        let cfg = LogConfig {
+            segment_bytes: 4096,
+            ..LogConfig::default()
+        };
+        let log = dir
+            .open_or_create_partition(&tp, Some(topic_id(&tp.topic)), cfg)
+            .expect("create");
+        Writer {
+            tp,
+            log,
+            epoch: 0,
+            committed: Vec::new(),
+            aborted: Vec::new(),
+            open: BTreeMap::new(),
+            n: 0,
+        }
+    }
+
+    fn next_records(&mut self, n: usize, tombstone: bool) -> Vec<RecordInput> {
+        let start = self.log.log_end_offset();
+        self.records_at(start, n, tombstone)
+    }
+
+    fn records_at(&mut self, start: i64, n: usize, tombstone: bool) -> Vec<RecordInput> {
+        (0..n)
+            .map(|i| {
+                let offset = start + i as i64;
+                self.n += 1;
+                let headers = if self.n.is_multiple_of(3) {
+                    vec![
+                        Header {
+                            key: "trace".into(),
+                            value: Some(format!("t{}", self.n).into_bytes()),
+                        },
+                        Header {
+                            key: "dup".into(),
+                            value: None,
+                        },
+                        Header {
+                            key: "dup".into(),
+                            value: Some(vec![0, 255, 1]),
+                        },
+                    ]
+                } else {
+                    vec![]
+                };
+                RecordInput {
+                    timestamp: T0 + 1000 * offset,
+                    key: Some(format!("key-{}", self.n % 17).into_bytes()),
+                    value: if tombstone {
+                        None
+                    } else {
+                        Some(format!("value {} {}", self.n, "x".repeat(self.n % 40)).into_bytes())
+                    },
+                    headers,
+                }
+            })
+            .collect()
+    }
+
+    fn rows(&self, recs: &[RecordInput], first: i64) -> Vec<Row> {
+        recs.iter()
+            .enumerate()
+            .map(|(i, r)| {
+                Row(
+                    self.tp.topic.clone(),
+                    self.tp.partition,
+                    first + i as i64,
+                    r.timestamp,
+                    r.key.as_deref().map(hex),
+                    r.value.as_deref().map(hex),
+                    r.headers
+                        .iter()
+                        .map(|h| (h.key.clone(), h.value.as_deref().map(hex)))
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    /// Appends `batches` plain batches of `per` records with `compression`.
+    pub fn plain(&mut self, batches: usize, per: usize, compression: Compression) {
+        for _ in 0..batches {
+            let recs = self.next_records(per, false);
+            let spec = BatchSpec {
+                compression,
+                ..BatchSpec::new(0, self.epoch)
+            };
+            let mut b = build_batch(&spec, &recs).expect("batch");
+            let info = self
+                .log
+                .append_as_leader(&mut b, self.epoch)
+                .expect("append");
+            let rows = self.rows(&recs, info.first_offset);
+            self.committed.extend(rows);
+        }
+    }
+
+    /// Leaves a gap of `skip` offsets, as compaction does, then appends a
+    /// batch of `n` records (replicated: offsets kept as given).
+    pub fn compacted_gap(&mut self, skip: i64, n: usize) {
+        let base = self.log.log_end_offset() + skip;
+        let recs = self.records_at(base, n, false);
+        let b = build_batch(&BatchSpec::new(base, self.epoch), &recs).expect("batch");
+        let info = self.log.append_replicated(&b).expect("append");
+        assert_eq!(info.first_offset, base);
+        let rows = self.rows(&recs, base);
+        self.committed.extend(rows);
+    }
+
+    /// Appends one batch of tombstones (null values).
+    pub fn tombstones(&mut self, n: usize) {
+        let recs = self.next_records(n, true);
+        let mut b = build_batch(&BatchSpec::new(0, self.epoch), &recs).expect("batch");
+        let info = self
+            .log
+            .append_as_leader(&mut b, self.epoch)
+            .expect("append");
+        let rows = self.rows(&recs, info.first_offset);
+        self.committed.extend(rows);
+    }
+
+    /// Appends one transactional batch of producer `pid`.
+    pub fn txn_batch(&mut self, pid: i64, n: usize, compression: Compression) {
+        let recs = self.next_records(n, false);
+        let spec = BatchSpec {
+            transactional: true,
+            producer_id: pid,
+            producer_epoch: 1,
+            base_sequence: 0,
+            compression,
+            ..BatchSpec::new(0, self.epoch)
+        };
+        let mut b = build_batch(&spec, &recs).expect("batch");
+        let info = self
+            .log
+            .append_as_leader(&mut b, self.epoch)
+            .expect("append");
+        let rows = self.rows(&recs, info.first_offset);
+        self.open.entry(pid).or_default().extend(rows);
+    }
+
+    /// Ends producer `pid`'s transaction with a COMMIT or ABORT marker.
+    pub fn end_txn(&mut self, pid: i64, commit: bool) {
+        let kind = if commit {
+            ControlType::Commit
+        } else {
+            ControlType::Abort
+        };
+        let offset = self.log.log_end_offset();
+        let mut marker = build_control_batch(kind, 0, self.epoch, pid, 1, T0 + 1000 * offset, 0);
+        self.log
+            .append_as_coordinator(&mut marker, self.epoch)
+            .expect("marker");
+        let rows = self.open.remove(&pid).unwrap_or_default();
+        if commit {
+            self.committed.extend(rows);
+            self.committed.sort();
+        } else {
+            self.aborted.extend(rows.iter().map(|r| r.2));
+        }
+    }
+
+    /// Raises the leader epoch.
+    pub fn bump(&mut self, epoch: i32) {
+        self.epoch = epoch;
+    }
+
+    pub fn close(self) -> (Vec<Row>, Vec<i64>) {
+        self.log.close().expect("close");
+        (self.committed, self.aborted)
+    }
+}
+
+/// What the test source holds.
+pub struct Expected {
+    /// read_committed rows of every partition, sorted.
+    pub rows: Vec<Row>,
+    /// Offsets of aborted records, per partition.
+    pub aborted: BTreeMap<(String, i32), Vec<i64>>,
+    /// The LSO where a partition's export ends (open transaction).
+    pub lso: BTreeMap<(String, i32), i64>,
+}
+
+impl Expected {
+    pub fn partition(&self, topic: &str, p: i32) -> Vec<Row> {
+        self.rows
+            .iter()
+            .filter(|r| r.0 == topic && r.1 == p)
+            .cloned()
+            .collect()
+    }
+}
+
+/// Writes the source log dir: `orders-0` with every codec, headers,
+/// tombstones, a committed transaction interleaved with an aborted one and
+/// a second leader epoch, over several segments; `orders-1` ending in a
+/// transaction still open; `payments-0` plain.
+pub fn build_source(dir: &Path) -> Expected {
+    let d = LogDir::open(dir).expect("source");
+    let mut rows = Vec::new();
+    let mut aborted = BTreeMap::new();
+    let mut lso = BTreeMap::new();
+
+    let mut w = Writer::new(&d, TopicPartition::new("orders", 0).expect("tp"));
+    w.plain(3, 10, Compression::None);
+    w.plain(1, 10, Compression::Zstd);
+    w.plain(1, 10, Compression::Gzip);
+    w.tombstones(2);
+    w.compacted_gap(5, 3);
+    w.txn_batch(7001, 3, Compression::None);
+    w.txn_batch(7002, 2, Compression::Lz4);
+    w.txn_batch(7001, 2, Compression::Snappy);
+    w.end_txn(7001, true);
+    w.txn_batch(7002, 1, Compression::None);
+    w.end_txn(7002, false);
+    w.bump(2);
+    w.plain(2, 10, Compression::Snappy);
+    w.plain(4, 10, Compression::None);
+    let (r, a) = w.close();
+    rows.extend(r);
+    aborted.insert(("orders".to_string(), 0), a);
+
+    let mut w = Writer::new(&d, TopicPartition::new("orders", 1).expect("tp"));
+    w.plain(2, 10, Compression::None);
+    let open_at = w.log.log_end_offset();
+    w.txn_batch(7003, 2, Compression::None);
+    w.plain(1, 10, Compression::None);
+    let (r, _) = w.close();
+    rows.extend(r.into_iter().filter(|r| r.2 < open_at));
+    lso.insert(("orders".to_string(), 1), open_at);
+
+    let mut w = Writer::new(&d, TopicPartition::new("payments", 0).expect("tp"));
+    w.plain(2, 5, Compression::Lz4);
+    let (r, _) = w.close();
+    rows.extend(r);
+
+    rows.sort();
+    Expected { rows, aborted, lso }
+}
+
+/// Publishes the whole source partition `t`: one range per segment, one
+/// manifest version, one head entry.
+pub async fn publish(
+    store: &ManifestStore,
+    source: &Path,
+    t: &TopicPartition,
+) -> PartitionManifest {
+    let upload = "u1";
+    let reader = PartitionReader::open(source, t).expect("reader");
+    let pk = PartitionKey {
+        tp: t.clone(),
+        topic_id: topic_id(&t.topic),
+    };
+    let segments = reader.segments().expect("segments");
+    let mut m = PartitionManifest::new(store.layout().cluster_id(), t, pk.topic_id);
+    m.log_start_offset = segments.first().map_or(0, |s| s.base_offset);
+    m.shipped_end_offset = m.log_start_offset;
+    for (i, seg) in segments.iter().enumerate() {
+        let mut bytes = Vec::new();
+        let mut first = None;
+        let mut last = 0;
+        let mut epochs: Vec<EpochEntry> = Vec::new();
+        let mut max_ts = -1;
+        let mut batches = 0;
+        reader
+            .for_each_batch(seg.base_offset, true, |h, b| {
+                if h.base_offset < seg.base_offset
+                    || segments
+                        .get(i + 1)
+                        .is_some_and(|n| h.base_offset >= n.base_offset)
+                {
+                    return ControlFlow::Continue(());
+                }
+                first.get_or_insert(h.base_offset);
+                last = h.last_offset();
+                if epochs
+                    .last()
+                    .is_none_or(|e| e.epoch != h.partition_leader_epoch)
+                {
+                    epochs.push(EpochEntry {
+                        epoch: h.partition_leader_epoch,
+                        start_offset: h.base_offset,
+                    });
+                }
+                max_ts = max_ts.max(h.max_timestamp);
+                batches += 1;
+                bytes.extend_from_slice(b);
+                ControlFlow::Continue(())
+            })
+            .expect("walk");
+        let Some(first) = first else { continue };
+        let key = store
+            .layout()
+            .data_key(&pk, first, last, epochs[0].epoch, upload)
+            .expect("key");
+        store
+            .put_new(&key, Bytes::from(bytes.clone()))
+            .await
+            .expect("put");
+        m.ranges.push(ShippedRange {
+            key,
+            base_offset: first,
+            last_offset: last,
+            bytes: bytes.len() as u64,
+            batches,
+            crc32c: crc32c::crc32c(&bytes),
+            max_timestamp: max_ts,
+            epochs: EpochLineage::from_entries(epochs).expect("a range's epochs"),
+            segment_base_offset: seg.base_offset,
+            completes_segment: i + 1 < segments.len(),
+            segment_generation: 0,
+        });
+        m.shipped_end_offset = last + 1;
+    }
+    m.source_high_watermark = m.shipped_end_offset;
+    let end = m.shipped_end_offset;
+    m.lineage = EpochLineage::from_entries(
+        reader
+            .epoch_entries()
+            .expect("epochs")
+            .into_iter()
+            .filter(|e| e.start_offset < end),
+    )
+    .expect("the source's lineage");
+    let committed = store
+        .update_manifest(&pk, None, |_| {
+            Ok::<_, std::convert::Infallible>(Some(m.clone()))
+        })
+        .await
+        .expect("store")
+        .expect("decided")
+        .expect("committed");
+    store
+        .publish_head(None, "test", &[HeadEntry::for_manifest(&committed)])
+        .await
+        .expect("head");
+    committed
+}
+
+/// The partitions of the test source.
+pub fn partitions() -> Vec<TopicPartition> {
+    vec![
+        TopicPartition::new("orders", 0).expect("tp"),
+        TopicPartition::new("orders", 1).expect("tp"),
+        TopicPartition::new("payments", 0).expect("tp"),
+    ]
+}
+
+/// Builds the source in `dir/source` and publishes it to the bucket at
+/// `url` under `prefix` (the store `store` of that URL).
+pub async fn publish_all(
+    store: std::sync::Arc<dyn object_store::ObjectStore>,
+    prefix: &str,
+    source: &Path,
+) -> Expected {
+    let expected = build_source(source);
+    let ms = ManifestStore::new(store, ClusterLayout::new(prefix, SOURCE).expect("layout"));
+    for tp in partitions() {
+        publish(&ms, source, &tp).await;
+    }
+    expected
+}
+
+/// A `file://` bucket URL for `dir` (created) and its store.
+pub fn file_bucket(dir: &Path) -> (String, std::sync::Arc<dyn object_store::ObjectStore>) {
+    std::fs::create_dir_all(dir).expect("bucket dir");
+    let url = format!("file://{}", dir.display());
+    let store = manifest::bucket::BucketUrl::parse(&url)
+        .expect("url")
+        .build()
+        .expect("store");
+    (url, store)
+}
+
+/// What a run of the binary did.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `backfill` with `args` (no shard variables from the environment).
+pub fn backfill(args: &[&str]) -> Run {
+    backfill_env(args, &[])
+}
+
+/// Runs `backfill` with `args` and `env`.
+pub fn backfill_env(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_backfill"));
+    cmd.args(args);
+    for k in [
+        "JOB_COMPLETION_INDEX",
+        "JOB_COMPLETION_COUNT",
+        "AWS_BATCH_JOB_ARRAY_INDEX",
+        "AWS_BATCH_JOB_ARRAY_SIZE",
+        "SEGMIRROR_BUCKET",
+        "SEGMIRROR_SOURCE_CLUSTER_ID",
+    ] {
+        cmd.env_remove(k);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run backfill");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `backfill export` of the test source in `bucket` to `out`, plus `extra`.
+pub fn export(bucket: &str, out: &str, extra: &[&str]) -> Run {
+    let mut args = vec![
+        "export",
+        "--bucket",
+        bucket,
+        "--source-cluster-id",
+        SOURCE,
+        "--out",
+        out,
+    ];
+    if !extra.contains(&"--topics") {
+        args.extend_from_slice(&["--topics", ".*"]);
+    }
+    args.extend_from_slice(extra);
+    backfill(&args)
+}
+
+/// The Python of `tests/.venv` with pyarrow and duckdb (set up by
+/// `tests/fixtures/setup.sh` when missing).
+pub fn python() -> PathBuf {
+    let root = segmirror_testkit::workspace_root();
+    let python = root.join("tests/.venv/bin/python");
+    let ok = Command::new(&python)
+        .args(["-c", "import pyarrow, duckdb"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        let status = Command::new("bash")
+            .arg(root.join("tests/fixtures/setup.sh"))
+            .status()
+            .expect("run tests/fixtures/setup.sh");
+        assert!(
+            status.success(),
+            "tests/fixtures/setup.sh failed: no pyarrow/duckdb"
+        );
+    }
+    python
+}
+
+/// What pyarrow and DuckDB read from an export in `dir`.
+#[derive(Debug, serde::Deserialize)]
+pub struct Readers {
+    pub files: BTreeMap<String, FileInfo>,
+    pub pyarrow: PyarrowRows,
+    pub duckdb: DuckRows,
+}
+
+#[derive(Debug, serde::Deserialize)]
+pub struct FileInfo {
+    pub rows: i64,
+    pub schema: String,
+    pub metadata: BTreeMap<String, String>,
+    pub sorting: Vec<(i64, bool)>,
+    pub codec: Option<String>,
+    pub offset_stats: Option<(i64, i64)>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+pub struct PyarrowRows {
+    pub rows: Vec<Row>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+pub struct DuckRows {
+    pub rows: Vec<Row>,
+    /// topic, partition, rows, min offset, max offset, tombstones.
+    pub per_partition: Vec<(String, i32, i64, i64, i64, i64)>,
+}
+
+/// Reads the export in `dir` with pyarrow and DuckDB.
+pub fn read_export(dir: &Path) -> Readers {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/read_parquet.py");
+    let out = Command::new(python())
+        .arg(script)
+        .arg(dir)
+        .output()
+        .expect("run read_parquet.py");
+    assert!(
+        out.status.success(),
+        "read_parquet.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("readers' JSON")
+}
+
+/// Every file under `dir` (relative path -> bytes).
+pub fn files_under(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                let rel = p.strip_prefix(root).expect("under root");
+                out.insert(rel.display().to_string(), std::fs::read(&p).expect("read"));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
