@@ -122,7 +122,6 @@ pub struct ExportOptions {
 #[derive(Clone)]
 pub struct Exporter {
     source: ManifestStore,
-    source_store: Arc<dyn ObjectStore>,
     source_prefix: String,
     out: Arc<dyn ObjectStore>,
     out_prefix: String,
@@ -262,8 +261,7 @@ impl Exporter {
         let cluster = manifest::layout::ClusterLayout::new(source_prefix, &opts.source_cluster_id)
             .map_err(|e| e.to_string())?;
         Ok(Exporter {
-            source: ManifestStore::new(Arc::clone(&source_store), cluster),
-            source_store,
+            source: ManifestStore::new(source_store, cluster),
             source_prefix: source_prefix.to_string(),
             out,
             out_prefix: out_prefix.trim_matches('/').to_string(),
@@ -278,97 +276,17 @@ impl Exporter {
         &self.source
     }
 
-    fn selection(&self) -> applier::feed::Selection<'_> {
-        applier::feed::Selection {
-            include: Some(&self.opts.topics),
-            exclude: self.opts.exclude.as_ref(),
-        }
-    }
-
     /// The live partitions of the newest head the selection matches
     /// (before sharding), sorted; or why there are none.
     pub async fn select(&self) -> Result<Result<Vec<HeadEntry>, NothingSelected>, ExportError> {
-        let head = self
-            .source
-            .latest_head(None)
-            .await
-            .map_err(|source| ExportError::Bucket { source })?;
-        let selection = self.selection();
-        let matched: Vec<HeadEntry> = head
-            .as_ref()
-            .map(|h| {
-                h.partitions
-                    .values()
-                    .filter(|e| !e.deleted && selection.matches(&e.topic))
-                    .filter(|e| {
-                        self.opts
-                            .partitions
-                            .as_ref()
-                            .is_none_or(|l| l.contains(e.partition))
-                    })
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default();
-        if !matched.is_empty() {
-            let mut matched = matched;
-            matched.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
-            return Ok(Ok(matched));
-        }
-        let inventory = applier::inventory::take(
-            &self.source_store,
+        select(
+            &self.source,
             &self.source_prefix,
-            &self.opts.source_cluster_id,
-            selection,
+            &self.opts.topics,
+            self.opts.exclude.as_ref(),
+            self.opts.partitions.as_ref(),
         )
         .await
-        .map_err(|source| ExportError::Bucket { source })?;
-        let cluster = &self.opts.source_cluster_id;
-        Ok(Err(if !inventory.clusters.contains(cluster) {
-            NothingSelected::UnknownCluster(format!(
-                "source cluster {cluster} is not in the bucket {}: {inventory}",
-                self.source_store
-            ))
-        } else if head.is_none() {
-            NothingSelected::NothingShipped(format!(
-                "source cluster {cluster} has shipped nothing yet (no head in its change feed): {inventory}"
-            ))
-        } else {
-            let partitions = match &self.opts.partitions {
-                Some(l) => format!(" and --partitions {l}"),
-                None => String::new(),
-            };
-            let per_topic = head
-                .iter()
-                .flat_map(|h| h.partitions.values())
-                .filter(|e| !e.deleted && selection.matches(&e.topic))
-                .map(|e| format!("{}-{}", e.topic, e.partition))
-                .collect::<Vec<_>>();
-            let live = if per_topic.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; partitions of the matched topics: {}",
-                    per_topic.join(", ")
-                )
-            };
-            NothingSelected::NoMatch(format!(
-                "no live partition matches --topics {}{}{partitions}: {inventory}{live}",
-                self.opts
-                    .topics
-                    .as_str()
-                    .trim_start_matches("^(?:")
-                    .trim_end_matches(")$"),
-                self.opts
-                    .exclude
-                    .as_ref()
-                    .map(|x| format!(
-                        " --exclude {}",
-                        x.as_str().trim_start_matches("^(?:").trim_end_matches(")$")
-                    ))
-                    .unwrap_or_default(),
-            ))
-        }))
     }
 
     /// Exports `selected` (from [`Exporter::select`]): this shard's
@@ -1165,6 +1083,93 @@ impl Exporter {
         }
         Ok(removed)
     }
+}
+
+/// The live partitions of `source`'s newest head that `topics`,
+/// `exclude` and `partitions` select, sorted; or why there are none (what
+/// the bucket holds, for the error line).
+pub async fn select(
+    source: &ManifestStore,
+    source_prefix: &str,
+    topics: &Regex,
+    exclude: Option<&Regex>,
+    partitions: Option<&PartitionList>,
+) -> Result<Result<Vec<HeadEntry>, NothingSelected>, ExportError> {
+    let selection = applier::feed::Selection {
+        include: Some(topics),
+        exclude,
+    };
+    let head = source
+        .latest_head(None)
+        .await
+        .map_err(|source| ExportError::Bucket { source })?;
+    let matched: Vec<HeadEntry> = head
+        .as_ref()
+        .map(|h| {
+            h.partitions
+                .values()
+                .filter(|e| !e.deleted && selection.matches(&e.topic))
+                .filter(|e| partitions.is_none_or(|l| l.contains(e.partition)))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    if !matched.is_empty() {
+        let mut matched = matched;
+        matched.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        return Ok(Ok(matched));
+    }
+    let inventory = applier::inventory::take(
+        source.object_store(),
+        source_prefix,
+        source.layout().cluster_id(),
+        selection,
+    )
+    .await
+    .map_err(|source| ExportError::Bucket { source })?;
+    let cluster = source.layout().cluster_id();
+    Ok(Err(if !inventory.clusters.contains(cluster) {
+        NothingSelected::UnknownCluster(format!(
+            "source cluster {cluster} is not in the bucket {}: {inventory}",
+            source.object_store()
+        ))
+    } else if head.is_none() {
+        NothingSelected::NothingShipped(format!(
+            "source cluster {cluster} has shipped nothing yet (no head in its change feed): {inventory}"
+        ))
+    } else {
+        let partitions = match partitions {
+            Some(l) => format!(" and --partitions {l}"),
+            None => String::new(),
+        };
+        let per_topic = head
+            .iter()
+            .flat_map(|h| h.partitions.values())
+            .filter(|e| !e.deleted && selection.matches(&e.topic))
+            .map(|e| format!("{}-{}", e.topic, e.partition))
+            .collect::<Vec<_>>();
+        let live = if per_topic.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; partitions of the matched topics: {}",
+                per_topic.join(", ")
+            )
+        };
+        NothingSelected::NoMatch(format!(
+            "no live partition matches --topics {}{}{partitions}: {inventory}{live}",
+            topics
+                .as_str()
+                .trim_start_matches("^(?:")
+                .trim_end_matches(")$"),
+            exclude
+                .map(|x| format!(
+                    " --exclude {}",
+                    x.as_str().trim_start_matches("^(?:").trim_end_matches(")$")
+                ))
+                .unwrap_or_default(),
+        ))
+    }))
 }
 
 fn sources(unit: &Unit) -> Vec<SourceObject> {

@@ -3,14 +3,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use backfill::export::{ExportOptions, Exporter, NothingSelected, Summary};
+use backfill::export::{ExportOptions, Exporter, Summary};
 use backfill::plan::Window;
 use backfill::progress::{Bar, LogLines, Progress};
 use backfill::select::{PartitionList, Shard};
 use backfill::txn::Isolation;
 use kafkalog::units::ByteSize;
 use manifest::bucket::BucketUrl;
-use manifest::diagnosis::{self, FirstRequestFailure};
+use manifest::diagnosis;
 
 pub(crate) const EXAMPLES: &str = "Examples:
   backfill export --bucket file:///data/bucket --source-cluster-id src --topics orders --out file:///data/parquet
@@ -93,7 +93,7 @@ pub(crate) struct ExportArgs {
     json: bool,
 }
 
-fn parse_isolation(s: &str) -> Result<Isolation, String> {
+pub(crate) fn parse_isolation(s: &str) -> Result<Isolation, String> {
     match s {
         "read_committed" => Ok(Isolation::ReadCommitted),
         "read_uncommitted" => Ok(Isolation::ReadUncommitted),
@@ -104,7 +104,7 @@ fn parse_isolation(s: &str) -> Result<Isolation, String> {
 }
 
 /// A time as RFC 3339 (UTC) or epoch milliseconds, in ms.
-fn parse_time(flag: &str, s: &str) -> anyhow::Result<i64> {
+pub(crate) fn parse_time(flag: &str, s: &str) -> anyhow::Result<i64> {
     if let Ok(ms) = s.trim().parse::<i64>() {
         return Ok(ms);
     }
@@ -118,11 +118,11 @@ fn parse_time(flag: &str, s: &str) -> anyhow::Result<i64> {
     i64::try_from(ms).map_err(|_| anyhow::anyhow!("{flag} {s:?}: too far in the future"))
 }
 
-fn regex(flag: &str, pattern: &str) -> anyhow::Result<regex::Regex> {
+pub(crate) fn regex(flag: &str, pattern: &str) -> anyhow::Result<regex::Regex> {
     manifest::topic_pattern::whole_name(pattern).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
 }
 
-fn build_store(
+pub(crate) fn build_store(
     flag: &str,
     url: &BucketUrl,
     timeout: Duration,
@@ -225,52 +225,9 @@ pub(crate) async fn run(args: ExportArgs, bar: bool) -> anyhow::Result<u8> {
 
     // The first request says whether the bucket is there at all, within
     // the store timeout, in the words both services use.
-    if let Some(problem) = diagnosis::check_before_first_request(&bucket).await {
-        eprintln!("backfill: error: {problem}");
-        return Ok(problem.exit_code());
-    }
-    let selected = match tokio::time::timeout(store_timeout, exporter.select()).await {
-        Ok(Ok(Ok(selected))) => selected,
-        Ok(Ok(Err(nothing))) => {
-            eprintln!("backfill: error: nothing to export: {nothing}");
-            return Ok(match nothing {
-                NothingSelected::UnknownCluster(_)
-                | NothingSelected::NothingShipped(_)
-                | NothingSelected::NoMatch(_) => 2,
-            });
-        }
-        Ok(Err(e)) => {
-            let text = diagnosis::one_line(&e);
-            let explained = diagnosis::explain_first_request(
-                &bucket,
-                FirstRequestFailure::Failed(text.clone()),
-            )
-            .await;
-            match explained {
-                Some(problem) => eprintln!("backfill: error: {problem}"),
-                None => eprintln!(
-                    "backfill: error: cannot read the bucket {}: {text}",
-                    bucket.location()
-                ),
-            }
-            return Ok(1);
-        }
-        Err(_) => {
-            let explained = diagnosis::explain_first_request(
-                &bucket,
-                FirstRequestFailure::NoAnswer(store_timeout),
-            )
-            .await;
-            match explained {
-                Some(problem) => eprintln!("backfill: error: {problem}"),
-                None => eprintln!(
-                    "backfill: error: cannot read the bucket {}: no answer within {}",
-                    bucket.location(),
-                    humantime::format_duration(store_timeout)
-                ),
-            }
-            return Ok(1);
-        }
+    let selected = match crate::first_request(&bucket, store_timeout, exporter.select()).await {
+        Ok(selected) => selected,
+        Err(code) => return Ok(code),
     };
     let selected_count = selected.len();
     let summary = exporter.run(selected).await?;

@@ -2,6 +2,7 @@
 //! local log). A thin shell over the `backfill` library.
 
 mod export;
+mod restore;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -37,6 +38,66 @@ enum Cmd {
     /// <out>/topic=T/partition=P/<first>-<last>.parquet, then <out>/_manifest.json.
     #[command(after_help = export::EXAMPLES)]
     Export(export::ExportArgs),
+    /// Build a writable Kafka log dir of the topics as they were at a cut
+    /// (--until TIME or --until-offset N), straight from the bucket.
+    #[command(after_help = restore::EXAMPLES)]
+    Restore(restore::RestoreArgs),
+}
+
+/// The first request of a run: the selection, within `timeout`. On
+/// failure prints one line (what the bucket holds, or the store problem
+/// and its fix) and returns the exit code.
+pub(crate) async fn first_request(
+    bucket: &manifest::bucket::BucketUrl,
+    timeout: std::time::Duration,
+    select: impl std::future::Future<
+        Output = Result<
+            Result<Vec<manifest::feed::HeadEntry>, backfill::export::NothingSelected>,
+            backfill::error::ExportError,
+        >,
+    >,
+) -> Result<Vec<manifest::feed::HeadEntry>, u8> {
+    use manifest::diagnosis::{self, FirstRequestFailure};
+    if let Some(problem) = diagnosis::check_before_first_request(bucket).await {
+        eprintln!("backfill: error: {problem}");
+        return Err(problem.exit_code());
+    }
+    match tokio::time::timeout(timeout, select).await {
+        Ok(Ok(Ok(selected))) => Ok(selected),
+        Ok(Ok(Err(nothing))) => {
+            eprintln!("backfill: error: nothing to do: {nothing}");
+            Err(2)
+        }
+        Ok(Err(e)) => {
+            let text = diagnosis::one_line(&e);
+            match diagnosis::explain_first_request(
+                bucket,
+                FirstRequestFailure::Failed(text.clone()),
+            )
+            .await
+            {
+                Some(problem) => eprintln!("backfill: error: {problem}"),
+                None => eprintln!(
+                    "backfill: error: cannot read the bucket {}: {text}",
+                    bucket.location()
+                ),
+            }
+            Err(1)
+        }
+        Err(_) => {
+            match diagnosis::explain_first_request(bucket, FirstRequestFailure::NoAnswer(timeout))
+                .await
+            {
+                Some(problem) => eprintln!("backfill: error: {problem}"),
+                None => eprintln!(
+                    "backfill: error: cannot read the bucket {}: no answer within {}",
+                    bucket.location(),
+                    humantime::format_duration(timeout)
+                ),
+            }
+            Err(1)
+        }
+    }
 }
 
 /// Log lines on stderr (`RUST_LOG`, default `info`; `warn` under a
@@ -75,6 +136,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Cmd::Export(a) => export::run(a, bar).await,
+            Cmd::Restore(a) => restore::run(a).await,
         }
     });
     match result {
