@@ -245,6 +245,8 @@ impl Summary {
 struct Pending {
     unit: Unit,
     objects: Option<Vec<Bytes>>,
+    /// Already found not complete at its key.
+    checked: bool,
 }
 
 impl Exporter {
@@ -526,14 +528,15 @@ impl Exporter {
         let mut pending_bytes = 0u64;
         for unit in &plan.units {
             let key = self.file_key(&m, unit.first, unit.last);
-            if !self.opts.rewrite
-                && let Some(file) = self.complete_file(unit, &key).await?
-            {
-                tracing::info!(partition = %tp, file = %key, rows = file.rows, "kept: complete from an earlier run");
+            // A complete file is kept without reading its objects only when
+            // no earlier file waits for a marker: otherwise its batches must
+            // be observed (they may end a transaction the waiting file
+            // holds), and it is checked again when its turn to be written
+            // comes.
+            let checked = pending.is_empty() && !self.opts.rewrite;
+            if checked && let Some(file) = self.complete_file(unit, &key).await? {
                 self.progress.skipped(unit.bytes());
-                kept.insert(key);
-                report.reused += 1;
-                report.entry.files.push(file);
+                keep_file(tp, file, &mut report, &mut kept);
                 continue;
             }
             let mut objects = Vec::with_capacity(unit.ranges.len());
@@ -547,6 +550,7 @@ impl Exporter {
             pending.push_back(Pending {
                 unit: unit.clone(),
                 objects: Some(objects),
+                checked,
             });
             self.write_decided(
                 &m,
@@ -609,29 +613,16 @@ impl Exporter {
             report.entry.clamp = Some(clamp);
             while let Some(p) = pending.pop_front() {
                 if let Some(unit) = p.unit.clipped_to(lso - 1) {
-                    let key = self.file_key(&m, unit.first, unit.last);
-                    if !self.opts.rewrite
-                        && let Some(file) = self.complete_file(&unit, &key).await?
-                    {
-                        tracing::info!(partition = %tp, file = %key, rows = file.rows, "kept: complete from an earlier run");
-                        kept.insert(key);
-                        report.reused += 1;
-                        report.entry.files.push(file);
-                        continue;
-                    }
+                    // Clipped: another key than the one checked.
                     let objects = p
                         .objects
                         .filter(|_| unit.ranges.len() == p.unit.ranges.len());
-                    let file = self
-                        .write_unit(&m, &unit, objects, &tracker, &mut report)
+                    self.write_or_keep(&m, &unit, objects, false, &tracker, &mut report, &mut kept)
                         .await?;
-                    if let Some(f) = file {
-                        kept.insert(f.key.clone());
-                        report.entry.files.push(f);
-                    }
                 }
             }
         }
+        report.entry.files.sort_by_key(|f| f.first_offset);
         // Files of earlier runs overlapping what this run covered under
         // another name would list rows twice.
         if let (Some(first), Some(last)) = (
@@ -664,13 +655,37 @@ impl Exporter {
             if p.objects.is_some() {
                 *pending_bytes = pending_bytes.saturating_sub(p.unit.bytes());
             }
-            if let Some(f) = self
-                .write_unit(m, &p.unit, p.objects, tracker, report)
-                .await?
-            {
-                kept.insert(f.key.clone());
-                report.entry.files.push(f);
-            }
+            self.write_or_keep(m, &p.unit, p.objects, p.checked, tracker, report, kept)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Keeps the complete file already at `unit`'s key (unless `checked`
+    /// found none, or `--rewrite`), else writes it.
+    #[allow(clippy::too_many_arguments)]
+    async fn write_or_keep(
+        &self,
+        m: &PartitionManifest,
+        unit: &Unit,
+        objects: Option<Vec<Bytes>>,
+        checked: bool,
+        tracker: &TxnTracker,
+        report: &mut PartitionReport,
+        kept: &mut BTreeSet<String>,
+    ) -> Result<(), ExportError> {
+        let key = self.file_key(m, unit.first, unit.last);
+        if !checked
+            && !self.opts.rewrite
+            && let Some(file) = self.complete_file(unit, &key).await?
+        {
+            let tp = format!("{}-{}", m.topic, m.partition);
+            keep_file(&tp, file, report, kept);
+            return Ok(());
+        }
+        if let Some(f) = self.write_unit(m, unit, objects, tracker, report).await? {
+            kept.insert(f.key.clone());
+            report.entry.files.push(f);
         }
         Ok(())
     }
@@ -1170,6 +1185,19 @@ pub async fn select(
                 .unwrap_or_default(),
         ))
     }))
+}
+
+/// Lists a complete file of an earlier run as this run's.
+fn keep_file(
+    tp: &dyn std::fmt::Display,
+    file: FileEntry,
+    report: &mut PartitionReport,
+    kept: &mut BTreeSet<String>,
+) {
+    tracing::info!(partition = %tp, file = %file.key, rows = file.rows, "kept: complete from an earlier run");
+    kept.insert(file.key.clone());
+    report.reused += 1;
+    report.entry.files.push(file);
 }
 
 fn sources(unit: &Unit) -> Vec<SourceObject> {

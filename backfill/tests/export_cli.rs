@@ -385,3 +385,59 @@ async fn exports_from_and_to_s3() {
     }
     check_export(&out_dir, &expected);
 }
+
+/// A transaction that starts in one segment and ends in the next: after
+/// the first file is lost, a re-run must still read the second (complete)
+/// segment's marker, not cut the first file at a stale LSO.
+#[tokio::test]
+async fn a_rerun_reads_the_marker_in_a_kept_file_to_rewrite_an_earlier_one() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (bucket, store) = file_bucket(&dir.path().join("bucket"));
+    let source = dir.path().join("source");
+    let tp = kafkalog::TopicPartition::new("spans", 0).expect("tp");
+    let rows = {
+        let d = kafkalog::LogDir::open(&source).expect("source");
+        let mut w = Writer::new(&d, tp.clone());
+        w.plain(2, 10, kafkalog::batch::Compression::None);
+        w.txn_batch(42, 3, kafkalog::batch::Compression::None);
+        // Enough plain batches to roll the 4 KiB segment.
+        w.plain(12, 10, kafkalog::batch::Compression::None);
+        w.end_txn(42, true);
+        w.plain(1, 10, kafkalog::batch::Compression::None);
+        w.close().0
+    };
+    let ms = manifest::store::ManifestStore::new(
+        store,
+        manifest::layout::ClusterLayout::new("", SOURCE).expect("layout"),
+    );
+    let m = publish(&ms, &source, &tp).await;
+    assert!(
+        m.ranges.len() >= 2 && m.ranges[0].last_offset < 20 + 3 + 120,
+        "the marker is in a later segment: {:?}",
+        m.ranges
+            .iter()
+            .map(|r| (r.base_offset, r.last_offset))
+            .collect::<Vec<_>>()
+    );
+    let out_dir = dir.path().join("out");
+    let out = format!("file://{}", out_dir.display());
+    let run = export(&bucket, &out, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!run.stderr.contains("last stable offset"), "{}", run.stderr);
+    let files = files_under(&out_dir);
+    assert_eq!(read_export(&out_dir).duckdb.rows, rows);
+    let first = files
+        .keys()
+        .find(|k| k.ends_with(".parquet"))
+        .expect("a file")
+        .clone();
+    std::fs::remove_file(out_dir.join(&first)).expect("lose the first file");
+    let again = export(&bucket, &out, &[]);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(again.stderr.contains("1 written"), "{}", again.stderr);
+    assert_eq!(
+        files_under(&out_dir),
+        files,
+        "the lost file is rewritten as it was"
+    );
+}

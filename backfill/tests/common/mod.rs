@@ -30,6 +30,7 @@ pub const T0: i64 = 1_700_000_000_000;
 pub fn topic_id(topic: &str) -> TopicId {
     match topic {
         "orders" => "vVw7a5a_QkWcK7JvBD2t8Q",
+        "spans" => "AbCdEfGhIjKlMnOpQrStUQ",
         _ => "q1w2e3r4t5y6u7i8o9p0aQ",
     }
     .parse()
