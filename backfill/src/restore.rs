@@ -381,7 +381,9 @@ impl Restorer {
             .map(|t| (t.producer_id, t.first_offset))
             .collect();
         report.end_offset = Some(log.log_end_offset());
-        debug_assert!(end.is_none_or(|e| e == log.log_end_offset()));
+        if end.is_some_and(|e| e != log.log_end_offset()) {
+            tracing::warn!(partition = %tp, planned = ?end, restored = log.log_end_offset(), "the restored end differs from the objects' last offsets");
+        }
         log.flush().map_err(log_err)?;
         log.close().map_err(log_err)?;
         Ok(report)

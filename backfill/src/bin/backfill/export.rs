@@ -258,13 +258,19 @@ fn verdict(summary: &Summary, window: &Window, shard: Shard, selected: usize) ->
     0
 }
 
+/// `ms` as RFC 3339 and as it is; as it is only outside 1970..=9999, which
+/// humantime cannot format (its `Display` fails there, and `format!` would
+/// panic on a producer's garbage timestamp).
 fn ms_text(ms: i64) -> String {
-    match u64::try_from(ms) {
-        Ok(ms) => format!(
+    match u64::try_from(ms)
+        .ok()
+        .filter(|&ms| ms < 253_402_300_800_000)
+    {
+        Some(ms) => format!(
             "{} ({ms})",
             humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(ms))
         ),
-        Err(_) => ms.to_string(),
+        None => ms.to_string(),
     }
 }
 
@@ -390,4 +396,32 @@ fn json_summary(
         "manifest": summary.manifest_key.as_deref().map(|k| object_url(out, k)),
         "seconds": elapsed.as_secs_f64(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_timestamp_prints_without_panicking() {
+        assert_eq!(ms_text(0), "1970-01-01T00:00:00.000Z (0)");
+        assert_eq!(
+            ms_text(1_700_000_000_000),
+            "2023-11-14T22:13:20.000Z (1700000000000)"
+        );
+        for raw in [-1, i64::MIN, i64::MAX, 253_402_300_800_000] {
+            assert_eq!(ms_text(raw), raw.to_string());
+        }
+    }
+
+    #[test]
+    fn times_are_rfc_3339_or_epoch_milliseconds() {
+        assert_eq!(
+            parse_time("--from-time", "2023-11-14T22:13:20Z").expect("rfc 3339"),
+            1_700_000_000_000
+        );
+        assert_eq!(parse_time("--from-time", "42").expect("ms"), 42);
+        let e = parse_time("--to-time", "tomorrow").expect_err("refused");
+        assert!(e.to_string().contains("--to-time \"tomorrow\""), "{e}");
+    }
 }
