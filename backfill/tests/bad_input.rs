@@ -337,3 +337,40 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// Every example line of every `--help` parses (pasteable as it is).
+#[test]
+fn every_help_example_parses() {
+    for sub in [
+        &["--help"][..],
+        &["export", "--help"],
+        &["restore", "--help"],
+    ] {
+        let run = backfill(sub);
+        assert_eq!(run.code, 0, "{run:?}");
+        let examples: Vec<&str> = run
+            .stdout
+            .lines()
+            .map(str::trim)
+            .filter(|l| {
+                l.starts_with("backfill ")
+                    || (l.starts_with("JOB_COMPLETION_INDEX=") && l.contains(" backfill "))
+            })
+            .collect();
+        assert!(!examples.is_empty(), "{sub:?} has examples");
+        for line in examples {
+            // Words as a shell splits them (no quoted example argument
+            // holds a space).
+            let words: Vec<String> = line
+                .split_whitespace()
+                .skip_while(|w| *w != "backfill")
+                .skip(1)
+                .map(|w| w.trim_matches('\'').to_string())
+                .collect();
+            let mut args: Vec<&str> = words.iter().map(String::as_str).collect();
+            args.push("--help");
+            let run = backfill(&args);
+            assert_eq!(run.code, 0, "{line}: {}", run.stderr);
+        }
+    }
+}

@@ -13,16 +13,17 @@ const EXAMPLES: &str = "Examples:
   backfill export --bucket file:///data/bucket --source-cluster-id src --topics 'orders|payments' --out file:///data/parquet
   backfill export --bucket s3://dr-bucket/segmirror --source-cluster-id src --topics '.*' --exclude 'tmp-.*' --out s3://lake/kafka --from-time 2026-12-01T00:00:00Z --to-time 2026-12-02T00:00:00Z
   backfill export --bucket s3://dr-bucket/segmirror --source-cluster-id src --topics orders --out s3://lake/kafka --shard 3/16 --json
+  backfill restore --bucket s3://dr-bucket/segmirror --source-cluster-id src --topics 'orders|payments' --log-dir /data/restored --until 2026-12-01T03:00:00Z --dry-run
 
 Exit codes: 0 done; 1 a partition failed (a corrupt object, the store unreachable or
-refusing a request); 2 a usage or setup error, or nothing to export because the
-cluster, topics, partitions or window match nothing (a line says what exists).";
+refusing a request); 2 a usage or setup error, or nothing to do because the
+cluster, topics, partitions, window or cut match nothing (a line says what exists).";
 
 #[derive(Parser)]
 #[command(
     name = "backfill",
     version,
-    about = "Batch jobs straight from a segmirror bucket: Parquet export of shipped topics",
+    about = "Batch jobs straight from a segmirror bucket: Parquet export of shipped topics, point-in-time restore to a Kafka log dir",
     after_help = EXAMPLES,
     // Never hard-wrap: every example line pastes as it is (terminals wrap).
     term_width = 0
