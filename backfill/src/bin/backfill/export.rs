@@ -330,7 +330,7 @@ fn report(summary: &Summary, window: &Window, shard: Shard, out: &BucketUrl, ela
                 ms_text(s.min_timestamp_ms),
                 ms_text(s.max_timestamp_ms)
             ),
-            None => "no record was read (the window lies outside the shipped offsets, or the partitions are empty)".into(),
+            None => "no record was read (every shipped range ends before --from-time, the offsets lie outside the shipped ones, or the partitions hold no committed record)".into(),
         };
         let asked = format!(
             "offsets {}..={}, timestamps {} to {}",
