@@ -440,4 +440,22 @@ async fn a_rerun_reads_the_marker_in_a_kept_file_to_rewrite_an_earlier_one() {
         files,
         "the lost file is rewritten as it was"
     );
+
+    // A window ending in the first segment: the marker is read from the
+    // next one (lookahead), and the window's rows are committed ones.
+    let to = m.ranges[0].last_offset;
+    let windowed = dir.path().join("windowed");
+    let run = export(
+        &bucket,
+        &format!("file://{}", windowed.display()),
+        &["--to-offset", &to.to_string()],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!run.stderr.contains("last stable offset"), "{}", run.stderr);
+    let want: Vec<Row> = rows.iter().filter(|r| r.2 <= to).cloned().collect();
+    assert!(
+        want.iter().any(|r| r.2 >= 20 && r.2 < 23),
+        "the transaction's rows are in the window"
+    );
+    assert_eq!(read_export(&windowed).duckdb.rows, want);
 }
