@@ -594,7 +594,7 @@ impl Exporter {
             .await?;
         }
         if !pending.is_empty() {
-            let end = tracker.observed_end();
+            let end = tracker.observed_end().max(m.shipped_end_offset);
             let lso = tracker.last_stable_offset(end);
             let open = tracker.open_transactions();
             let clamp = Clamp {
@@ -652,7 +652,11 @@ impl Exporter {
         report: &mut PartitionReport,
         kept: &mut BTreeSet<String>,
     ) -> Result<(), ExportError> {
-        let lso = tracker.last_stable_offset(tracker.observed_end());
+        // read_uncommitted waits for no marker.
+        let lso = match self.opts.isolation {
+            Isolation::ReadCommitted => tracker.last_stable_offset(tracker.observed_end()),
+            Isolation::ReadUncommitted => i64::MAX,
+        };
         while pending.front().is_some_and(|p| p.unit.last < lso) {
             let Some(p) = pending.pop_front() else { break };
             if p.objects.is_some() {

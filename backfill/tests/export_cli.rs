@@ -209,6 +209,31 @@ async fn read_uncommitted_exports_the_aborted_records_too() {
         offsets.len(),
         expected.partition("orders", 0).len() + aborted.len()
     );
+
+    // An open transaction does not stop a read_uncommitted export: orders-1
+    // is exported to its end, the open transaction's records included.
+    let out_dir = dir.path().join("orders-1");
+    let run = export(
+        &bucket,
+        &format!("file://{}", out_dir.display()),
+        &[
+            "--isolation",
+            "read_uncommitted",
+            "--topics",
+            "orders",
+            "--partitions",
+            "1",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!run.stderr.contains("last stable offset"), "{}", run.stderr);
+    let offsets: Vec<i64> = read_export(&out_dir)
+        .duckdb
+        .rows
+        .iter()
+        .map(|r| r.2)
+        .collect();
+    assert_eq!(offsets, (0..32).collect::<Vec<i64>>());
 }
 
 #[tokio::test]
