@@ -32,10 +32,13 @@ import random, sys
 n, p = int(sys.argv[1]), int(sys.argv[2])
 r = random.Random(p)
 words = ["order", "paid", "shipped", "user", "item", "price", "eur", "usd", "warehouse", "status", "retry", "ok"]
+# 4096 distinct ~1 KiB JSON-like values, drawn at random: text that zstd
+# compresses about as much as real events.
+pool = ["{" + ",".join(f'"{r.choice(words)}{j}":"{r.choice(words)}-{r.randrange(10**9)}"' for j in range(28)) + "}"
+        for _ in range(4096)]
 out = sys.stdout
 for i in range(n):
-    fields = ",".join(f'"{r.choice(words)}{j}":"{r.choice(words)}-{r.randrange(10**9)}"' for j in range(28))
-    out.write(f"user-{r.randrange(100000)}\t{{{fields}}}\n")
+    out.write(f"user-{r.randrange(100000)}\t{{\"seq\":{i},{pool[r.randrange(4096)][1:]}\n")
 PY
 done
 du -sh "$work/source"

@@ -1053,7 +1053,19 @@ impl Exporter {
             ))
             .set_dictionary_enabled(false)
             .set_column_dictionary_enabled(ColumnPath::from("topic"), true)
-            .set_statistics_enabled(EnabledStatistics::Chunk)
+            // Min/max of keys, values and headers prune nothing and cost
+            // a comparison of every value: off. Offsets and timestamps
+            // get page statistics (column indexes) for pruning.
+            .set_statistics_enabled(EnabledStatistics::None)
+            .set_column_statistics_enabled(ColumnPath::from("partition"), EnabledStatistics::Chunk)
+            .set_column_statistics_enabled(
+                ColumnPath::from("leader_epoch"),
+                EnabledStatistics::Chunk,
+            )
+            .set_column_statistics_enabled(
+                ColumnPath::from("producer_id"),
+                EnabledStatistics::Chunk,
+            )
             .set_column_statistics_enabled(ColumnPath::from("offset"), EnabledStatistics::Page)
             .set_column_statistics_enabled(ColumnPath::from("timestamp"), EnabledStatistics::Page)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
