@@ -45,12 +45,13 @@ du -sh "$work/source"
 "$bin/shipper" once --log-dir "$work/source" --bucket "file://$work/bucket" --cluster-id bench >/dev/null 2>&1
 du -sh "$work/bucket"
 
-t() { local s e; s=$(date +%s.%N); "$@" || echo "(exit $?)"; e=$(date +%s.%N); python3 -c "print(f'{$e-$s:.2f} s')"; }
+# Wall and CPU time (the machine may be shared: CPU time is the steadier figure).
+t() { /usr/bin/time -f "%e s wall, %U s user, %S s sys" "$@" || true; }
 echo "== backfill export =="
-t "$bin/backfill" export --bucket "file://$work/bucket" --source-cluster-id bench --topics events --out "file://$work/out-backfill" 2>&1 | grep -E "^exported|[0-9] s$"
+t "$bin/backfill" export --bucket "file://$work/bucket" --source-cluster-id bench --topics events --out "file://$work/out-backfill" 2>&1 | grep -E "^exported|s sys$"
 du -sh "$work/out-backfill"
 echo "== decode-only limit (backfill export --to-time 0: reads, verifies, decompresses and decodes, writes nothing) =="
-t "$bin/backfill" export --bucket "file://$work/bucket" --source-cluster-id bench --topics events --out "file://$work/out-none" --to-time 0 2>&1 | grep -E "[0-9] s$" || true
+t "$bin/backfill" export --bucket "file://$work/bucket" --source-cluster-id bench --topics events --out "file://$work/out-none" --to-time 0 2>&1 | grep -E "s sys$" || true
 echo "== peer: kafka-python + pyarrow =="
-t "$python" backfill/bench/peer_export.py "$work/bucket" "$work/out-peer"
+t "$python" backfill/bench/peer_export.py "$work/bucket" "$work/out-peer" 2>&1
 du -sh "$work/out-peer"
