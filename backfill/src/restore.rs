@@ -18,9 +18,12 @@
 //! which one is cut; `--dry-run` prints that plan without downloading
 //! data.
 //!
-//! A transaction still open at the cut stays open in the restored log (no
-//! marker is invented): the plan lists it, so that an operator aborts it
-//! (or restores to a later cut) before producers use the log.
+//! A transaction still open at the cut stays open in the restored log by
+//! default (no marker is invented; the report lists it, since a
+//! read_committed consumer would wait on it). With
+//! `abort_open_transactions` an ABORT marker is appended for each, at the
+//! restored log's latest epoch, as the applier does at failover: the log
+//! is then the source's prefix plus those markers.
 //!
 //! Refusals: a partition dir that already exists in the target (restore
 //! into an empty or new dir, never over a log), and a partition with
@@ -201,6 +204,9 @@ pub struct PartitionRestore {
     pub epoch: Option<i32>,
     /// Open transactions left at the cut: (producer id, first offset).
     pub open_transactions: Vec<(i64, i64)>,
+    /// Transactions open at the cut that were aborted with a marker:
+    /// (producer id, first offset).
+    pub aborted_transactions: Vec<(i64, i64)>,
     /// Nothing of the partition is at or before the cut.
     pub nothing_before_cut: bool,
 }
@@ -210,6 +216,7 @@ pub struct Restorer {
     store: ManifestStore,
     log_dir: PathBuf,
     cut: Cut,
+    abort_open_transactions: bool,
 }
 
 impl Restorer {
@@ -219,7 +226,14 @@ impl Restorer {
             store,
             log_dir: log_dir.to_path_buf(),
             cut,
+            abort_open_transactions: false,
         }
+    }
+
+    /// Appends an ABORT marker for each transaction open at the cut.
+    pub fn abort_open_transactions(mut self, yes: bool) -> Restorer {
+        self.abort_open_transactions = yes;
+        self
     }
 
     async fn manifest(
@@ -283,6 +297,7 @@ impl Restorer {
                 .or(fetch.partial.as_ref())
                 .and_then(|r| r.epochs.latest_epoch()),
             open_transactions: Vec::new(),
+            aborted_transactions: Vec::new(),
             nothing_before_cut: fetch.objects() == 0,
         };
         Ok((report, fetch, m))
@@ -375,13 +390,37 @@ impl Restorer {
         // Epoch starts that fall in compaction gaps come from the manifest
         // (entries at or past the restored end are ignored).
         log.adopt_lineage(&m.lineage).map_err(log_err)?;
+        if self.abort_open_transactions {
+            let epoch = log.epochs().latest_epoch().unwrap_or(0).max(0);
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            for txn in log.open_transactions() {
+                let mut marker = kafkalog::builder::build_control_batch(
+                    kafkalog::records::ControlType::Abort,
+                    0,
+                    epoch,
+                    txn.producer_id,
+                    txn.producer_epoch,
+                    now,
+                    0,
+                );
+                log.append_as_coordinator(&mut marker, epoch)
+                    .map_err(log_err)?;
+                tracing::info!(partition = %tp, producer_id = txn.producer_id, first_offset = txn.first_offset, "aborted a transaction open at the cut");
+                report
+                    .aborted_transactions
+                    .push((txn.producer_id, txn.first_offset));
+            }
+        }
         report.open_transactions = log
             .open_transactions()
             .iter()
             .map(|t| (t.producer_id, t.first_offset))
             .collect();
         report.end_offset = Some(log.log_end_offset());
-        if end.is_some_and(|e| e != log.log_end_offset()) {
+        let markers = report.aborted_transactions.len() as i64;
+        if end.is_some_and(|e| e + markers != log.log_end_offset()) {
             tracing::warn!(partition = %tp, planned = ?end, restored = log.log_end_offset(), "the restored end differs from the objects' last offsets");
         }
         log.flush().map_err(log_err)?;

@@ -227,3 +227,49 @@ async fn a_restore_never_writes_over_a_log_and_says_when_the_cut_is_too_old() {
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stderr.contains("orders, payments"), "{}", run.stderr);
 }
+
+#[tokio::test]
+async fn open_transactions_at_the_cut_can_be_aborted_with_markers() {
+    let (dir, bucket, source) = world().await;
+    let target = dir.path().join("restored");
+    // orders-1: plain 0..=19, producer 7003's transaction from 20 (never
+    // ended), plain 22..=31. A cut at 25 keeps 0..=21.
+    let run = restore(
+        &bucket,
+        &target,
+        &[
+            "--topics",
+            "orders",
+            "--partitions",
+            "1",
+            "--until-offset",
+            "25",
+            "--abort-open-transactions",
+            "--json",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("aborted with a marker: producer 7003 from offset 20"),
+        "{}",
+        run.stderr
+    );
+    let tp = TopicPartition::new("orders", 1).expect("tp");
+    let d = LogDir::open(&target).expect("restored");
+    let log = d.open_partition(&tp, LogConfig::default()).expect("open");
+    assert!(
+        log.open_transactions().is_empty(),
+        "no transaction left open"
+    );
+    assert_eq!(log.log_end_offset(), 23, "22 offsets and one marker");
+    log.close().expect("close");
+    // Up to the cut it is still the source's prefix.
+    let expected = truncated_source(&source, &tp, 22, &dir.path().join("expected"));
+    match compare_partition(&expected, &target, &tp).expect("compare") {
+        Comparison::Different(d) => {
+            assert!(d.contains("identical up to 22"), "{d}")
+        }
+        other => panic!("the marker is an extra batch: {other:?}"),
+    }
+}

@@ -24,7 +24,8 @@ one whose max timestamp is after TIME (exact for LogAppendTime topics; for Creat
 the same approximation as Kafka's offsetsForTimes). Batches are never split, so the result
 is a byte-identical prefix of the source's log (segments, epochs, partition.metadata,
 indexes), writable by a Kafka broker. There is no cross-partition consistency beyond each
-partition's own cut. A transaction open at the cut stays open (the plan names it).
+partition's own cut. A transaction open at the cut stays open (the line names it) unless
+--abort-open-transactions appends an ABORT marker for it, as the applier does at failover.
 --dry-run prints the plan (objects, bytes, where each partition ends) from the manifests
 only, downloading no data. The target must not hold the partitions already.
 
@@ -64,6 +65,9 @@ pub(crate) struct RestoreArgs {
     /// Restore every whole batch whose last offset is at or below N.
     #[arg(long, value_name = "N")]
     until_offset: Option<i64>,
+    /// Append an ABORT marker for each transaction open at the cut (as the applier does at failover), so that read_committed consumers of the restored log do not wait on it [default: leave them open, and list them].
+    #[arg(long)]
+    abort_open_transactions: bool,
     /// Print the plan (objects, bytes, where each partition ends) without downloading data or writing anything.
     #[arg(long)]
     dry_run: bool,
@@ -143,7 +147,8 @@ pub(crate) async fn run(args: RestoreArgs) -> anyhow::Result<u8> {
             return Ok(2);
         }
     }
-    let restorer = Restorer::new(source, &args.log_dir, cut);
+    let restorer = Restorer::new(source, &args.log_dir, cut)
+        .abort_open_transactions(args.abort_open_transactions);
     let mut done: Vec<PartitionRestore> = Vec::new();
     let mut failed: Vec<(TopicPartition, RestoreError)> = Vec::new();
     for (tp, e) in &partitions {
@@ -224,11 +229,23 @@ fn line(tp: &TopicPartition, r: &PartitionRestore, dry_run: bool) -> String {
     if r.nothing_before_cut {
         return format!("{tp}: nothing at or before the cut (its first shipped batch is after it)");
     }
-    let open = if r.open_transactions.is_empty() {
+    let aborted = if r.aborted_transactions.is_empty() {
         String::new()
     } else {
         format!(
-            "; open at the cut (abort them before producing): {}",
+            "; aborted with a marker: {}",
+            r.aborted_transactions
+                .iter()
+                .map(|(pid, first)| format!("producer {pid} from offset {first}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let open = if r.open_transactions.is_empty() {
+        aborted
+    } else {
+        format!(
+            "; open at the cut (read_committed consumers wait on them: --abort-open-transactions aborts them): {}",
             r.open_transactions
                 .iter()
                 .map(|(pid, first)| format!("producer {pid} from offset {first}"))
