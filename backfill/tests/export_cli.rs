@@ -119,6 +119,13 @@ async fn an_export_holds_the_committed_records_as_pyarrow_and_duckdb_read_them()
     let run = export(&bucket, &out, &["--json"]);
     assert_eq!(run.code, 0, "{run:?}");
     check_export(&out_dir, &expected);
+    // The same rows as kafka-python reads from the source log with Kafka's
+    // read_committed rules (an oracle sharing no code with ours).
+    assert_eq!(
+        kafka_python_read_committed(&dir.path().join("source")),
+        expected.rows,
+        "kafka-python's read_committed view of the source"
+    );
 
     // orders-1 ends in an open transaction: the export stops at the LSO and says so.
     let lso = expected.lso[&("orders".to_string(), 1)];

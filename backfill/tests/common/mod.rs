@@ -590,3 +590,89 @@ pub fn files_under(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     walk(dir, dir, &mut out);
     out
 }
+
+/// What a read_committed consumer reads from the source log dir, decoded
+/// by kafka-python (`tests/fixtures/read_with_kafka_python.py`, no code of
+/// ours) and filtered here by Kafka's rules: control batches dropped, a
+/// transaction's records kept when its COMMIT marker comes, dropped on
+/// ABORT, and records from the oldest transaction still open onwards
+/// withheld (the last stable offset). Sorted like the readers' rows.
+pub fn kafka_python_read_committed(source: &Path) -> Vec<Row> {
+    use base64::Engine;
+    let out = segmirror_testkit::kafka_python::run_fixture(
+        "read_with_kafka_python.py",
+        &["--log-dir", source.to_str().expect("utf-8 path")],
+    );
+    let parts: serde_json::Value = serde_json::from_slice(&out.stdout).expect("kafka-python JSON");
+    let bytes = |v: &serde_json::Value, enc: &serde_json::Value| -> Option<String> {
+        let text = v.as_str()?;
+        let raw = match enc.as_str() {
+            Some("base64") => base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .expect("base64"),
+            _ => text.as_bytes().to_vec(),
+        };
+        Some(hex(&raw))
+    };
+    let mut rows = Vec::new();
+    for p in parts.as_array().expect("partitions") {
+        let topic = p["topic"].as_str().expect("topic").to_string();
+        let partition = p["partition"].as_i64().expect("partition") as i32;
+        let mut kept: Vec<Row> = Vec::new();
+        let mut open: BTreeMap<i64, (i64, Vec<Row>)> = BTreeMap::new();
+        for b in p["batches"].as_array().expect("batches") {
+            let pid = b["producer_id"].as_i64().expect("pid");
+            if b["is_control"].as_bool().expect("control") {
+                if let Some((_, recs)) = open.remove(&pid)
+                    && b["control_type"] == "COMMIT"
+                {
+                    kept.extend(recs);
+                }
+                continue;
+            }
+            let recs: Vec<Row> = b["records"]
+                .as_array()
+                .expect("records")
+                .iter()
+                .map(|r| {
+                    Row(
+                        topic.clone(),
+                        partition,
+                        r["offset"].as_i64().expect("offset"),
+                        r["timestamp"].as_i64().expect("timestamp"),
+                        bytes(&r["key"], &r["key_encoding"]),
+                        bytes(&r["value"], &r["value_encoding"]),
+                        r["headers"]
+                            .as_array()
+                            .expect("headers")
+                            .iter()
+                            .map(|h| {
+                                (
+                                    h["key"].as_str().expect("header key").to_string(),
+                                    bytes(&h["value"], &h["value_encoding"]),
+                                )
+                            })
+                            .collect(),
+                    )
+                })
+                .collect();
+            if b["is_transactional"].as_bool().expect("txn") {
+                let first = b["base_offset"].as_i64().expect("base");
+                open.entry(pid)
+                    .or_insert((first, Vec::new()))
+                    .1
+                    .extend(recs);
+            } else {
+                kept.extend(recs);
+            }
+        }
+        let lso = open
+            .values()
+            .map(|(first, _)| *first)
+            .min()
+            .unwrap_or(i64::MAX);
+        rows.extend(kept.into_iter().filter(|r| r.2 < lso));
+    }
+    rows.sort();
+    rows
+}
