@@ -491,3 +491,62 @@ async fn a_rerun_reads_the_marker_in_a_kept_file_to_rewrite_an_earlier_one() {
     );
     assert_eq!(read_export(&windowed).duckdb.rows, want);
 }
+
+/// A segment shipped as several objects, with a transaction opened in a
+/// later object and never ended: the file opened for the whole segment is
+/// dropped at the LSO cut and written again under the cut's name; a
+/// re-run keeps it byte for byte.
+#[tokio::test]
+async fn an_lso_cut_inside_a_segment_of_several_objects() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (bucket, store) = file_bucket(&dir.path().join("bucket"));
+    let source = dir.path().join("source");
+    let tp = kafkalog::TopicPartition::new("spans", 0).expect("tp");
+    let (rows, open_at) = {
+        let d = kafkalog::LogDir::open(&source).expect("source");
+        let mut w = Writer::new(&d, tp.clone());
+        w.plain(5, 4, kafkalog::batch::Compression::Zstd);
+        let open_at = w.log.log_end_offset();
+        w.txn_batch(77, 2, kafkalog::batch::Compression::None);
+        w.plain(3, 4, kafkalog::batch::Compression::None);
+        let rows = w.close().0;
+        (rows, open_at)
+    };
+    let ms = manifest::store::ManifestStore::new(
+        store,
+        manifest::layout::ClusterLayout::new("", SOURCE).expect("layout"),
+    );
+    let m = publish_split(&ms, &source, &tp, 2).await;
+    assert!(m.ranges.len() >= 4, "{} objects", m.ranges.len());
+    assert!(
+        m.ranges.iter().all(|r| r.segment_base_offset == 0),
+        "one segment"
+    );
+    let out_dir = dir.path().join("out");
+    let out = format!("file://{}", out_dir.display());
+    let run = export(&bucket, &out, &["--pending-memory", "1"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "spans-0: ends at the shipped last stable offset {open_at}"
+        )),
+        "{}",
+        run.stderr
+    );
+    let files = files_under(&out_dir);
+    let parquet: Vec<&String> = files.keys().filter(|k| k.ends_with(".parquet")).collect();
+    assert_eq!(
+        parquet,
+        vec![&format!(
+            "topic=spans/partition=0/{:020}-{:020}.parquet",
+            0,
+            open_at - 1
+        )]
+    );
+    let want: Vec<Row> = rows.into_iter().filter(|r| r.2 < open_at).collect();
+    assert_eq!(read_export(&out_dir).duckdb.rows, want);
+    let again = export(&bucket, &out, &[]);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(again.stderr.contains("0 written"), "{}", again.stderr);
+    assert_eq!(files_under(&out_dir), files);
+}

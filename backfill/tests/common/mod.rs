@@ -319,6 +319,18 @@ pub async fn publish(
     source: &Path,
     t: &TopicPartition,
 ) -> PartitionManifest {
+    publish_split(store, source, t, usize::MAX).await
+}
+
+/// [`publish`] with each segment shipped as objects of at most
+/// `per_object` batches (as the shipper splits a segment past its
+/// `max_object_size`).
+pub async fn publish_split(
+    store: &ManifestStore,
+    source: &Path,
+    t: &TopicPartition,
+    per_object: usize,
+) -> PartitionManifest {
     let upload = "u1";
     let reader = PartitionReader::open(source, t).expect("reader");
     let pk = PartitionKey {
@@ -330,12 +342,8 @@ pub async fn publish(
     m.log_start_offset = segments.first().map_or(0, |s| s.base_offset);
     m.shipped_end_offset = m.log_start_offset;
     for (i, seg) in segments.iter().enumerate() {
-        let mut bytes = Vec::new();
-        let mut first = None;
-        let mut last = 0;
-        let mut epochs: Vec<EpochEntry> = Vec::new();
-        let mut max_ts = -1;
-        let mut batches = 0;
+        // (base, last, epoch, max timestamp, bytes) of each batch.
+        let mut batches: Vec<(i64, i64, i32, i64, Vec<u8>)> = Vec::new();
         reader
             .for_each_batch(seg.base_offset, true, |h, b| {
                 if h.base_offset < seg.base_offset
@@ -345,46 +353,56 @@ pub async fn publish(
                 {
                     return ControlFlow::Continue(());
                 }
-                first.get_or_insert(h.base_offset);
-                last = h.last_offset();
-                if epochs
-                    .last()
-                    .is_none_or(|e| e.epoch != h.partition_leader_epoch)
-                {
-                    epochs.push(EpochEntry {
-                        epoch: h.partition_leader_epoch,
-                        start_offset: h.base_offset,
-                    });
-                }
-                max_ts = max_ts.max(h.max_timestamp);
-                batches += 1;
-                bytes.extend_from_slice(b);
+                batches.push((
+                    h.base_offset,
+                    h.last_offset(),
+                    h.partition_leader_epoch,
+                    h.max_timestamp,
+                    b.to_vec(),
+                ));
                 ControlFlow::Continue(())
             })
             .expect("walk");
-        let Some(first) = first else { continue };
-        let key = store
-            .layout()
-            .data_key(&pk, first, last, epochs[0].epoch, upload)
-            .expect("key");
-        store
-            .put_new(&key, Bytes::from(bytes.clone()))
-            .await
-            .expect("put");
-        m.ranges.push(ShippedRange {
-            key,
-            base_offset: first,
-            last_offset: last,
-            bytes: bytes.len() as u64,
-            batches,
-            crc32c: crc32c::crc32c(&bytes),
-            max_timestamp: max_ts,
-            epochs: EpochLineage::from_entries(epochs).expect("a range's epochs"),
-            segment_base_offset: seg.base_offset,
-            completes_segment: i + 1 < segments.len(),
-            segment_generation: 0,
-        });
-        m.shipped_end_offset = last + 1;
+        let chunks: Vec<&[(i64, i64, i32, i64, Vec<u8>)]> =
+            batches.chunks(per_object.max(1)).collect();
+        let n = chunks.len();
+        for (ci, chunk) in chunks.into_iter().enumerate() {
+            let (Some(first), Some(last_batch)) = (chunk.first(), chunk.last()) else {
+                continue;
+            };
+            let mut epochs: Vec<EpochEntry> = Vec::new();
+            for b in chunk {
+                if epochs.last().is_none_or(|e| e.epoch != b.2) {
+                    epochs.push(EpochEntry {
+                        epoch: b.2,
+                        start_offset: b.0,
+                    });
+                }
+            }
+            let bytes: Vec<u8> = chunk.iter().flat_map(|b| b.4.iter().copied()).collect();
+            let key = store
+                .layout()
+                .data_key(&pk, first.0, last_batch.1, epochs[0].epoch, upload)
+                .expect("key");
+            store
+                .put_new(&key, Bytes::from(bytes.clone()))
+                .await
+                .expect("put");
+            m.ranges.push(ShippedRange {
+                key,
+                base_offset: first.0,
+                last_offset: last_batch.1,
+                bytes: bytes.len() as u64,
+                batches: chunk.len() as u32,
+                crc32c: crc32c::crc32c(&bytes),
+                max_timestamp: chunk.iter().map(|b| b.3).max().unwrap_or(-1),
+                epochs: EpochLineage::from_entries(epochs).expect("a range's epochs"),
+                segment_base_offset: seg.base_offset,
+                completes_segment: i + 1 < segments.len() && ci + 1 == n,
+                segment_generation: 0,
+            });
+            m.shipped_end_offset = last_batch.1 + 1;
+        }
     }
     m.source_high_watermark = m.shipped_end_offset;
     let end = m.shipped_end_offset;
