@@ -273,3 +273,37 @@ async fn open_transactions_at_the_cut_can_be_aborted_with_markers() {
         other => panic!("the marker is an extra batch: {other:?}"),
     }
 }
+
+/// The same restore from the S3 test server, when configured
+/// (`SEGMIRROR_REQUIRE_S3=1` makes it mandatory).
+#[tokio::test]
+async fn a_restore_from_s3_is_the_sources_prefix() {
+    let Some(s3) = segmirror_testkit::backends()
+        .into_iter()
+        .find(|b| b.name == "s3")
+    else {
+        eprintln!("skipped: no S3 test bucket (eval \"$(bash tests/s3-server.sh start)\")");
+        return;
+    };
+    let url = s3.url.clone().expect("s3 url");
+    let dir = tempfile::tempdir().expect("tmp");
+    let source = dir.path().join("source");
+    publish_all(s3.store.clone(), &s3.prefix, &source).await;
+    let target = dir.path().join("restored");
+    let run = restore(&url, &target, &["--until-offset", "47"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    for tp in partitions() {
+        let end = source_cut(&source, &tp, |last, _| last <= 47);
+        let expected = truncated_source(
+            &source,
+            &tp,
+            end,
+            &dir.path().join(format!("expected-{tp}")),
+        );
+        assert_eq!(
+            compare_partition(&expected, &target, &tp).expect("compare"),
+            Comparison::Identical,
+            "{tp}"
+        );
+    }
+}
