@@ -1015,9 +1015,14 @@ impl Exporter {
                     continue;
                 }
                 if !f.rows.push(&h, rec, offset, ts) {
-                    return Err(corrupt(format!(
-                        "record at offset {offset}: more header bytes than a Parquet list holds"
-                    )));
+                    // Arrow's 32-bit offsets are full: hand the rows over
+                    // and try again with empty builders.
+                    self.flush_rows(m, f).await?;
+                    if !f.rows.push(&h, rec, offset, ts) {
+                        return Err(corrupt(format!(
+                            "record at offset {offset} is larger than an Arrow column holds (2 GiB)"
+                        )));
+                    }
                 }
                 Seen::add(&mut f.stats, offset, ts);
                 f.total += 1;
