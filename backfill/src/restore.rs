@@ -200,7 +200,8 @@ pub struct PartitionRestore {
     pub end_offset: Option<i64>,
     /// The object the cut falls in, if any.
     pub cut_object: Option<String>,
-    /// Leader epoch of the last restored batch's range.
+    /// The restored log's latest leader epoch (in a plan: that of the last
+    /// object fetched whole).
     pub epoch: Option<i32>,
     /// Open transactions left at the cut: (producer id, first offset).
     pub open_transactions: Vec<(i64, i64)>,
@@ -293,9 +294,8 @@ impl Restorer {
             ),
             end_offset: None,
             cut_object: fetch.partial.as_ref().map(|r| r.key.clone()),
-            epoch: last_whole
-                .or(fetch.partial.as_ref())
-                .and_then(|r| r.epochs.latest_epoch()),
+            // The cut object's epochs after the cut are not known here.
+            epoch: last_whole.and_then(|r| r.epochs.latest_epoch()),
             open_transactions: Vec::new(),
             aborted_transactions: Vec::new(),
             nothing_before_cut: fetch.objects() == 0,
@@ -381,7 +381,6 @@ impl Restorer {
                 log.roll_to(r.segment_base_offset).map_err(log_err)?;
             }
             log.append_replicated(bytes).map_err(log_err)?;
-            report.epoch = r.epochs.latest_epoch().or(report.epoch);
         }
         if m.log_start_offset > log.log_start_offset() && m.log_start_offset <= log.log_end_offset()
         {
@@ -419,6 +418,7 @@ impl Restorer {
             .map(|t| (t.producer_id, t.first_offset))
             .collect();
         report.end_offset = Some(log.log_end_offset());
+        report.epoch = log.epochs().latest_epoch();
         let markers = report.aborted_transactions.len() as i64;
         if end.is_some_and(|e| e + markers != log.log_end_offset()) {
             tracing::warn!(partition = %tp, planned = ?end, restored = log.log_end_offset(), "the restored end differs from the objects' last offsets");
