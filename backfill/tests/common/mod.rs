@@ -322,6 +322,9 @@ pub async fn publish(
     publish_split(store, source, t, usize::MAX).await
 }
 
+/// (base offset, last offset, epoch, max timestamp, bytes) of a batch.
+type ShippedBatch = (i64, i64, i32, i64, Vec<u8>);
+
 /// [`publish`] with each segment shipped as objects of at most
 /// `per_object` batches (as the shipper splits a segment past its
 /// `max_object_size`).
@@ -342,8 +345,7 @@ pub async fn publish_split(
     m.log_start_offset = segments.first().map_or(0, |s| s.base_offset);
     m.shipped_end_offset = m.log_start_offset;
     for (i, seg) in segments.iter().enumerate() {
-        // (base, last, epoch, max timestamp, bytes) of each batch.
-        let mut batches: Vec<(i64, i64, i32, i64, Vec<u8>)> = Vec::new();
+        let mut batches: Vec<ShippedBatch> = Vec::new();
         reader
             .for_each_batch(seg.base_offset, true, |h, b| {
                 if h.base_offset < seg.base_offset
@@ -363,8 +365,7 @@ pub async fn publish_split(
                 ControlFlow::Continue(())
             })
             .expect("walk");
-        let chunks: Vec<&[(i64, i64, i32, i64, Vec<u8>)]> =
-            batches.chunks(per_object.max(1)).collect();
+        let chunks: Vec<&[ShippedBatch]> = batches.chunks(per_object.max(1)).collect();
         let n = chunks.len();
         for (ci, chunk) in chunks.into_iter().enumerate() {
             let (Some(first), Some(last_batch)) = (chunk.first(), chunk.last()) else {
