@@ -229,9 +229,8 @@ pub(crate) async fn run(args: ExportArgs, bar: bool) -> anyhow::Result<u8> {
         Ok(selected) => selected,
         Err(code) => return Ok(code),
     };
-    let selected_count = selected.len();
     let summary = exporter.run(selected).await?;
-    let code = verdict(&summary, &window, shard, selected_count);
+    let code = verdict(&summary, &window, shard);
     let elapsed = started.elapsed();
     report(&summary, &window, shard, &out, elapsed);
     if args.json {
@@ -241,21 +240,33 @@ pub(crate) async fn run(args: ExportArgs, bar: bool) -> anyhow::Result<u8> {
 }
 
 /// The exit code of a finished run.
-fn verdict(summary: &Summary, window: &Window, shard: Shard, selected: usize) -> u8 {
-    if !summary.failures.is_empty() {
-        return 1;
+fn verdict(summary: &Summary, window: &Window, shard: Shard) -> u8 {
+    exit_code(
+        !summary.failures.is_empty(),
+        window.from_offset.is_some()
+            || window.to_offset.is_some()
+            || window.from_time.is_some()
+            || window.to_time.is_some(),
+        summary.rows(),
+        summary.partitions.len(),
+        shard,
+    )
+}
+
+/// The exit code (pure; the table is in the tests): 1 when a partition
+/// failed; 2 when a window matched no record of any partition of an
+/// unsharded run (a mistake: the line says what the records span); 0
+/// otherwise. A shard may own no partition, or partitions without a
+/// record in the window while other shards have some: that is not a
+/// mistake of its own.
+fn exit_code(failed: bool, windowed: bool, rows: u64, partitions: usize, shard: Shard) -> u8 {
+    if failed {
+        1
+    } else if windowed && rows == 0 && partitions > 0 && shard.count == 1 {
+        2
+    } else {
+        0
     }
-    let windowed = window.from_offset.is_some()
-        || window.to_offset.is_some()
-        || window.from_time.is_some()
-        || window.to_time.is_some();
-    // A window that matched nothing anywhere is a mistake; a shard with no
-    // partition, or partitions holding no committed record, is not.
-    if windowed && summary.rows() == 0 && !summary.partitions.is_empty() && selected > 0 {
-        let _ = shard;
-        return 2;
-    }
-    0
 }
 
 /// `ms` as RFC 3339 and as it is; as it is only outside 1970..=9999, which
@@ -401,6 +412,34 @@ fn json_summary(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_exit_code_of_a_finished_run() {
+        let one = Shard::ALL;
+        let of4 = Shard { index: 1, count: 4 };
+        // (failed, windowed, rows, partitions, shard) -> exit code
+        let cases = [
+            ((true, false, 10, 3, one), 1),
+            ((true, true, 0, 3, of4), 1),
+            ((false, false, 10, 3, one), 0),
+            // Partitions without a committed record: not a mistake.
+            ((false, false, 0, 3, one), 0),
+            // A window that matched nothing: a mistake.
+            ((false, true, 0, 3, one), 2),
+            ((false, true, 5, 3, one), 0),
+            // A shard whose partitions have nothing in the window, or
+            // that owns none.
+            ((false, true, 0, 2, of4), 0),
+            ((false, true, 0, 0, one), 0),
+        ];
+        for ((failed, windowed, rows, partitions, shard), want) in cases {
+            assert_eq!(
+                exit_code(failed, windowed, rows, partitions, shard),
+                want,
+                "{failed} {windowed} {rows} {partitions} {shard}"
+            );
+        }
+    }
 
     #[test]
     fn any_timestamp_prints_without_panicking() {
