@@ -48,6 +48,28 @@ async fn an_unknown_cluster_names_the_clusters_in_the_bucket() {
         run.stderr
     );
     assert!(!dir.path().join("out/_manifest.json").exists());
+    // With --json, tools read the same on stdout.
+    let run = backfill(&[
+        "export",
+        "--bucket",
+        &bucket,
+        "--source-cluster-id",
+        "nope",
+        "--topics",
+        ".*",
+        "--out",
+        &out(&dir),
+        "--json",
+    ]);
+    assert_eq!(run.code, 2, "{run:?}");
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).expect("--json");
+    assert_eq!(json["exit_code"], 2);
+    assert!(
+        json["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("source cluster nope is not in the bucket")),
+        "{json}"
+    );
 }
 
 #[tokio::test]

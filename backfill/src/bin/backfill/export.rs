@@ -225,10 +225,11 @@ pub(crate) async fn run(args: ExportArgs, bar: bool) -> anyhow::Result<u8> {
 
     // The first request says whether the bucket is there at all, within
     // the store timeout, in the words both services use.
-    let selected = match crate::first_request(&bucket, store_timeout, exporter.select()).await {
-        Ok(selected) => selected,
-        Err(code) => return Ok(code),
-    };
+    let selected =
+        match crate::first_request(&bucket, store_timeout, args.json, exporter.select()).await {
+            Ok(selected) => selected,
+            Err(code) => return Ok(code),
+        };
     let summary = exporter.run(selected).await?;
     let code = verdict(&summary, &window, shard);
     let elapsed = started.elapsed();

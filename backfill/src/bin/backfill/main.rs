@@ -46,11 +46,13 @@ enum Cmd {
 }
 
 /// The first request of a run: the selection, within `timeout`. On
-/// failure prints one line (what the bucket holds, or the store problem
-/// and its fix) and returns the exit code.
+/// failure prints one line on stderr (what the bucket holds, or the store
+/// problem and its fix) and, with `json`, `{"exit_code", "error"}` on
+/// stdout; returns the exit code.
 pub(crate) async fn first_request(
     bucket: &manifest::bucket::BucketUrl,
     timeout: std::time::Duration,
+    json: bool,
     select: impl std::future::Future<
         Output = Result<
             Result<Vec<manifest::feed::HeadEntry>, backfill::export::NothingSelected>,
@@ -59,46 +61,51 @@ pub(crate) async fn first_request(
     >,
 ) -> Result<Vec<manifest::feed::HeadEntry>, u8> {
     use manifest::diagnosis::{self, FirstRequestFailure};
-    if let Some(problem) = diagnosis::check_before_first_request(bucket).await {
-        eprintln!("backfill: error: {problem}");
-        return Err(problem.exit_code());
-    }
-    match tokio::time::timeout(timeout, select).await {
-        Ok(Ok(Ok(selected))) => Ok(selected),
-        Ok(Ok(Err(nothing))) => {
-            eprintln!("backfill: error: nothing to do: {nothing}");
-            Err(2)
-        }
-        Ok(Err(e)) => {
-            let text = diagnosis::one_line(&e);
-            match diagnosis::explain_first_request(
-                bucket,
-                FirstRequestFailure::Failed(text.clone()),
-            )
-            .await
-            {
-                Some(problem) => eprintln!("backfill: error: {problem}"),
-                None => eprintln!(
-                    "backfill: error: cannot read the bucket {}: {text}",
-                    bucket.location()
-                ),
+    let (code, line) = if let Some(problem) = diagnosis::check_before_first_request(bucket).await {
+        (problem.exit_code(), problem.to_string())
+    } else {
+        match tokio::time::timeout(timeout, select).await {
+            Ok(Ok(Ok(selected))) => return Ok(selected),
+            Ok(Ok(Err(nothing))) => (2, format!("nothing to do: {nothing}")),
+            Ok(Err(e)) => {
+                let text = diagnosis::one_line(&e);
+                let explained = diagnosis::explain_first_request(
+                    bucket,
+                    FirstRequestFailure::Failed(text.clone()),
+                )
+                .await;
+                let line = match explained {
+                    Some(problem) => problem.to_string(),
+                    None => format!("cannot read the bucket {}: {text}", bucket.location()),
+                };
+                (1, line)
             }
-            Err(1)
-        }
-        Err(_) => {
-            match diagnosis::explain_first_request(bucket, FirstRequestFailure::NoAnswer(timeout))
-                .await
-            {
-                Some(problem) => eprintln!("backfill: error: {problem}"),
-                None => eprintln!(
-                    "backfill: error: cannot read the bucket {}: no answer within {}",
-                    bucket.location(),
-                    humantime::format_duration(timeout)
-                ),
+            Err(_) => {
+                let explained = diagnosis::explain_first_request(
+                    bucket,
+                    FirstRequestFailure::NoAnswer(timeout),
+                )
+                .await;
+                let line = match explained {
+                    Some(problem) => problem.to_string(),
+                    None => format!(
+                        "cannot read the bucket {}: no answer within {}",
+                        bucket.location(),
+                        humantime::format_duration(timeout)
+                    ),
+                };
+                (1, line)
             }
-            Err(1)
         }
+    };
+    eprintln!("backfill: error: {line}");
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "exit_code": code, "error": line })
+        );
     }
+    Err(code)
 }
 
 /// Log lines on stderr (`RUST_LOG`, default `info`; `warn` under a

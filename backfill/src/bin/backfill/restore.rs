@@ -113,6 +113,7 @@ pub(crate) async fn run(args: RestoreArgs) -> anyhow::Result<u8> {
     let selected = match crate::first_request(
         &bucket,
         store_timeout,
+        args.json,
         backfill::export::select(
             &source,
             bucket.prefix(),
