@@ -302,9 +302,13 @@ async fn a_corrupt_object_is_named_with_its_batch_and_its_file_is_not_written() 
     bytes[at] ^= 0x40;
     std::fs::write(&victim, bytes).expect("write");
 
-    let run = export(&bucket, &out(&dir), &[]);
+    let run = export(&bucket, &out(&dir), &["--json"]);
     no_panic(&run);
     assert_eq!(run.code, 1, "{run:?}");
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).expect("--json");
+    assert_eq!(json["failures"][0]["partition"], "orders-0");
+    assert_eq!(json["failures"][0]["corrupt"], true);
+    assert_eq!(json["failures"][0]["retryable"], false);
     let name = victim
         .file_name()
         .expect("name")

@@ -401,6 +401,8 @@ fn json_summary(
         "failures": summary.failures.iter().map(|(tp, e)| serde_json::json!({
             "partition": tp.to_string(),
             "error": diagnosis::one_line(e),
+            "corrupt": e.is_corrupt(),
+            "retryable": e.is_retryable(),
         })).collect::<Vec<_>>(),
         "files": summary.files().count(),
         "rows": summary.rows(),
