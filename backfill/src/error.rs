@@ -74,4 +74,53 @@ impl ExportError {
     pub fn is_corrupt(&self) -> bool {
         matches!(self, ExportError::Corrupt { .. })
     }
+
+    /// True for failures a later run may not meet (the store unavailable,
+    /// an object not replicated yet); false for bad data, refused access
+    /// and bugs. A re-run resumes either way, keeping complete files.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ExportError::Bucket { source } | ExportError::Partition { source, .. } => {
+                source.is_retryable()
+            }
+            ExportError::Output { source, .. } => !matches!(
+                source,
+                object_store::Error::PermissionDenied { .. }
+                    | object_store::Error::Unauthenticated { .. }
+                    | object_store::Error::NotSupported { .. }
+                    | object_store::Error::NotImplemented { .. }
+                    | object_store::Error::InvalidPath { .. }
+            ),
+            ExportError::Corrupt { .. }
+            | ExportError::Parquet { .. }
+            | ExportError::Arrow { .. }
+            | ExportError::Internal(_) => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corrupt_data_is_not_retryable_and_a_missing_object_is() {
+        let tp = TopicPartition::new("orders", 0).expect("tp");
+        let corrupt = ExportError::Corrupt {
+            tp: tp.clone(),
+            key: "k".into(),
+            detail: "first bad batch at offset 7".into(),
+            file: "f".into(),
+        };
+        assert!(corrupt.is_corrupt() && !corrupt.is_retryable());
+        let missing = ExportError::Partition {
+            tp,
+            source: manifest::store::StoreError::NotFound { key: "k".into() },
+        };
+        assert!(missing.is_retryable() && !missing.is_corrupt());
+        assert_eq!(
+            corrupt.to_string(),
+            "orders-0: object k is corrupt: first bad batch at offset 7; f is not written"
+        );
+    }
 }

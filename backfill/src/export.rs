@@ -4,40 +4,44 @@
 //! Per partition (partitions run concurrently, up to `concurrency`):
 //! 1. read the newest manifest version the change feed names, and its
 //!    pages, and plan the files ([`crate::plan`]);
-//! 2. for each file in offset order: skip it when a complete file with the
+//! 2. for each file in offset order: keep it when a complete file with the
 //!    same content description is already at its key (resume; see
-//!    [`UNIT_KEY`]); else download its objects, check each against its
-//!    manifest entry (size, CRC-32C, batch headers: the applier's
-//!    `verify_object`) and every batch's CRC, and observe its batches'
-//!    transactions ([`crate::txn`]);
-//! 3. write a file once every transaction with a batch in it is decided
-//!    (its last offset is below the last stable offset); until then its
-//!    objects are held, within `pending_memory` bytes (beyond, they are
-//!    dropped and fetched again when written). After the window, later
-//!    ranges are read only while a file still waits for a marker;
-//! 4. at the shipped end, files still waiting are cut at the shipped LSO
-//!    (read_committed): what lies above is left for a later export, and
-//!    the partition's entry says so ([`crate::run_manifest::Clamp`]);
+//!    [`UNIT_KEY`]); else download its objects one by one, check each
+//!    against its manifest entry (size, CRC-32C, batch headers: the
+//!    applier's `verify_object`) and every batch's CRC, and observe its
+//!    batches' transactions ([`crate::txn`]);
+//! 3. encode an object into its file as soon as every batch of it is
+//!    decided (below the last stable offset): the file is opened at its
+//!    first object and completed after its last. Objects waiting for a
+//!    marker are held, within `pending_memory` bytes (beyond, they are
+//!    dropped and fetched again when their turn comes). After the window,
+//!    later ranges are read only while an object still waits;
+//! 4. at the shipped end, what still waits is cut at the shipped LSO
+//!    (read_committed): the file being written, named for its whole
+//!    segment, is dropped and written again under the cut's name; what
+//!    lies above is left for a later export, and the partition's entry
+//!    says so ([`crate::run_manifest::Clamp`]);
 //! 5. remove older files of the partition whose offsets overlap what this
 //!    run covered under other names (left by a run whose file boundaries
 //!    differed, e.g. before a compaction), so no row is ever listed twice.
 //!
 //! Invariants:
-//! - A file is written only whole: its objects all pass their checks
-//!   before its first byte is sent, a failure while writing aborts the
-//!   upload (one PUT, or a multipart upload that is never completed), and
-//!   the object store makes the final PUT atomic. A corrupt object fails
-//!   its partition, naming the object, the batch offset and the file.
+//! - A file appears only whole: its upload (one PUT, or a multipart upload
+//!   above 10 MiB) is completed after its last row, and aborted on any
+//!   failure, so a corrupt object (its key, batch offset and file named)
+//!   leaves nothing of the file it feeds.
 //! - The output is a pure function of the bucket's data and the request:
 //!   file names come from source segment offsets, rows are in offset
-//!   order, and Parquet is written with fixed properties and no clock, so
-//!   a re-run writes byte-identical files.
+//!   order and handed to the encoder at the same points whatever was held
+//!   or fetched again, and Parquet is written with fixed properties and no
+//!   clock, so a re-run writes byte-identical files.
 //! - The run manifest is written last, and only when every partition
 //!   succeeded.
-//! - Memory: per partition, the objects of the files waiting for a marker
-//!   (at most `pending_memory`, but always the file being written), one
-//!   Parquet row group being encoded (at most [`ROW_GROUP_BYTES`]) and one
-//!   Arrow batch being built (about [`ARROW_BATCH_BYTES`]).
+//! - Memory, per partition: the objects waiting for a marker (at most
+//!   `pending_memory`, plus the object being observed), one Parquet row
+//!   group being encoded (at most [`ROW_GROUP_BYTES`]) and one Arrow batch
+//!   being built (about [`ARROW_BATCH_BYTES`]); with no open transaction,
+//!   one object at a time.
 
 // `ExportError` carries the stores' errors by value; it is built only on the
 // failure path, where its size costs nothing measurable.
@@ -76,6 +80,9 @@ use crate::schema::{OFFSET_COLUMN, RowsBuilder, record_timestamp, schema};
 use crate::select::{PartitionList, Shard};
 use crate::txn::{BatchFacts, Decision, Isolation, TxnTracker};
 
+/// The zstd level of every file (3: zstd's own default, a good ratio at
+/// several hundred MB/s).
+pub const ZSTD_LEVEL: i32 = 3;
 /// Largest encoded row group (bytes), then a new one starts.
 pub const ROW_GROUP_BYTES: usize = 128 * 1024 * 1024;
 /// Most rows in a row group.
@@ -122,7 +129,6 @@ pub struct ExportOptions {
 #[derive(Clone)]
 pub struct Exporter {
     source: ManifestStore,
-    source_store: Arc<dyn ObjectStore>,
     source_prefix: String,
     out: Arc<dyn ObjectStore>,
     out_prefix: String,
@@ -241,11 +247,50 @@ impl Summary {
     }
 }
 
-/// A file waiting to be written: its unit and, unless dropped for memory,
-/// its verified objects.
-struct Pending {
+/// One partition's work in progress.
+struct PartitionWork {
+    report: PartitionReport,
+    /// Keys of the files this run lists.
+    kept: BTreeSet<String>,
+    tracker: TxnTracker,
+    /// Objects downloaded, verified and observed, not yet encoded, in
+    /// offset order.
+    queue: VecDeque<Queued>,
+    /// Bytes the queue holds.
+    queued_bytes: u64,
+    /// The file being written, with its unit's index.
+    open: Option<(usize, FileInProgress)>,
+    /// Per unit: already found not complete at its key.
+    checked: Vec<bool>,
+}
+
+/// An object waiting for its batches to be decided; its bytes are dropped
+/// beyond the memory bound and fetched again when its turn comes.
+struct Queued {
+    unit: usize,
+    range: usize,
+    bytes: Option<Bytes>,
+}
+
+/// A file being written: its unit, the rows collected and not yet handed
+/// over, and the Parquet writer (created at the first row); or the
+/// complete file of an earlier run that stands for it.
+struct FileInProgress {
     unit: Unit,
-    objects: Option<Vec<Bytes>>,
+    key: String,
+    rows: RowsBuilder,
+    writer: Option<AsyncArrowWriter<Counted>>,
+    total: u64,
+    stats: Option<Seen>,
+    keep: Option<FileEntry>,
+}
+
+/// Drops a file being written: its upload is never completed, so nothing
+/// of it appears at its key.
+async fn abort_file(f: FileInProgress) {
+    if let Some(w) = f.writer {
+        let _ = w.into_inner().inner.abort().await;
+    }
 }
 
 impl Exporter {
@@ -262,8 +307,7 @@ impl Exporter {
         let cluster = manifest::layout::ClusterLayout::new(source_prefix, &opts.source_cluster_id)
             .map_err(|e| e.to_string())?;
         Ok(Exporter {
-            source: ManifestStore::new(Arc::clone(&source_store), cluster),
-            source_store,
+            source: ManifestStore::new(source_store, cluster),
             source_prefix: source_prefix.to_string(),
             out,
             out_prefix: out_prefix.trim_matches('/').to_string(),
@@ -278,97 +322,17 @@ impl Exporter {
         &self.source
     }
 
-    fn selection(&self) -> applier::feed::Selection<'_> {
-        applier::feed::Selection {
-            include: Some(&self.opts.topics),
-            exclude: self.opts.exclude.as_ref(),
-        }
-    }
-
     /// The live partitions of the newest head the selection matches
     /// (before sharding), sorted; or why there are none.
     pub async fn select(&self) -> Result<Result<Vec<HeadEntry>, NothingSelected>, ExportError> {
-        let head = self
-            .source
-            .latest_head(None)
-            .await
-            .map_err(|source| ExportError::Bucket { source })?;
-        let selection = self.selection();
-        let matched: Vec<HeadEntry> = head
-            .as_ref()
-            .map(|h| {
-                h.partitions
-                    .values()
-                    .filter(|e| !e.deleted && selection.matches(&e.topic))
-                    .filter(|e| {
-                        self.opts
-                            .partitions
-                            .as_ref()
-                            .is_none_or(|l| l.contains(e.partition))
-                    })
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default();
-        if !matched.is_empty() {
-            let mut matched = matched;
-            matched.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
-            return Ok(Ok(matched));
-        }
-        let inventory = applier::inventory::take(
-            &self.source_store,
+        select(
+            &self.source,
             &self.source_prefix,
-            &self.opts.source_cluster_id,
-            selection,
+            &self.opts.topics,
+            self.opts.exclude.as_ref(),
+            self.opts.partitions.as_ref(),
         )
         .await
-        .map_err(|source| ExportError::Bucket { source })?;
-        let cluster = &self.opts.source_cluster_id;
-        Ok(Err(if !inventory.clusters.contains(cluster) {
-            NothingSelected::UnknownCluster(format!(
-                "source cluster {cluster} is not in the bucket {}: {inventory}",
-                self.source_store
-            ))
-        } else if head.is_none() {
-            NothingSelected::NothingShipped(format!(
-                "source cluster {cluster} has shipped nothing yet (no head in its change feed): {inventory}"
-            ))
-        } else {
-            let partitions = match &self.opts.partitions {
-                Some(l) => format!(" and --partitions {l}"),
-                None => String::new(),
-            };
-            let per_topic = head
-                .iter()
-                .flat_map(|h| h.partitions.values())
-                .filter(|e| !e.deleted && selection.matches(&e.topic))
-                .map(|e| format!("{}-{}", e.topic, e.partition))
-                .collect::<Vec<_>>();
-            let live = if per_topic.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; partitions of the matched topics: {}",
-                    per_topic.join(", ")
-                )
-            };
-            NothingSelected::NoMatch(format!(
-                "no live partition matches --topics {}{}{partitions}: {inventory}{live}",
-                self.opts
-                    .topics
-                    .as_str()
-                    .trim_start_matches("^(?:")
-                    .trim_end_matches(")$"),
-                self.opts
-                    .exclude
-                    .as_ref()
-                    .map(|x| format!(
-                        " --exclude {}",
-                        x.as_str().trim_start_matches("^(?:").trim_end_matches(")$")
-                    ))
-                    .unwrap_or_default(),
-            ))
-        }))
     }
 
     /// Exports `selected` (from [`Exporter::select`]): this shard's
@@ -557,7 +521,7 @@ impl Exporter {
         Ok(())
     }
 
-    /// Exports one partition.
+    /// Exports one partition (see the module docs for the steps).
     async fn export_partition(
         &self,
         tp: &TopicPartition,
@@ -587,133 +551,39 @@ impl Exporter {
         let plan = plan_partition(&ranges, m.log_start_offset, &window);
         self.progress
             .planned(plan.units.iter().map(Unit::bytes).sum());
-        let mut report = PartitionReport {
-            entry: PartitionEntry {
-                topic: m.topic.clone(),
-                partition: m.partition,
-                topic_id: m.topic_id.to_string(),
-                manifest_version: m.version,
-                files: Vec::new(),
-                clamp: None,
+        let mut w = PartitionWork {
+            report: PartitionReport {
+                entry: PartitionEntry {
+                    topic: m.topic.clone(),
+                    partition: m.partition,
+                    topic_id: m.topic_id.to_string(),
+                    manifest_version: m.version,
+                    files: Vec::new(),
+                    clamp: None,
+                },
+                written: 0,
+                reused: 0,
+                removed: Vec::new(),
+                bytes_read: 0,
+                seen: None,
             },
-            written: 0,
-            reused: 0,
-            removed: Vec::new(),
-            bytes_read: 0,
-            seen: None,
+            kept: BTreeSet::new(),
+            tracker: TxnTracker::new(),
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            open: None,
+            checked: vec![false; plan.units.len()],
         };
-        let mut kept: BTreeSet<String> = BTreeSet::new();
-        let mut tracker = TxnTracker::new();
-        let mut pending: VecDeque<Pending> = VecDeque::new();
-        let mut pending_bytes = 0u64;
-        for unit in &plan.units {
-            let key = self.file_key(&m, unit.first, unit.last);
-            if !self.opts.rewrite
-                && let Some(file) = self.complete_file(unit, &key).await?
-            {
-                tracing::info!(partition = %tp, file = %key, rows = file.rows, "kept: complete from an earlier run");
-                self.progress.skipped(unit.bytes());
-                kept.insert(key);
-                report.reused += 1;
-                report.entry.files.push(file);
-                continue;
+        let result = self.export_units(tp, &m, &plan, &mut w).await;
+        if let Err(e) = result {
+            // A file being written is never completed: nothing of it appears.
+            if let Some((_, f)) = w.open.take() {
+                abort_file(f).await;
             }
-            let mut objects = Vec::with_capacity(unit.ranges.len());
-            for r in &unit.ranges {
-                let bytes = self.download(tp, r, &key).await?;
-                report.bytes_read += bytes.len() as u64;
-                Self::observe(tp, r, &bytes, &key, &mut tracker)?;
-                objects.push(bytes);
-            }
-            pending_bytes += unit.bytes();
-            pending.push_back(Pending {
-                unit: unit.clone(),
-                objects: Some(objects),
-            });
-            self.write_decided(
-                &m,
-                &tracker,
-                &mut pending,
-                &mut pending_bytes,
-                &mut report,
-                &mut kept,
-            )
-            .await?;
-            if pending_bytes > self.opts.pending_memory {
-                // Fetched again when written.
-                for p in pending.iter_mut() {
-                    p.objects = None;
-                }
-                pending_bytes = 0;
-            }
+            return Err(e);
         }
-        // Files waiting for markers: read on past the window.
-        let mut lookahead = plan.lookahead.iter();
-        while !pending.is_empty() {
-            let Some(r) = lookahead.next() else { break };
-            let file = pending
-                .front()
-                .map(|p| self.file_key(&m, p.unit.first, p.unit.last))
-                .unwrap_or_default();
-            let bytes = self.download(tp, r, &file).await?;
-            report.bytes_read += bytes.len() as u64;
-            Self::observe(tp, r, &bytes, &file, &mut tracker)?;
-            self.write_decided(
-                &m,
-                &tracker,
-                &mut pending,
-                &mut pending_bytes,
-                &mut report,
-                &mut kept,
-            )
-            .await?;
-        }
-        if !pending.is_empty() {
-            let end = tracker.observed_end();
-            let lso = tracker.last_stable_offset(end);
-            let open = tracker.open_transactions();
-            let clamp = Clamp {
-                last_stable_offset: lso,
-                shipped_end_offset: end,
-                open_transactions: open
-                    .iter()
-                    .map(|t| (t.producer_id, t.first_offset))
-                    .collect(),
-            };
-            let oldest = open
-                .first()
-                .map(|t| format!("producer {} opened a transaction at offset {} that has no marker in the bucket", t.producer_id, t.first_offset))
-                .unwrap_or_default();
-            tracing::warn!(
-                partition = %tp,
-                "export ends at the shipped last stable offset {lso}: {oldest} (shipped end {end}); records from offset {lso} on are left for a later export (read_committed; --isolation read_uncommitted exports them)"
-            );
-            report.entry.clamp = Some(clamp);
-            while let Some(p) = pending.pop_front() {
-                if let Some(unit) = p.unit.clipped_to(lso - 1) {
-                    let key = self.file_key(&m, unit.first, unit.last);
-                    if !self.opts.rewrite
-                        && let Some(file) = self.complete_file(&unit, &key).await?
-                    {
-                        tracing::info!(partition = %tp, file = %key, rows = file.rows, "kept: complete from an earlier run");
-                        kept.insert(key);
-                        report.reused += 1;
-                        report.entry.files.push(file);
-                        continue;
-                    }
-                    let objects = p
-                        .objects
-                        .filter(|_| unit.ranges.len() == p.unit.ranges.len());
-                    let file = self
-                        .write_unit(&m, &unit, objects, &tracker, &mut report)
-                        .await?;
-                    if let Some(f) = file {
-                        kept.insert(f.key.clone());
-                        report.entry.files.push(f);
-                    }
-                }
-            }
-        }
+        let mut report = w.report;
+        report.entry.files.sort_by_key(|f| f.first_offset);
         // Files of earlier runs overlapping what this run covered under
         // another name would list rows twice.
         if let (Some(first), Some(last)) = (
@@ -725,36 +595,202 @@ impl Exporter {
                 .map(|f| f.last_offset)
                 .or(plan.units.last().map(|u| u.last)),
         ) {
-            report.removed = self.remove_overlapping(&m, first, last, &kept).await?;
+            report.removed = self.remove_overlapping(&m, first, last, &w.kept).await?;
         }
         Ok(report)
     }
 
-    /// Writes the pending files whose transactions are all decided.
-    async fn write_decided(
+    /// Steps 2 to 4 of the module docs for one partition's plan.
+    async fn export_units(
         &self,
+        tp: &TopicPartition,
         m: &PartitionManifest,
-        tracker: &TxnTracker,
-        pending: &mut VecDeque<Pending>,
-        pending_bytes: &mut u64,
-        report: &mut PartitionReport,
-        kept: &mut BTreeSet<String>,
+        plan: &crate::plan::PartitionPlan,
+        w: &mut PartitionWork,
     ) -> Result<(), ExportError> {
-        let lso = tracker.last_stable_offset(tracker.observed_end());
-        while pending.front().is_some_and(|p| p.unit.last < lso) {
-            let Some(p) = pending.pop_front() else { break };
-            if p.objects.is_some() {
-                *pending_bytes = pending_bytes.saturating_sub(p.unit.bytes());
+        for (ui, unit) in plan.units.iter().enumerate() {
+            let key = self.file_key(m, unit.first, unit.last);
+            // A complete file is kept without reading its objects only
+            // when nothing before it waits for a marker: otherwise its
+            // batches must be observed (they may end a transaction an
+            // earlier file holds), and it is checked when its turn comes.
+            if w.queue.is_empty() && w.open.is_none() && !self.opts.rewrite {
+                w.checked[ui] = true;
+                if let Some(file) = self.complete_file(unit, &key).await? {
+                    self.progress.skipped(unit.bytes());
+                    keep_file(tp, file, &mut w.report, &mut w.kept);
+                    continue;
+                }
             }
-            if let Some(f) = self
-                .write_unit(m, &p.unit, p.objects, tracker, report)
-                .await?
+            for (ri, r) in unit.ranges.iter().enumerate() {
+                let bytes = self.download(tp, r, &key).await?;
+                w.report.bytes_read += bytes.len() as u64;
+                Self::observe(tp, r, &bytes, &key, &mut w.tracker)?;
+                w.queued_bytes += bytes.len() as u64;
+                w.queue.push_back(Queued {
+                    unit: ui,
+                    range: ri,
+                    bytes: Some(bytes),
+                });
+                self.drain(tp, m, &plan.units, w).await?;
+                if w.queued_bytes > self.opts.pending_memory {
+                    // Fetched again when their turn comes.
+                    for q in w.queue.iter_mut() {
+                        q.bytes = None;
+                    }
+                    w.queued_bytes = 0;
+                }
+            }
+        }
+        // Objects waiting for markers: read on past the window.
+        let mut lookahead = plan.lookahead.iter();
+        while let Some(front) = w.queue.front() {
+            let Some(r) = lookahead.next() else { break };
+            let file = plan
+                .units
+                .get(front.unit)
+                .map(|u| self.file_key(m, u.first, u.last))
+                .unwrap_or_default();
+            let bytes = self.download(tp, r, &file).await?;
+            w.report.bytes_read += bytes.len() as u64;
+            Self::observe(tp, r, &bytes, &file, &mut w.tracker)?;
+            self.drain(tp, m, &plan.units, w).await?;
+        }
+        let Some(first_waiting) = w.queue.front().map(|q| q.unit) else {
+            return Ok(());
+        };
+        // Still waiting at the shipped end: cut at the last stable offset.
+        let end = w.tracker.observed_end().max(m.shipped_end_offset);
+        let lso = w.tracker.last_stable_offset(end);
+        let open = w.tracker.open_transactions();
+        let oldest = open
+            .first()
+            .map(|t| format!("producer {} opened a transaction at offset {} that has no marker in the bucket", t.producer_id, t.first_offset))
+            .unwrap_or_default();
+        tracing::warn!(
+            partition = %tp,
+            "export ends at the shipped last stable offset {lso}: {oldest} (shipped end {end}); records from offset {lso} on are left for a later export (read_committed; --isolation read_uncommitted exports them)"
+        );
+        w.report.entry.clamp = Some(Clamp {
+            last_stable_offset: lso,
+            shipped_end_offset: end,
+            open_transactions: open
+                .iter()
+                .map(|t| (t.producer_id, t.first_offset))
+                .collect(),
+        });
+        // The file being written was named for the whole unit: dropped,
+        // and its unit written again under the cut's name.
+        if let Some((_, f)) = w.open.take() {
+            abort_file(f).await;
+        }
+        w.queue.clear();
+        w.queued_bytes = 0;
+        for unit in plan.units.get(first_waiting..).unwrap_or_default() {
+            let Some(unit) = unit.clipped_to(lso - 1) else {
+                break;
+            };
+            let file = self.open_file(m, &unit, false).await?;
+            w.open = Some((usize::MAX, file));
+            for r in &unit.ranges {
+                let Some((_, f)) = w.open.as_mut() else { break };
+                if f.keep.is_some() {
+                    break;
+                }
+                let bytes = self.download(tp, r, &f.key).await?;
+                w.report.bytes_read += bytes.len() as u64;
+                self.encode_object(m, f, r, &bytes, &w.tracker, &mut w.report)
+                    .await?;
+            }
+            if let Some((_, f)) = w.open.take()
+                && let Some(entry) = self.finish_file(tp, m, f, &mut w.report).await?
             {
-                kept.insert(f.key.clone());
-                report.entry.files.push(f);
+                w.kept.insert(entry.key.clone());
+                w.report.entry.files.push(entry);
             }
         }
         Ok(())
+    }
+
+    /// Encodes the queued objects whose batches are all decided, in order:
+    /// opens a unit's file at its first object and finishes it after its
+    /// last.
+    async fn drain(
+        &self,
+        tp: &TopicPartition,
+        m: &PartitionManifest,
+        units: &[Unit],
+        w: &mut PartitionWork,
+    ) -> Result<(), ExportError> {
+        // read_uncommitted waits for no marker.
+        let lso = match self.opts.isolation {
+            Isolation::ReadCommitted => w.tracker.last_stable_offset(w.tracker.observed_end()),
+            Isolation::ReadUncommitted => i64::MAX,
+        };
+        while let Some(q) = w.queue.front() {
+            let (Some(unit), ui, ri) = (units.get(q.unit), q.unit, q.range) else {
+                break;
+            };
+            let Some(r) = unit.ranges.get(ri) else { break };
+            if r.last_offset.min(unit.last) >= lso {
+                break;
+            }
+            let Some(q) = w.queue.pop_front() else { break };
+            if let Some(b) = &q.bytes {
+                w.queued_bytes = w.queued_bytes.saturating_sub(b.len() as u64);
+            }
+            if w.open.as_ref().is_none_or(|(open_ui, _)| *open_ui != ui) {
+                let checked = w.checked.get(ui).copied().unwrap_or(false);
+                let file = self.open_file(m, unit, checked).await?;
+                w.open = Some((ui, file));
+            }
+            let Some((_, f)) = w.open.as_mut() else { break };
+            if f.keep.is_none() {
+                let bytes = match q.bytes {
+                    Some(b) => b,
+                    None => {
+                        let b = self.download(tp, r, &f.key).await?;
+                        w.report.bytes_read += b.len() as u64;
+                        b
+                    }
+                };
+                self.encode_object(m, f, r, &bytes, &w.tracker, &mut w.report)
+                    .await?;
+            }
+            if ri + 1 == unit.ranges.len()
+                && let Some((_, f)) = w.open.take()
+                && let Some(entry) = self.finish_file(tp, m, f, &mut w.report).await?
+            {
+                w.kept.insert(entry.key.clone());
+                w.report.entry.files.push(entry);
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts `unit`'s file: kept as it is when a complete one is at its
+    /// key (unless `checked` already found none, or `--rewrite`).
+    async fn open_file(
+        &self,
+        m: &PartitionManifest,
+        unit: &Unit,
+        checked: bool,
+    ) -> Result<FileInProgress, ExportError> {
+        let key = self.file_key(m, unit.first, unit.last);
+        let keep = if !checked && !self.opts.rewrite {
+            self.complete_file(unit, &key).await?
+        } else {
+            None
+        };
+        Ok(FileInProgress {
+            unit: unit.clone(),
+            key,
+            rows: RowsBuilder::new(&m.topic, m.partition),
+            writer: None,
+            total: 0,
+            stats: None,
+            keep,
+        })
     }
 
     fn file_key(&self, m: &PartitionManifest, first: i64, last: i64) -> String {
@@ -858,53 +894,33 @@ impl Exporter {
         }))
     }
 
-    /// Writes one unit's file (its objects downloaded again when they were
-    /// dropped). No file when no row is wanted; an earlier file at the same
-    /// key is then removed.
-    async fn write_unit(
+    /// Ends a file: the kept one is listed as it is; a written one gets its
+    /// row bounds in its metadata and is completed (the object appears
+    /// whole, at once). No row: no file, and none left from an earlier run.
+    async fn finish_file(
         &self,
+        tp: &TopicPartition,
         m: &PartitionManifest,
-        unit: &Unit,
-        objects: Option<Vec<Bytes>>,
-        tracker: &TxnTracker,
+        mut f: FileInProgress,
         report: &mut PartitionReport,
     ) -> Result<Option<FileEntry>, ExportError> {
-        let tp = TopicPartition::new(&m.topic, m.partition)
-            .map_err(|e| ExportError::Internal(e.to_string()))?;
-        let key = self.file_key(m, unit.first, unit.last);
-        let objects = match objects {
-            Some(o) => o,
-            None => {
-                let mut o = Vec::with_capacity(unit.ranges.len());
-                for r in &unit.ranges {
-                    let bytes = self.download(&tp, r, &key).await?;
-                    report.bytes_read += bytes.len() as u64;
-                    o.push(bytes);
-                }
-                o
-            }
-        };
-        let mut writer: Option<AsyncArrowWriter<Counted>> = None;
-        let result = self
-            .encode_unit(m, unit, &objects, tracker, &key, &mut writer, report)
-            .await;
-        let (rows, stats) = match result {
-            Ok(x) => x,
-            Err(e) => {
-                if let Some(w) = writer {
-                    let _ = w.into_inner().inner.abort().await;
-                }
-                return Err(e);
-            }
-        };
-        let path = ObjectPath::from(key.as_str());
-        let (Some(mut w), Some(stats)) = (writer, stats) else {
-            // No row: no file, and none left from an earlier run.
+        if let Some(file) = f.keep.take() {
+            tracing::info!(partition = %tp, file = %file.key, rows = file.rows, "kept: complete from an earlier run");
+            report.reused += 1;
+            return Ok(Some(file));
+        }
+        if let Err(e) = self.flush_rows(m, &mut f).await {
+            abort_file(f).await;
+            return Err(e);
+        }
+        let key = f.key.clone();
+        let (Some(mut w), Some(stats)) = (f.writer.take(), f.stats) else {
+            let path = ObjectPath::from(key.as_str());
             match self.out.delete(&path).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(source) => return Err(ExportError::Output { key, source }),
             }
-            tracing::info!(partition = %tp, first = unit.first, last = unit.last, "no row wanted: no file");
+            tracing::info!(partition = %tp, first = f.unit.first, last = f.unit.last, "no row wanted: no file");
             return Ok(None);
         };
         for (k, v) in [
@@ -920,13 +936,14 @@ impl Exporter {
             return Err(ExportError::Parquet { key, source });
         }
         let counted = w.into_inner();
+        let rows = f.total;
         report.written += 1;
         self.progress.file_written(&key, rows, counted.size);
         tracing::info!(partition = %tp, file = %key, rows, bytes = counted.size, "written");
         Ok(Some(FileEntry {
             key,
-            first_offset: unit.first,
-            last_offset: unit.last,
+            first_offset: f.unit.first,
+            last_offset: f.unit.last,
             rows,
             min_offset: stats.min_offset,
             max_offset: stats.max_offset,
@@ -934,144 +951,126 @@ impl Exporter {
             max_timestamp_ms: stats.max_timestamp_ms,
             bytes: counted.size,
             crc32c: counted.crc,
-            sources: sources(unit),
+            sources: sources(&f.unit),
         }))
     }
 
-    /// Decodes a unit's wanted records into `writer` (created at the first
-    /// row). Returns the rows written and their bounds.
-    #[allow(clippy::too_many_arguments)]
-    async fn encode_unit(
+    /// Decodes the wanted records of one verified object of `f`'s unit
+    /// into `f` (rows handed to the Parquet writer in batches).
+    async fn encode_object(
         &self,
         m: &PartitionManifest,
-        unit: &Unit,
-        objects: &[Bytes],
+        f: &mut FileInProgress,
+        r: &ShippedRange,
+        bytes: &[u8],
         tracker: &TxnTracker,
-        key: &str,
-        writer: &mut Option<AsyncArrowWriter<Counted>>,
         report: &mut PartitionReport,
-    ) -> Result<(u64, Option<Seen>), ExportError> {
-        let tp = || {
-            TopicPartition::new(&m.topic, m.partition)
-                .map_err(|e| ExportError::Internal(e.to_string()))
+    ) -> Result<(), ExportError> {
+        let tp = TopicPartition::new(&m.topic, m.partition)
+            .map_err(|e| ExportError::Internal(e.to_string()))?;
+        let file_key = f.key.clone();
+        let corrupt = |detail: String| ExportError::Corrupt {
+            tp: tp.clone(),
+            key: r.key.clone(),
+            detail,
+            file: file_key.clone(),
         };
         let window = self.opts.window;
-        let mut rows = RowsBuilder::new(&m.topic, m.partition);
-        let mut total = 0u64;
-        let mut stats: Option<Seen> = None;
-        for (r, bytes) in unit.ranges.iter().zip(objects) {
-            let corrupt = |detail: String| -> ExportError {
-                match tp() {
-                    Ok(tp) => ExportError::Corrupt {
-                        tp,
-                        key: r.key.clone(),
-                        detail,
-                        file: key.to_string(),
-                    },
-                    Err(e) => e,
-                }
+        let (first, last) = (f.unit.first, f.unit.last);
+        let mut records_seen = 0u64;
+        for item in BatchIter::verified(bytes, 0) {
+            let (h, batch) =
+                item.map_err(|e| corrupt(format!("batch at byte {}: {e}", e.position())))?;
+            if h.last_offset() < first || h.base_offset > last {
+                continue;
+            }
+            let marker = if h.is_control() {
+                decode_control_batch(&h, batch).ok().map(|c| c.kind)
+            } else {
+                None
             };
-            let mut records_seen = 0u64;
-            for item in BatchIter::verified(bytes, 0) {
-                let (h, batch) =
-                    item.map_err(|e| corrupt(format!("batch at byte {}: {e}", e.position())))?;
-                if h.last_offset() < unit.first || h.base_offset > unit.last {
-                    continue;
-                }
-                let marker = if h.is_control() {
-                    decode_control_batch(&h, batch).ok().map(|c| c.kind)
-                } else {
-                    None
-                };
-                let decision = tracker.decide(&BatchFacts::of(&h, marker), self.opts.isolation);
-                match decision {
-                    Decision::Keep => {}
-                    Decision::DropControl | Decision::DropAborted => continue,
-                    Decision::Undecided => {
-                        return Err(ExportError::Internal(format!(
-                            "{}: batch at offset {} of {} is still undecided when its file is written",
-                            m.topic, h.base_offset, r.key
-                        )));
-                    }
-                }
-                let records = decode_records(&h, batch)
-                    .map_err(|e| corrupt(format!("batch at offset {}: {e}", h.base_offset)))?;
-                for rec in &records {
-                    let Some(offset) = rec.offset(&h) else {
-                        return Err(corrupt(format!(
-                            "batch at offset {}: a record offset overflows",
-                            h.base_offset
-                        )));
-                    };
-                    let ts = record_timestamp(&h, rec);
-                    Seen::add(&mut report.seen, offset, ts);
-                    records_seen += 1;
-                    if offset < unit.first || offset > unit.last || !window.wants(offset, ts) {
-                        continue;
-                    }
-                    if !rows.push(&h, rec, offset, ts) {
-                        return Err(corrupt(format!(
-                            "record at offset {offset}: more header bytes than a Parquet list holds"
-                        )));
-                    }
-                    Seen::add(&mut stats, offset, ts);
-                    total += 1;
-                }
-                if rows.rows() >= ARROW_BATCH_ROWS || rows.bytes() >= ARROW_BATCH_BYTES {
-                    self.flush_rows(m, unit, key, &mut rows, writer).await?;
+            match tracker.decide(&BatchFacts::of(&h, marker), self.opts.isolation) {
+                Decision::Keep => {}
+                Decision::DropControl | Decision::DropAborted => continue,
+                Decision::Undecided => {
+                    return Err(ExportError::Internal(format!(
+                        "{tp}: batch at offset {} of {} is still undecided when its file is written",
+                        h.base_offset, r.key
+                    )));
                 }
             }
-            self.progress.records(records_seen);
+            let records = decode_records(&h, batch)
+                .map_err(|e| corrupt(format!("batch at offset {}: {e}", h.base_offset)))?;
+            for rec in &records {
+                let Some(offset) = rec.offset(&h) else {
+                    return Err(corrupt(format!(
+                        "batch at offset {}: a record offset overflows",
+                        h.base_offset
+                    )));
+                };
+                let ts = record_timestamp(&h, rec);
+                Seen::add(&mut report.seen, offset, ts);
+                records_seen += 1;
+                if offset < first || offset > last || !window.wants(offset, ts) {
+                    continue;
+                }
+                if !f.rows.push(&h, rec, offset, ts) {
+                    // Arrow's 32-bit offsets are full: hand the rows over
+                    // and try again with empty builders.
+                    self.flush_rows(m, f).await?;
+                    if !f.rows.push(&h, rec, offset, ts) {
+                        return Err(corrupt(format!(
+                            "record at offset {offset} is larger than an Arrow column holds (2 GiB)"
+                        )));
+                    }
+                }
+                Seen::add(&mut f.stats, offset, ts);
+                f.total += 1;
+            }
+            if f.rows.rows() >= ARROW_BATCH_ROWS || f.rows.bytes() >= ARROW_BATCH_BYTES {
+                self.flush_rows(m, f).await?;
+            }
         }
-        if rows.rows() > 0 {
-            self.flush_rows(m, unit, key, &mut rows, writer).await?;
-        }
-        Ok((total, stats))
+        self.progress.records(records_seen);
+        Ok(())
     }
 
     /// Hands the collected rows to the Parquet writer, creating it first.
     async fn flush_rows(
         &self,
         m: &PartitionManifest,
-        unit: &Unit,
-        key: &str,
-        rows: &mut RowsBuilder,
-        writer: &mut Option<AsyncArrowWriter<Counted>>,
+        f: &mut FileInProgress,
     ) -> Result<(), ExportError> {
-        if rows.rows() == 0 {
+        if f.rows.rows() == 0 {
             return Ok(());
         }
-        let batch = rows.finish().map_err(|source| ExportError::Arrow {
-            key: key.to_string(),
+        let parquet_err = |source| ExportError::Parquet {
+            key: f.key.clone(),
+            source,
+        };
+        let batch = f.rows.finish().map_err(|source| ExportError::Arrow {
+            key: f.key.clone(),
             source,
         })?;
-        let w = match writer {
-            Some(w) => w,
-            None => {
-                let props = self.writer_properties(m, unit);
-                let inner = BufWriter::new(Arc::clone(&self.out), ObjectPath::from(key));
-                let w = AsyncArrowWriter::try_new(
-                    Counted {
-                        inner,
-                        crc: 0,
-                        size: 0,
-                    },
-                    schema(),
-                    Some(props),
-                )
-                .map_err(|source| ExportError::Parquet {
-                    key: key.to_string(),
-                    source,
-                })?;
-                writer.insert(w)
-            }
-        };
-        w.write(&batch)
-            .await
-            .map_err(|source| ExportError::Parquet {
-                key: key.to_string(),
-                source,
-            })
+        if f.writer.is_none() {
+            let props = self.writer_properties(m, &f.unit);
+            let inner = BufWriter::new(Arc::clone(&self.out), ObjectPath::from(f.key.as_str()));
+            let w = AsyncArrowWriter::try_new(
+                Counted {
+                    inner,
+                    crc: 0,
+                    size: 0,
+                },
+                schema(),
+                Some(props),
+            )
+            .map_err(parquet_err)?;
+            f.writer = Some(w);
+        }
+        match f.writer.as_mut() {
+            Some(w) => w.write(&batch).await.map_err(parquet_err),
+            None => Ok(()),
+        }
     }
 
     /// Fixed writer properties (no clock, no host), so equal rows give
@@ -1108,10 +1107,24 @@ impl Exporter {
         ];
         WriterProperties::builder()
             .set_created_by(format!("segmirror backfill {}", env!("CARGO_PKG_VERSION")))
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_compression(Compression::ZSTD(
+                ZstdLevel::try_new(ZSTD_LEVEL).unwrap_or_default(),
+            ))
             .set_dictionary_enabled(false)
             .set_column_dictionary_enabled(ColumnPath::from("topic"), true)
-            .set_statistics_enabled(EnabledStatistics::Chunk)
+            // Min/max of keys, values and headers prune nothing and cost
+            // a comparison of every value: off. Offsets and timestamps
+            // get page statistics (column indexes) for pruning.
+            .set_statistics_enabled(EnabledStatistics::None)
+            .set_column_statistics_enabled(ColumnPath::from("partition"), EnabledStatistics::Chunk)
+            .set_column_statistics_enabled(
+                ColumnPath::from("leader_epoch"),
+                EnabledStatistics::Chunk,
+            )
+            .set_column_statistics_enabled(
+                ColumnPath::from("producer_id"),
+                EnabledStatistics::Chunk,
+            )
             .set_column_statistics_enabled(ColumnPath::from("offset"), EnabledStatistics::Page)
             .set_column_statistics_enabled(ColumnPath::from("timestamp"), EnabledStatistics::Page)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
@@ -1165,6 +1178,106 @@ impl Exporter {
         }
         Ok(removed)
     }
+}
+
+/// The live partitions of `source`'s newest head that `topics`,
+/// `exclude` and `partitions` select, sorted; or why there are none (what
+/// the bucket holds, for the error line).
+pub async fn select(
+    source: &ManifestStore,
+    source_prefix: &str,
+    topics: &Regex,
+    exclude: Option<&Regex>,
+    partitions: Option<&PartitionList>,
+) -> Result<Result<Vec<HeadEntry>, NothingSelected>, ExportError> {
+    let selection = applier::feed::Selection {
+        include: Some(topics),
+        exclude,
+    };
+    let head = source
+        .latest_head(None)
+        .await
+        .map_err(|source| ExportError::Bucket { source })?;
+    let matched: Vec<HeadEntry> = head
+        .as_ref()
+        .map(|h| {
+            h.partitions
+                .values()
+                .filter(|e| !e.deleted && selection.matches(&e.topic))
+                .filter(|e| partitions.is_none_or(|l| l.contains(e.partition)))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    if !matched.is_empty() {
+        let mut matched = matched;
+        matched.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        return Ok(Ok(matched));
+    }
+    let inventory = applier::inventory::take(
+        source.object_store(),
+        source_prefix,
+        source.layout().cluster_id(),
+        selection,
+    )
+    .await
+    .map_err(|source| ExportError::Bucket { source })?;
+    let cluster = source.layout().cluster_id();
+    Ok(Err(if !inventory.clusters.contains(cluster) {
+        NothingSelected::UnknownCluster(format!(
+            "source cluster {cluster} is not in the bucket {}: {inventory}",
+            source.object_store()
+        ))
+    } else if head.is_none() {
+        NothingSelected::NothingShipped(format!(
+            "source cluster {cluster} has shipped nothing yet (no head in its change feed): {inventory}"
+        ))
+    } else {
+        let partitions = match partitions {
+            Some(l) => format!(" and --partitions {l}"),
+            None => String::new(),
+        };
+        let per_topic = head
+            .iter()
+            .flat_map(|h| h.partitions.values())
+            .filter(|e| !e.deleted && selection.matches(&e.topic))
+            .map(|e| format!("{}-{}", e.topic, e.partition))
+            .collect::<Vec<_>>();
+        let live = if per_topic.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; partitions of the matched topics: {}",
+                per_topic.join(", ")
+            )
+        };
+        NothingSelected::NoMatch(format!(
+            "no live partition matches --topics {}{}{partitions}: {inventory}{live}",
+            topics
+                .as_str()
+                .trim_start_matches("^(?:")
+                .trim_end_matches(")$"),
+            exclude
+                .map(|x| format!(
+                    " --exclude {}",
+                    x.as_str().trim_start_matches("^(?:").trim_end_matches(")$")
+                ))
+                .unwrap_or_default(),
+        ))
+    }))
+}
+
+/// Lists a complete file of an earlier run as this run's.
+fn keep_file(
+    tp: &dyn std::fmt::Display,
+    file: FileEntry,
+    report: &mut PartitionReport,
+    kept: &mut BTreeSet<String>,
+) {
+    tracing::info!(partition = %tp, file = %file.key, rows = file.rows, "kept: complete from an earlier run");
+    kept.insert(file.key.clone());
+    report.reused += 1;
+    report.entry.files.push(file);
 }
 
 fn sources(unit: &Unit) -> Vec<SourceObject> {

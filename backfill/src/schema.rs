@@ -143,8 +143,10 @@ impl RowsBuilder {
     }
 
     /// Adds record `r` of batch `h` at `offset` with `timestamp_ms`.
-    /// Returns `false`, adding nothing, when the record holds more header
-    /// bytes than an Arrow list can index (2 GiB).
+    /// Returns `false`, adding nothing, when the rows collected would then
+    /// hold more bytes in one column than Arrow's 32-bit offsets index
+    /// (2 GiB; [`RowsBuilder::finish`] first, then push again), or more
+    /// headers than a list holds.
     pub fn push(&mut self, h: &BatchHeader, r: &Record, offset: i64, timestamp_ms: i64) -> bool {
         let Some(&last) = self.header_offsets.last() else {
             return false;
@@ -155,6 +157,22 @@ impl RowsBuilder {
         else {
             return false;
         };
+        let len = |v: &Option<Vec<u8>>| v.as_ref().map_or(0, Vec::len);
+        let fits = |used: usize, more: usize| {
+            used.checked_add(more)
+                .is_some_and(|total| total <= i32::MAX as usize)
+        };
+        let header_keys: usize = r.headers.iter().map(|x| x.key.len()).sum();
+        let header_values: usize = r.headers.iter().map(|x| len(&x.value)).sum();
+        let topic_bytes = self.topic.len() * (self.rows + 1);
+        if !(fits(self.keys.values_slice().len(), len(&r.key))
+            && fits(self.values.values_slice().len(), len(&r.value))
+            && fits(self.header_keys.values_slice().len(), header_keys)
+            && fits(self.header_values.values_slice().len(), header_values)
+            && fits(topic_bytes, 0))
+        {
+            return false;
+        }
         self.topics.append_value(&self.topic);
         self.partitions.append_value(self.partition);
         self.offsets.append_value(offset);

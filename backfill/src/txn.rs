@@ -360,3 +360,79 @@ mod tests {
         assert_eq!(t.last_stable_offset(2), 0, "producer 4 is still open");
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A log of batches, one offset each: `(producer, kind)` with kind 0 a
+    /// transactional data batch, 1 COMMIT, 2 ABORT, 3 a plain batch.
+    fn logs() -> impl Strategy<Value = Vec<(i64, u8)>> {
+        proptest::collection::vec((0i64..3, 0u8..4), 0..60)
+    }
+
+    fn facts(offset: i64, (pid, kind): (i64, u8)) -> BatchFacts {
+        match kind {
+            0 => BatchFacts {
+                base_offset: offset,
+                producer_id: pid,
+                transactional: true,
+                control: false,
+                marker: None,
+            },
+            1 | 2 => BatchFacts {
+                base_offset: offset,
+                producer_id: pid,
+                transactional: true,
+                control: true,
+                marker: Some(if kind == 1 {
+                    ControlType::Commit
+                } else {
+                    ControlType::Abort
+                }),
+            },
+            _ => BatchFacts {
+                base_offset: offset,
+                producer_id: -1,
+                transactional: false,
+                control: false,
+                marker: None,
+            },
+        }
+    }
+
+    proptest! {
+        /// Against the per-offset model: a transactional batch's fate is
+        /// the next marker of its producer after it; with none it is
+        /// undecided, and the LSO is the first such batch.
+        #[test]
+        fn decisions_match_the_next_marker_of_the_producer(log in logs()) {
+            let mut t = TxnTracker::new();
+            for (o, b) in log.iter().enumerate() {
+                t.observe(&facts(o as i64, *b), o as i64);
+            }
+            let mut first_undecided = None;
+            for (o, &(pid, kind)) in log.iter().enumerate() {
+                let f = facts(o as i64, (pid, kind));
+                let want = match kind {
+                    1 | 2 => Decision::DropControl,
+                    3 => Decision::Keep,
+                    _ => match log[o + 1..].iter().find(|(p, k)| *p == pid && (*k == 1 || *k == 2)) {
+                        Some((_, 1)) => Decision::Keep,
+                        Some(_) => Decision::DropAborted,
+                        None => {
+                            first_undecided.get_or_insert(o as i64);
+                            Decision::Undecided
+                        }
+                    },
+                };
+                prop_assert_eq!(t.decide(&f, Isolation::ReadCommitted), want, "offset {}", o);
+                let uncommitted = if kind == 1 || kind == 2 { Decision::DropControl } else { Decision::Keep };
+                prop_assert_eq!(t.decide(&f, Isolation::ReadUncommitted), uncommitted);
+            }
+            let end = log.len() as i64;
+            prop_assert_eq!(t.last_stable_offset(end), first_undecided.unwrap_or(end));
+        }
+    }
+}

@@ -48,6 +48,28 @@ async fn an_unknown_cluster_names_the_clusters_in_the_bucket() {
         run.stderr
     );
     assert!(!dir.path().join("out/_manifest.json").exists());
+    // With --json, tools read the same on stdout.
+    let run = backfill(&[
+        "export",
+        "--bucket",
+        &bucket,
+        "--source-cluster-id",
+        "nope",
+        "--topics",
+        ".*",
+        "--out",
+        &out(&dir),
+        "--json",
+    ]);
+    assert_eq!(run.code, 2, "{run:?}");
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).expect("--json");
+    assert_eq!(json["exit_code"], 2);
+    assert!(
+        json["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("source cluster nope is not in the bucket")),
+        "{json}"
+    );
 }
 
 #[tokio::test]
@@ -280,9 +302,13 @@ async fn a_corrupt_object_is_named_with_its_batch_and_its_file_is_not_written() 
     bytes[at] ^= 0x40;
     std::fs::write(&victim, bytes).expect("write");
 
-    let run = export(&bucket, &out(&dir), &[]);
+    let run = export(&bucket, &out(&dir), &["--json"]);
     no_panic(&run);
     assert_eq!(run.code, 1, "{run:?}");
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).expect("--json");
+    assert_eq!(json["failures"][0]["partition"], "orders-0");
+    assert_eq!(json["failures"][0]["corrupt"], true);
+    assert_eq!(json["failures"][0]["retryable"], false);
     let name = victim
         .file_name()
         .expect("name")
@@ -336,4 +362,41 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// Every example line of every `--help` parses (pasteable as it is).
+#[test]
+fn every_help_example_parses() {
+    for sub in [
+        &["--help"][..],
+        &["export", "--help"],
+        &["restore", "--help"],
+    ] {
+        let run = backfill(sub);
+        assert_eq!(run.code, 0, "{run:?}");
+        let examples: Vec<&str> = run
+            .stdout
+            .lines()
+            .map(str::trim)
+            .filter(|l| {
+                l.starts_with("backfill ")
+                    || (l.starts_with("JOB_COMPLETION_INDEX=") && l.contains(" backfill "))
+            })
+            .collect();
+        assert!(!examples.is_empty(), "{sub:?} has examples");
+        for line in examples {
+            // Words as a shell splits them (no quoted example argument
+            // holds a space).
+            let words: Vec<String> = line
+                .split_whitespace()
+                .skip_while(|w| *w != "backfill")
+                .skip(1)
+                .map(|w| w.trim_matches('\'').to_string())
+                .collect();
+            let mut args: Vec<&str> = words.iter().map(String::as_str).collect();
+            args.push("--help");
+            let run = backfill(&args);
+            assert_eq!(run.code, 0, "{line}: {}", run.stderr);
+        }
+    }
 }

@@ -119,6 +119,13 @@ async fn an_export_holds_the_committed_records_as_pyarrow_and_duckdb_read_them()
     let run = export(&bucket, &out, &["--json"]);
     assert_eq!(run.code, 0, "{run:?}");
     check_export(&out_dir, &expected);
+    // The same rows as kafka-python reads from the source log with Kafka's
+    // read_committed rules (an oracle sharing no code with ours).
+    assert_eq!(
+        kafka_python_read_committed(&dir.path().join("source")),
+        expected.rows,
+        "kafka-python's read_committed view of the source"
+    );
 
     // orders-1 ends in an open transaction: the export stops at the LSO and says so.
     let lso = expected.lso[&("orders".to_string(), 1)];
@@ -209,6 +216,31 @@ async fn read_uncommitted_exports_the_aborted_records_too() {
         offsets.len(),
         expected.partition("orders", 0).len() + aborted.len()
     );
+
+    // An open transaction does not stop a read_uncommitted export: orders-1
+    // is exported to its end, the open transaction's records included.
+    let out_dir = dir.path().join("orders-1");
+    let run = export(
+        &bucket,
+        &format!("file://{}", out_dir.display()),
+        &[
+            "--isolation",
+            "read_uncommitted",
+            "--topics",
+            "orders",
+            "--partitions",
+            "1",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!run.stderr.contains("last stable offset"), "{}", run.stderr);
+    let offsets: Vec<i64> = read_export(&out_dir)
+        .duckdb
+        .rows
+        .iter()
+        .map(|r| r.2)
+        .collect();
+    assert_eq!(offsets, (0..32).collect::<Vec<i64>>());
 }
 
 #[tokio::test]
@@ -384,4 +416,137 @@ async fn exports_from_and_to_s3() {
         std::fs::write(path, bytes).expect("write");
     }
     check_export(&out_dir, &expected);
+}
+
+/// A transaction that starts in one segment and ends in the next: after
+/// the first file is lost, a re-run must still read the second (complete)
+/// segment's marker, not cut the first file at a stale LSO.
+#[tokio::test]
+async fn a_rerun_reads_the_marker_in_a_kept_file_to_rewrite_an_earlier_one() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (bucket, store) = file_bucket(&dir.path().join("bucket"));
+    let source = dir.path().join("source");
+    let tp = kafkalog::TopicPartition::new("spans", 0).expect("tp");
+    let rows = {
+        let d = kafkalog::LogDir::open(&source).expect("source");
+        let mut w = Writer::new(&d, tp.clone());
+        w.plain(2, 10, kafkalog::batch::Compression::None);
+        w.txn_batch(42, 3, kafkalog::batch::Compression::None);
+        // Enough plain batches to roll the 4 KiB segment.
+        w.plain(12, 10, kafkalog::batch::Compression::None);
+        w.end_txn(42, true);
+        w.plain(1, 10, kafkalog::batch::Compression::None);
+        w.close().0
+    };
+    let ms = manifest::store::ManifestStore::new(
+        store,
+        manifest::layout::ClusterLayout::new("", SOURCE).expect("layout"),
+    );
+    let m = publish(&ms, &source, &tp).await;
+    assert!(
+        m.ranges.len() >= 2 && m.ranges[0].last_offset < 20 + 3 + 120,
+        "the marker is in a later segment: {:?}",
+        m.ranges
+            .iter()
+            .map(|r| (r.base_offset, r.last_offset))
+            .collect::<Vec<_>>()
+    );
+    let out_dir = dir.path().join("out");
+    let out = format!("file://{}", out_dir.display());
+    let run = export(&bucket, &out, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!run.stderr.contains("last stable offset"), "{}", run.stderr);
+    let files = files_under(&out_dir);
+    assert_eq!(read_export(&out_dir).duckdb.rows, rows);
+    let first = files
+        .keys()
+        .find(|k| k.ends_with(".parquet"))
+        .expect("a file")
+        .clone();
+    std::fs::remove_file(out_dir.join(&first)).expect("lose the first file");
+    let again = export(&bucket, &out, &[]);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(again.stderr.contains("1 written"), "{}", again.stderr);
+    assert_eq!(
+        files_under(&out_dir),
+        files,
+        "the lost file is rewritten as it was"
+    );
+
+    // A window ending in the first segment: the marker is read from the
+    // next one (lookahead), and the window's rows are committed ones.
+    let to = m.ranges[0].last_offset;
+    let windowed = dir.path().join("windowed");
+    let run = export(
+        &bucket,
+        &format!("file://{}", windowed.display()),
+        &["--to-offset", &to.to_string()],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!run.stderr.contains("last stable offset"), "{}", run.stderr);
+    let want: Vec<Row> = rows.iter().filter(|r| r.2 <= to).cloned().collect();
+    assert!(
+        want.iter().any(|r| r.2 >= 20 && r.2 < 23),
+        "the transaction's rows are in the window"
+    );
+    assert_eq!(read_export(&windowed).duckdb.rows, want);
+}
+
+/// A segment shipped as several objects, with a transaction opened in a
+/// later object and never ended: the file opened for the whole segment is
+/// dropped at the LSO cut and written again under the cut's name; a
+/// re-run keeps it byte for byte.
+#[tokio::test]
+async fn an_lso_cut_inside_a_segment_of_several_objects() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (bucket, store) = file_bucket(&dir.path().join("bucket"));
+    let source = dir.path().join("source");
+    let tp = kafkalog::TopicPartition::new("spans", 0).expect("tp");
+    let (rows, open_at) = {
+        let d = kafkalog::LogDir::open(&source).expect("source");
+        let mut w = Writer::new(&d, tp.clone());
+        w.plain(5, 4, kafkalog::batch::Compression::Zstd);
+        let open_at = w.log.log_end_offset();
+        w.txn_batch(77, 2, kafkalog::batch::Compression::None);
+        w.plain(3, 4, kafkalog::batch::Compression::None);
+        let rows = w.close().0;
+        (rows, open_at)
+    };
+    let ms = manifest::store::ManifestStore::new(
+        store,
+        manifest::layout::ClusterLayout::new("", SOURCE).expect("layout"),
+    );
+    let m = publish_split(&ms, &source, &tp, 2).await;
+    assert!(m.ranges.len() >= 4, "{} objects", m.ranges.len());
+    assert!(
+        m.ranges.iter().all(|r| r.segment_base_offset == 0),
+        "one segment"
+    );
+    let out_dir = dir.path().join("out");
+    let out = format!("file://{}", out_dir.display());
+    let run = export(&bucket, &out, &["--pending-memory", "1"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "spans-0: ends at the shipped last stable offset {open_at}"
+        )),
+        "{}",
+        run.stderr
+    );
+    let files = files_under(&out_dir);
+    let parquet: Vec<&String> = files.keys().filter(|k| k.ends_with(".parquet")).collect();
+    assert_eq!(
+        parquet,
+        vec![&format!(
+            "topic=spans/partition=0/{:020}-{:020}.parquet",
+            0,
+            open_at - 1
+        )]
+    );
+    let want: Vec<Row> = rows.into_iter().filter(|r| r.2 < open_at).collect();
+    assert_eq!(read_export(&out_dir).duckdb.rows, want);
+    let again = export(&bucket, &out, &[]);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(again.stderr.contains("0 written"), "{}", again.stderr);
+    assert_eq!(files_under(&out_dir), files);
 }

@@ -112,6 +112,25 @@ class Kubernetes(unittest.TestCase):
         self.assertEqual(set(cfg), template_keys, "ConfigMap and Terraform template disagree on keys")
 
 
+class BackfillJob(unittest.TestCase):
+    docs = list(yaml.safe_load_all((DEPLOY / "kubernetes" / "backfill-export-job.yaml").read_text()))
+
+    def test_an_indexed_job_whose_count_is_its_completions(self) -> None:
+        (job,) = [d for d in self.docs if d and d["kind"] == "Job"]
+        spec = job["spec"]
+        self.assertEqual(spec["completionMode"], "Indexed", "JOB_COMPLETION_INDEX is set only in Indexed Jobs")
+        (c,) = spec["template"]["spec"]["containers"]
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        self.assertEqual(env["JOB_COMPLETION_COUNT"], str(spec["completions"]))
+        self.assertEqual(c["command"][:2], ["/usr/local/bin/backfill", "export"])
+        self.assertNotIn("--shard", c["command"], "the shard comes from the Job's variables")
+        sc = c["securityContext"]
+        self.assertIs(sc["runAsNonRoot"], True)
+        self.assertIs(sc["readOnlyRootFilesystem"], True)
+        self.assertEqual(sc["capabilities"]["drop"], ["ALL"])
+        self.assertIn("limits", c["resources"])
+
+
 class Container(unittest.TestCase):
     text = (DEPLOY / "container" / "Dockerfile").read_text()
 

@@ -30,6 +30,7 @@ pub const T0: i64 = 1_700_000_000_000;
 pub fn topic_id(topic: &str) -> TopicId {
     match topic {
         "orders" => "vVw7a5a_QkWcK7JvBD2t8Q",
+        "spans" => "AbCdEfGhIjKlMnOpQrStUQ",
         _ => "q1w2e3r4t5y6u7i8o9p0aQ",
     }
     .parse()
@@ -318,6 +319,21 @@ pub async fn publish(
     source: &Path,
     t: &TopicPartition,
 ) -> PartitionManifest {
+    publish_split(store, source, t, usize::MAX).await
+}
+
+/// (base offset, last offset, epoch, max timestamp, bytes) of a batch.
+type ShippedBatch = (i64, i64, i32, i64, Vec<u8>);
+
+/// [`publish`] with each segment shipped as objects of at most
+/// `per_object` batches (as the shipper splits a segment past its
+/// `max_object_size`).
+pub async fn publish_split(
+    store: &ManifestStore,
+    source: &Path,
+    t: &TopicPartition,
+    per_object: usize,
+) -> PartitionManifest {
     let upload = "u1";
     let reader = PartitionReader::open(source, t).expect("reader");
     let pk = PartitionKey {
@@ -329,12 +345,7 @@ pub async fn publish(
     m.log_start_offset = segments.first().map_or(0, |s| s.base_offset);
     m.shipped_end_offset = m.log_start_offset;
     for (i, seg) in segments.iter().enumerate() {
-        let mut bytes = Vec::new();
-        let mut first = None;
-        let mut last = 0;
-        let mut epochs: Vec<EpochEntry> = Vec::new();
-        let mut max_ts = -1;
-        let mut batches = 0;
+        let mut batches: Vec<ShippedBatch> = Vec::new();
         reader
             .for_each_batch(seg.base_offset, true, |h, b| {
                 if h.base_offset < seg.base_offset
@@ -344,46 +355,55 @@ pub async fn publish(
                 {
                     return ControlFlow::Continue(());
                 }
-                first.get_or_insert(h.base_offset);
-                last = h.last_offset();
-                if epochs
-                    .last()
-                    .is_none_or(|e| e.epoch != h.partition_leader_epoch)
-                {
-                    epochs.push(EpochEntry {
-                        epoch: h.partition_leader_epoch,
-                        start_offset: h.base_offset,
-                    });
-                }
-                max_ts = max_ts.max(h.max_timestamp);
-                batches += 1;
-                bytes.extend_from_slice(b);
+                batches.push((
+                    h.base_offset,
+                    h.last_offset(),
+                    h.partition_leader_epoch,
+                    h.max_timestamp,
+                    b.to_vec(),
+                ));
                 ControlFlow::Continue(())
             })
             .expect("walk");
-        let Some(first) = first else { continue };
-        let key = store
-            .layout()
-            .data_key(&pk, first, last, epochs[0].epoch, upload)
-            .expect("key");
-        store
-            .put_new(&key, Bytes::from(bytes.clone()))
-            .await
-            .expect("put");
-        m.ranges.push(ShippedRange {
-            key,
-            base_offset: first,
-            last_offset: last,
-            bytes: bytes.len() as u64,
-            batches,
-            crc32c: crc32c::crc32c(&bytes),
-            max_timestamp: max_ts,
-            epochs: EpochLineage::from_entries(epochs).expect("a range's epochs"),
-            segment_base_offset: seg.base_offset,
-            completes_segment: i + 1 < segments.len(),
-            segment_generation: 0,
-        });
-        m.shipped_end_offset = last + 1;
+        let chunks: Vec<&[ShippedBatch]> = batches.chunks(per_object.max(1)).collect();
+        let n = chunks.len();
+        for (ci, chunk) in chunks.into_iter().enumerate() {
+            let (Some(first), Some(last_batch)) = (chunk.first(), chunk.last()) else {
+                continue;
+            };
+            let mut epochs: Vec<EpochEntry> = Vec::new();
+            for b in chunk {
+                if epochs.last().is_none_or(|e| e.epoch != b.2) {
+                    epochs.push(EpochEntry {
+                        epoch: b.2,
+                        start_offset: b.0,
+                    });
+                }
+            }
+            let bytes: Vec<u8> = chunk.iter().flat_map(|b| b.4.iter().copied()).collect();
+            let key = store
+                .layout()
+                .data_key(&pk, first.0, last_batch.1, epochs[0].epoch, upload)
+                .expect("key");
+            store
+                .put_new(&key, Bytes::from(bytes.clone()))
+                .await
+                .expect("put");
+            m.ranges.push(ShippedRange {
+                key,
+                base_offset: first.0,
+                last_offset: last_batch.1,
+                bytes: bytes.len() as u64,
+                batches: chunk.len() as u32,
+                crc32c: crc32c::crc32c(&bytes),
+                max_timestamp: chunk.iter().map(|b| b.3).max().unwrap_or(-1),
+                epochs: EpochLineage::from_entries(epochs).expect("a range's epochs"),
+                segment_base_offset: seg.base_offset,
+                completes_segment: i + 1 < segments.len() && ci + 1 == n,
+                segment_generation: 0,
+            });
+            m.shipped_end_offset = last_batch.1 + 1;
+        }
     }
     m.source_high_watermark = m.shipped_end_offset;
     let end = m.shipped_end_offset;
@@ -588,4 +608,90 @@ pub fn files_under(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     walk(dir, dir, &mut out);
     out
+}
+
+/// What a read_committed consumer reads from the source log dir, decoded
+/// by kafka-python (`tests/fixtures/read_with_kafka_python.py`, no code of
+/// ours) and filtered here by Kafka's rules: control batches dropped, a
+/// transaction's records kept when its COMMIT marker comes, dropped on
+/// ABORT, and records from the oldest transaction still open onwards
+/// withheld (the last stable offset). Sorted like the readers' rows.
+pub fn kafka_python_read_committed(source: &Path) -> Vec<Row> {
+    use base64::Engine;
+    let out = segmirror_testkit::kafka_python::run_fixture(
+        "read_with_kafka_python.py",
+        &["--log-dir", source.to_str().expect("utf-8 path")],
+    );
+    let parts: serde_json::Value = serde_json::from_slice(&out.stdout).expect("kafka-python JSON");
+    let bytes = |v: &serde_json::Value, enc: &serde_json::Value| -> Option<String> {
+        let text = v.as_str()?;
+        let raw = match enc.as_str() {
+            Some("base64") => base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .expect("base64"),
+            _ => text.as_bytes().to_vec(),
+        };
+        Some(hex(&raw))
+    };
+    let mut rows = Vec::new();
+    for p in parts.as_array().expect("partitions") {
+        let topic = p["topic"].as_str().expect("topic").to_string();
+        let partition = p["partition"].as_i64().expect("partition") as i32;
+        let mut kept: Vec<Row> = Vec::new();
+        let mut open: BTreeMap<i64, (i64, Vec<Row>)> = BTreeMap::new();
+        for b in p["batches"].as_array().expect("batches") {
+            let pid = b["producer_id"].as_i64().expect("pid");
+            if b["is_control"].as_bool().expect("control") {
+                if let Some((_, recs)) = open.remove(&pid)
+                    && b["control_type"] == "COMMIT"
+                {
+                    kept.extend(recs);
+                }
+                continue;
+            }
+            let recs: Vec<Row> = b["records"]
+                .as_array()
+                .expect("records")
+                .iter()
+                .map(|r| {
+                    Row(
+                        topic.clone(),
+                        partition,
+                        r["offset"].as_i64().expect("offset"),
+                        r["timestamp"].as_i64().expect("timestamp"),
+                        bytes(&r["key"], &r["key_encoding"]),
+                        bytes(&r["value"], &r["value_encoding"]),
+                        r["headers"]
+                            .as_array()
+                            .expect("headers")
+                            .iter()
+                            .map(|h| {
+                                (
+                                    h["key"].as_str().expect("header key").to_string(),
+                                    bytes(&h["value"], &h["value_encoding"]),
+                                )
+                            })
+                            .collect(),
+                    )
+                })
+                .collect();
+            if b["is_transactional"].as_bool().expect("txn") {
+                let first = b["base_offset"].as_i64().expect("base");
+                open.entry(pid)
+                    .or_insert((first, Vec::new()))
+                    .1
+                    .extend(recs);
+            } else {
+                kept.extend(recs);
+            }
+        }
+        let lso = open
+            .values()
+            .map(|(first, _)| *first)
+            .min()
+            .unwrap_or(i64::MAX);
+        rows.extend(kept.into_iter().filter(|r| r.2 < lso));
+    }
+    rows.sort();
+    rows
 }

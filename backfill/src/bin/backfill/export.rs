@@ -3,14 +3,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use backfill::export::{ExportOptions, Exporter, NothingSelected, Summary};
+use backfill::export::{ExportOptions, Exporter, Summary};
 use backfill::plan::Window;
 use backfill::progress::{Bar, LogLines, Progress};
 use backfill::select::{PartitionList, Shard};
 use backfill::txn::Isolation;
 use kafkalog::units::ByteSize;
 use manifest::bucket::BucketUrl;
-use manifest::diagnosis::{self, FirstRequestFailure};
+use manifest::diagnosis;
 
 pub(crate) const EXAMPLES: &str = "Examples:
   backfill export --bucket file:///data/bucket --source-cluster-id src --topics orders --out file:///data/parquet
@@ -93,7 +93,7 @@ pub(crate) struct ExportArgs {
     json: bool,
 }
 
-fn parse_isolation(s: &str) -> Result<Isolation, String> {
+pub(crate) fn parse_isolation(s: &str) -> Result<Isolation, String> {
     match s {
         "read_committed" => Ok(Isolation::ReadCommitted),
         "read_uncommitted" => Ok(Isolation::ReadUncommitted),
@@ -104,7 +104,7 @@ fn parse_isolation(s: &str) -> Result<Isolation, String> {
 }
 
 /// A time as RFC 3339 (UTC) or epoch milliseconds, in ms.
-fn parse_time(flag: &str, s: &str) -> anyhow::Result<i64> {
+pub(crate) fn parse_time(flag: &str, s: &str) -> anyhow::Result<i64> {
     if let Ok(ms) = s.trim().parse::<i64>() {
         return Ok(ms);
     }
@@ -118,11 +118,11 @@ fn parse_time(flag: &str, s: &str) -> anyhow::Result<i64> {
     i64::try_from(ms).map_err(|_| anyhow::anyhow!("{flag} {s:?}: too far in the future"))
 }
 
-fn regex(flag: &str, pattern: &str) -> anyhow::Result<regex::Regex> {
+pub(crate) fn regex(flag: &str, pattern: &str) -> anyhow::Result<regex::Regex> {
     manifest::topic_pattern::whole_name(pattern).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
 }
 
-fn build_store(
+pub(crate) fn build_store(
     flag: &str,
     url: &BucketUrl,
     timeout: Duration,
@@ -225,56 +225,13 @@ pub(crate) async fn run(args: ExportArgs, bar: bool) -> anyhow::Result<u8> {
 
     // The first request says whether the bucket is there at all, within
     // the store timeout, in the words both services use.
-    if let Some(problem) = diagnosis::check_before_first_request(&bucket).await {
-        eprintln!("backfill: error: {problem}");
-        return Ok(problem.exit_code());
-    }
-    let selected = match tokio::time::timeout(store_timeout, exporter.select()).await {
-        Ok(Ok(Ok(selected))) => selected,
-        Ok(Ok(Err(nothing))) => {
-            eprintln!("backfill: error: nothing to export: {nothing}");
-            return Ok(match nothing {
-                NothingSelected::UnknownCluster(_)
-                | NothingSelected::NothingShipped(_)
-                | NothingSelected::NoMatch(_) => 2,
-            });
-        }
-        Ok(Err(e)) => {
-            let text = diagnosis::one_line(&e);
-            let explained = diagnosis::explain_first_request(
-                &bucket,
-                FirstRequestFailure::Failed(text.clone()),
-            )
-            .await;
-            match explained {
-                Some(problem) => eprintln!("backfill: error: {problem}"),
-                None => eprintln!(
-                    "backfill: error: cannot read the bucket {}: {text}",
-                    bucket.location()
-                ),
-            }
-            return Ok(1);
-        }
-        Err(_) => {
-            let explained = diagnosis::explain_first_request(
-                &bucket,
-                FirstRequestFailure::NoAnswer(store_timeout),
-            )
-            .await;
-            match explained {
-                Some(problem) => eprintln!("backfill: error: {problem}"),
-                None => eprintln!(
-                    "backfill: error: cannot read the bucket {}: no answer within {}",
-                    bucket.location(),
-                    humantime::format_duration(store_timeout)
-                ),
-            }
-            return Ok(1);
-        }
-    };
-    let selected_count = selected.len();
+    let selected =
+        match crate::first_request(&bucket, store_timeout, args.json, exporter.select()).await {
+            Ok(selected) => selected,
+            Err(code) => return Ok(code),
+        };
     let summary = exporter.run(selected).await?;
-    let code = verdict(&summary, &window, shard, selected_count);
+    let code = verdict(&summary, &window, shard);
     let elapsed = started.elapsed();
     report(&summary, &window, shard, &out, elapsed);
     if args.json {
@@ -284,30 +241,48 @@ pub(crate) async fn run(args: ExportArgs, bar: bool) -> anyhow::Result<u8> {
 }
 
 /// The exit code of a finished run.
-fn verdict(summary: &Summary, window: &Window, shard: Shard, selected: usize) -> u8 {
-    if !summary.failures.is_empty() {
-        return 1;
-    }
-    let windowed = window.from_offset.is_some()
-        || window.to_offset.is_some()
-        || window.from_time.is_some()
-        || window.to_time.is_some();
-    // A window that matched nothing anywhere is a mistake; a shard with no
-    // partition, or partitions holding no committed record, is not.
-    if windowed && summary.rows() == 0 && !summary.partitions.is_empty() && selected > 0 {
-        let _ = shard;
-        return 2;
-    }
-    0
+fn verdict(summary: &Summary, window: &Window, shard: Shard) -> u8 {
+    exit_code(
+        !summary.failures.is_empty(),
+        window.from_offset.is_some()
+            || window.to_offset.is_some()
+            || window.from_time.is_some()
+            || window.to_time.is_some(),
+        summary.rows(),
+        summary.partitions.len(),
+        shard,
+    )
 }
 
+/// The exit code (pure; the table is in the tests): 1 when a partition
+/// failed; 2 when a window matched no record of any partition of an
+/// unsharded run (a mistake: the line says what the records span); 0
+/// otherwise. A shard may own no partition, or partitions without a
+/// record in the window while other shards have some: that is not a
+/// mistake of its own.
+fn exit_code(failed: bool, windowed: bool, rows: u64, partitions: usize, shard: Shard) -> u8 {
+    if failed {
+        1
+    } else if windowed && rows == 0 && partitions > 0 && shard.count == 1 {
+        2
+    } else {
+        0
+    }
+}
+
+/// `ms` as RFC 3339 and as it is; as it is only outside 1970..=9999, which
+/// humantime cannot format (its `Display` fails there, and `format!` would
+/// panic on a producer's garbage timestamp).
 fn ms_text(ms: i64) -> String {
-    match u64::try_from(ms) {
-        Ok(ms) => format!(
+    match u64::try_from(ms)
+        .ok()
+        .filter(|&ms| ms < 253_402_300_800_000)
+    {
+        Some(ms) => format!(
             "{} ({ms})",
             humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(ms))
         ),
-        Err(_) => ms.to_string(),
+        None => ms.to_string(),
     }
 }
 
@@ -367,7 +342,7 @@ fn report(summary: &Summary, window: &Window, shard: Shard, out: &BucketUrl, ela
                 ms_text(s.min_timestamp_ms),
                 ms_text(s.max_timestamp_ms)
             ),
-            None => "no record was read (the window lies outside the shipped offsets, or the partitions are empty)".into(),
+            None => "no record was read (every shipped range ends before --from-time, the offsets lie outside the shipped ones, or the partitions hold no committed record)".into(),
         };
         let asked = format!(
             "offsets {}..={}, timestamps {} to {}",
@@ -426,6 +401,8 @@ fn json_summary(
         "failures": summary.failures.iter().map(|(tp, e)| serde_json::json!({
             "partition": tp.to_string(),
             "error": diagnosis::one_line(e),
+            "corrupt": e.is_corrupt(),
+            "retryable": e.is_retryable(),
         })).collect::<Vec<_>>(),
         "files": summary.files().count(),
         "rows": summary.rows(),
@@ -433,4 +410,60 @@ fn json_summary(
         "manifest": summary.manifest_key.as_deref().map(|k| object_url(out, k)),
         "seconds": elapsed.as_secs_f64(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exit_code_of_a_finished_run() {
+        let one = Shard::ALL;
+        let of4 = Shard { index: 1, count: 4 };
+        // (failed, windowed, rows, partitions, shard) -> exit code
+        let cases = [
+            ((true, false, 10, 3, one), 1),
+            ((true, true, 0, 3, of4), 1),
+            ((false, false, 10, 3, one), 0),
+            // Partitions without a committed record: not a mistake.
+            ((false, false, 0, 3, one), 0),
+            // A window that matched nothing: a mistake.
+            ((false, true, 0, 3, one), 2),
+            ((false, true, 5, 3, one), 0),
+            // A shard whose partitions have nothing in the window, or
+            // that owns none.
+            ((false, true, 0, 2, of4), 0),
+            ((false, true, 0, 0, one), 0),
+        ];
+        for ((failed, windowed, rows, partitions, shard), want) in cases {
+            assert_eq!(
+                exit_code(failed, windowed, rows, partitions, shard),
+                want,
+                "{failed} {windowed} {rows} {partitions} {shard}"
+            );
+        }
+    }
+
+    #[test]
+    fn any_timestamp_prints_without_panicking() {
+        assert_eq!(ms_text(0), "1970-01-01T00:00:00.000Z (0)");
+        assert_eq!(
+            ms_text(1_700_000_000_000),
+            "2023-11-14T22:13:20.000Z (1700000000000)"
+        );
+        for raw in [-1, i64::MIN, i64::MAX, 253_402_300_800_000] {
+            assert_eq!(ms_text(raw), raw.to_string());
+        }
+    }
+
+    #[test]
+    fn times_are_rfc_3339_or_epoch_milliseconds() {
+        assert_eq!(
+            parse_time("--from-time", "2023-11-14T22:13:20Z").expect("rfc 3339"),
+            1_700_000_000_000
+        );
+        assert_eq!(parse_time("--from-time", "42").expect("ms"), 42);
+        let e = parse_time("--to-time", "tomorrow").expect_err("refused");
+        assert!(e.to_string().contains("--to-time \"tomorrow\""), "{e}");
+    }
 }
