@@ -21,6 +21,8 @@
 //!   replicated appends, reads, truncation, retention, rolling.
 //! - [`logdir`]: the log dir root, its lock and root checkpoints.
 //! - [`guard`]: the persisted write guard that makes a partition read-only.
+//! - [`offsets_topic`]: records of `__consumer_offsets` (committed offsets,
+//!   group metadata).
 //! - [`reader`], [`verify`], [`compare`]: read-only access and checks.
 //! - [`units`]: sizes with units (`8MiB`), as every binary takes them.
 //!
@@ -38,6 +40,7 @@ pub mod guard;
 pub mod index;
 pub mod log;
 pub mod logdir;
+pub mod offsets_topic;
 pub mod reader;
 pub mod records;
 pub mod segment;

@@ -171,7 +171,7 @@ pub(super) async fn commit(shared: &Shared, request: OffsetCommitRequest, versio
             commits.push((
                 t.name.0.to_string(),
                 p.partition_index,
-                Committed {
+                Some(Committed {
                     offset: p.committed_offset,
                     leader_epoch: if version >= 6 {
                         p.committed_leader_epoch
@@ -184,7 +184,7 @@ pub(super) async fn commit(shared: &Shared, request: OffsetCommitRequest, versio
                         .map(|m| m.to_string())
                         .unwrap_or_default(),
                     commit_timestamp: now,
-                },
+                }),
             ));
         }
     }

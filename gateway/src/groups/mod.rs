@@ -20,7 +20,8 @@
 //!   writer before it is acknowledged, and read back when the gateway
 //!   starts, so offsets survive restarts.
 
-pub mod offsets_topic;
+/// The record format, from kafkalog (re-exported for the gateway's callers).
+pub use kafkalog::offsets_topic;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -584,7 +585,11 @@ impl Coordinator {
 
     /// Writes `commits` to `__consumer_offsets` through the single writer,
     /// then records them. Error code 0 when committed.
-    pub async fn commit(&self, group_id: &str, commits: Vec<(String, i32, Committed)>) -> i16 {
+    pub async fn commit(
+        &self,
+        group_id: &str,
+        commits: Vec<(String, i32, Option<Committed>)>,
+    ) -> i16 {
         let Some(writer) = &self.writer else {
             return ResponseError::CoordinatorNotAvailable.code();
         };
@@ -623,7 +628,10 @@ impl Coordinator {
             .entry(group_id.to_string())
             .or_insert_with(Group::new);
         for (topic, partition, c) in commits {
-            g.offsets.insert((topic, partition), c);
+            match c {
+                Some(c) => g.offsets.insert((topic, partition), c),
+                None => g.offsets.remove(&(topic, partition)),
+            };
         }
         0
     }
@@ -712,7 +720,7 @@ fn load_partition(
                     let Some(key) = r.key.as_deref() else {
                         continue;
                     };
-                    if let Some(OffsetsRecord::Commit {
+                    if let Ok(OffsetsRecord::Commit {
                         group,
                         topic,
                         partition,
