@@ -82,6 +82,11 @@ pub enum ObjectKind {
     /// The applier's mirror record of a local partition
     /// (`segmirror-mirror.json` in the partition dir).
     MirrorRecord,
+    /// A delta of a cluster's group offsets (`groups/delta/<version>.json`).
+    GroupsDelta,
+    /// A snapshot of a cluster's group offsets
+    /// (`groups/snapshot/<version>.json`).
+    GroupsSnapshot,
 }
 
 impl ObjectKind {
@@ -92,6 +97,8 @@ impl ObjectKind {
             ObjectKind::Page => "page",
             ObjectKind::Head => "head",
             ObjectKind::MirrorRecord => "mirror record",
+            ObjectKind::GroupsDelta => "group offsets delta",
+            ObjectKind::GroupsSnapshot => "group offsets snapshot",
         }
     }
 
@@ -100,7 +107,11 @@ impl ObjectKind {
     /// `mirror_state::CHECKSUMMED_SINCE` for the mirror record.
     pub fn checksummed_since(self) -> SchemaVersion {
         match self {
-            ObjectKind::Manifest | ObjectKind::Page | ObjectKind::Head => CHECKSUMMED_SINCE,
+            ObjectKind::Manifest
+            | ObjectKind::Page
+            | ObjectKind::Head
+            | ObjectKind::GroupsDelta
+            | ObjectKind::GroupsSnapshot => CHECKSUMMED_SINCE,
             ObjectKind::MirrorRecord => crate::mirror_state::CHECKSUMMED_SINCE,
         }
     }

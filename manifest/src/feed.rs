@@ -17,6 +17,10 @@
 //! - per shipper cycle with changes: 1 GET probe (404) and 1 PUT of the new
 //!   head; under contention one more GET and PUT per lost race.
 //!
+//! A head also names the newest version of the cluster's consumer-group
+//! offsets (`groups`), so an idle applier learns that they did not change
+//! from the same GET.
+//!
 //! Heads older than [`KEEP_HEADS`] versions are deleted by the writer.
 //!
 //! Format: compact JSON of [`Head`] with, since schema 1.1, the CRC-32C
@@ -31,6 +35,7 @@ use kafkalog::topic::TopicId;
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{self, ObjectKind};
+use crate::groups::GroupsPointer;
 use crate::partition::{ManifestFormatError, PartitionManifest, SchemaVersion};
 
 /// How often a feed reader lists the head dir to resynchronise.
@@ -102,6 +107,9 @@ pub struct Head {
     pub writer: String,
     /// Every partition of the cluster, by `topic-partition`.
     pub partitions: BTreeMap<String, HeadEntry>,
+    /// The newest consumer-group offsets (`groups`), when shipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<GroupsPointer>,
 }
 
 impl Head {
@@ -114,6 +122,7 @@ impl Head {
             written_at_ms: 0,
             writer: String::new(),
             partitions: BTreeMap::new(),
+            groups: None,
         }
     }
 
@@ -165,6 +174,16 @@ impl Head {
             }
         }
         changed
+    }
+
+    /// Names group offsets `p` unless the head names a newer version.
+    /// Returns true when it changed.
+    pub fn merge_groups(&mut self, p: GroupsPointer) -> bool {
+        if self.groups.is_some_and(|cur| cur.version >= p.version) {
+            return false;
+        }
+        self.groups = Some(p);
+        true
     }
 }
 

@@ -8,6 +8,10 @@
 //! <prefix>/segmirror/v1/<cluster>/head/<seq:020>.json
 //!     change feed: one immutable object per shipper cycle, summarising every
 //!     partition's latest manifest version (see `feed`).
+//! <prefix>/segmirror/v1/<cluster>/groups/delta/<version:020>.json
+//! <prefix>/segmirror/v1/<cluster>/groups/snapshot/<version:020>.json
+//!     the source's consumer-group offsets: one delta per version, a
+//!     snapshot every few versions (see `groups`).
 //! <prefix>/segmirror/v1/<cluster>/topics/<topic>/<topic-id>/<partition>/manifest/<version:020>.json
 //!     the epoch manifest of one partition, one immutable object per version.
 //! <prefix>/segmirror/v1/<cluster>/topics/<topic>/<topic-id>/<partition>/pages/<first:020>-<last:020>-<upload>.json
@@ -295,6 +299,37 @@ impl ClusterLayout {
             .ok_or_else(|| err("head key", key, "name is not <20 digits>.json"))
     }
 
+    /// Directory of the group offsets' deltas.
+    pub fn groups_delta_dir(&self) -> String {
+        format!("{}/groups/delta", self.root)
+    }
+
+    /// Key of the group offsets' delta `version`.
+    pub fn groups_delta_key(&self, version: u64) -> String {
+        format!("{}/groups/delta/{version:020}.json", self.root)
+    }
+
+    /// Directory of the group offsets' snapshots.
+    pub fn groups_snapshot_dir(&self) -> String {
+        format!("{}/groups/snapshot", self.root)
+    }
+
+    /// Key of the group offsets' snapshot `version`.
+    pub fn groups_snapshot_key(&self, version: u64) -> String {
+        format!("{}/groups/snapshot/{version:020}.json", self.root)
+    }
+
+    /// Parses a delta or snapshot key (of the dir `dir`, one of the two
+    /// above) back to its version.
+    pub fn parse_groups_key(&self, dir: &str, key: &str) -> Result<u64, LayoutError> {
+        let name = key
+            .strip_prefix(dir)
+            .and_then(|r| r.strip_prefix('/'))
+            .ok_or_else(|| err("group offsets key", key, "not under the group offsets dir"))?;
+        parse_padded(name, ".json")
+            .ok_or_else(|| err("group offsets key", key, "name is not <20 digits>.json"))
+    }
+
     /// Directory of all objects of a partition.
     pub fn partition_dir(&self, p: &PartitionKey) -> String {
         format!(
@@ -515,6 +550,23 @@ mod tests {
             assert_eq!(parse_cluster_dir(prefix, &format!("{dir}/a/b")), None);
             assert_eq!(parse_cluster_dir(prefix, "elsewhere/src-1"), None);
         }
+    }
+
+    #[test]
+    fn group_offset_keys_are_pinned_and_parse_back() {
+        let l = ClusterLayout::new("dr", "src-1").expect("layout");
+        assert_eq!(
+            l.groups_delta_key(7),
+            "dr/segmirror/v1/src-1/groups/delta/00000000000000000007.json"
+        );
+        assert_eq!(
+            l.groups_snapshot_key(32),
+            "dr/segmirror/v1/src-1/groups/snapshot/00000000000000000032.json"
+        );
+        let dir = l.groups_delta_dir();
+        assert_eq!(l.parse_groups_key(&dir, &l.groups_delta_key(7)), Ok(7));
+        assert!(l.parse_groups_key(&dir, &l.groups_snapshot_key(7)).is_err());
+        assert!(l.parse_groups_key(&dir, &format!("{dir}/x.json")).is_err());
     }
 
     #[test]

@@ -23,6 +23,8 @@
 //! - [`mirror_state`]: the applier's durable per-partition record, which a
 //!   shipper on the same log dir reads to publish the mirror origin.
 //! - [`feed`]: the change feed (head objects) an applier polls cheaply.
+//! - [`groups`]: consumer-group offsets shipped from the source's
+//!   `__consumer_offsets`, and the decision of what the applier syncs.
 //! - [`codec`]: the CRC-32C envelope every manifest, page and head carries,
 //!   so that damage in the bucket is a format error, never a wrong value.
 //! - [`store`]: reading and committing through one `ObjectStore` with
@@ -44,6 +46,7 @@ pub mod codec;
 pub mod counting;
 pub mod diagnosis;
 pub mod feed;
+pub mod groups;
 pub mod layout;
 pub mod lineage;
 pub mod mirror_state;

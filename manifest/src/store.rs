@@ -23,6 +23,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use crate::feed::{Head, KEEP_HEADS};
+use crate::groups::{GroupsDelta, GroupsPointer, GroupsSnapshot, GroupsState, MAX_DELTAS_PER_READ};
 use crate::layout::{ClusterLayout, LayoutError, PartitionKey};
 use crate::partition::{ManifestFormatError, Page, PartitionManifest};
 
@@ -468,6 +469,153 @@ impl ManifestStore {
         })
     }
 
+    /// Writes a group offsets delta, create-if-absent
+    /// ([`StoreError::Conflict`] when its version exists).
+    pub async fn put_groups_delta(&self, d: &GroupsDelta) -> Result<(), StoreError> {
+        let key = self.layout.groups_delta_key(d.version);
+        let bytes = d.encode().map_err(|source| StoreError::Format {
+            key: key.clone(),
+            source,
+        })?;
+        self.put_new(&key, Bytes::from(bytes)).await
+    }
+
+    /// Writes a group offsets snapshot, create-if-absent (an existing one
+    /// of the same version is the same state: success).
+    pub async fn put_groups_snapshot(&self, s: &GroupsSnapshot) -> Result<(), StoreError> {
+        let key = self.layout.groups_snapshot_key(s.version);
+        let bytes = s.encode().map_err(|source| StoreError::Format {
+            key: key.clone(),
+            source,
+        })?;
+        match self.put_new(&key, Bytes::from(bytes)).await {
+            Err(StoreError::Conflict { .. }) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Reads group offsets delta `version`.
+    pub async fn get_groups_delta(&self, version: u64) -> Result<GroupsDelta, StoreError> {
+        let key = self.layout.groups_delta_key(version);
+        let bytes = self.get(&key).await?;
+        let d =
+            GroupsDelta::decode_from(Some(&key), &bytes).map_err(|source| StoreError::Format {
+                key: key.clone(),
+                source,
+            })?;
+        if d.version != version || d.source_cluster_id != self.layout.cluster_id() {
+            return Err(StoreError::Identity {
+                key,
+                reason: format!(
+                    "delta says version {} of cluster {}",
+                    d.version, d.source_cluster_id
+                ),
+            });
+        }
+        Ok(d)
+    }
+
+    /// Reads group offsets snapshot `version`.
+    pub async fn get_groups_snapshot(&self, version: u64) -> Result<GroupsSnapshot, StoreError> {
+        let key = self.layout.groups_snapshot_key(version);
+        let bytes = self.get(&key).await?;
+        let s = GroupsSnapshot::decode_from(Some(&key), &bytes).map_err(|source| {
+            StoreError::Format {
+                key: key.clone(),
+                source,
+            }
+        })?;
+        if s.version != version || s.source_cluster_id != self.layout.cluster_id() {
+            return Err(StoreError::Identity {
+                key,
+                reason: format!(
+                    "snapshot says version {} of cluster {}",
+                    s.version, s.source_cluster_id
+                ),
+            });
+        }
+        Ok(s)
+    }
+
+    /// The group offsets at `target.version` (or later, with `probe`: then
+    /// also every delta written beyond it, as a writer must see them before
+    /// writing the next). Starts from `known` (a version and its state)
+    /// when it is at or after the target's snapshot and at most
+    /// [`MAX_DELTAS_PER_READ`] behind; otherwise from the snapshot. Costs
+    /// one GET per delta read (plus one for the snapshot, and one answered
+    /// 404 when probing).
+    pub async fn load_groups(
+        &self,
+        known: Option<(u64, &GroupsState)>,
+        target: Option<GroupsPointer>,
+        probe: bool,
+    ) -> Result<(u64, GroupsState), StoreError> {
+        let target_version = target.map_or(0, |t| t.version);
+        let snapshot_version = target.map_or(0, |t| t.snapshot_version);
+        let near = known.filter(|(v, _)| {
+            *v >= snapshot_version && target_version.saturating_sub(*v) <= MAX_DELTAS_PER_READ
+        });
+        let from_known = near.is_some();
+        let (mut version, mut state) = match near {
+            Some((v, s)) => (v, s.clone()),
+            None => self.groups_snapshot_or_empty(snapshot_version).await?,
+        };
+        while version < target_version || probe {
+            match self.get_groups_delta(version + 1).await {
+                Ok(d) => {
+                    state.apply(&d);
+                    version += 1;
+                }
+                Err(StoreError::NotFound { .. }) if version >= target_version => break,
+                // Pruned while the known state was old: start over from
+                // the snapshot.
+                Err(StoreError::NotFound { .. }) if from_known => {
+                    return Box::pin(self.load_groups(None, target, probe)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((version, state))
+    }
+
+    async fn groups_snapshot_or_empty(
+        &self,
+        version: u64,
+    ) -> Result<(u64, GroupsState), StoreError> {
+        if version == 0 {
+            return Ok((0, GroupsState::default()));
+        }
+        let s = self.get_groups_snapshot(version).await?;
+        Ok((version, s.state()))
+    }
+
+    /// Deletes the group offsets deltas up to `keep_snapshot` and the
+    /// snapshots before it (best effort; readers at least
+    /// [`MAX_DELTAS_PER_READ`] behind fall back to `keep_snapshot`).
+    /// Returns how many objects were deleted.
+    pub async fn prune_groups(&self, keep_snapshot: u64) -> Result<u64, StoreError> {
+        let mut deleted = 0;
+        for (dir, last) in [
+            (self.layout.groups_delta_dir(), keep_snapshot),
+            (
+                self.layout.groups_snapshot_dir(),
+                keep_snapshot.saturating_sub(1),
+            ),
+        ] {
+            for key in self.list(&dir).await? {
+                if self
+                    .layout
+                    .parse_groups_key(&dir, &key)
+                    .is_ok_and(|v| v <= last)
+                {
+                    self.delete(&key).await?;
+                    deleted += 1;
+                }
+            }
+        }
+        Ok(deleted)
+    }
+
     /// Reads head `seq`.
     pub async fn get_head(&self, seq: u64) -> Result<Head, StoreError> {
         let key = self.layout.head_key(seq);
@@ -534,6 +682,18 @@ impl ManifestStore {
         writer: &str,
         entries: &[crate::feed::HeadEntry],
     ) -> Result<Head, StoreError> {
+        self.publish_head_with(known, writer, entries, None).await
+    }
+
+    /// [`ManifestStore::publish_head`], also naming group offsets `groups`
+    /// (kept when the newest head names a newer version).
+    pub async fn publish_head_with(
+        &self,
+        known: Option<u64>,
+        writer: &str,
+        entries: &[crate::feed::HeadEntry],
+        groups: Option<GroupsPointer>,
+    ) -> Result<Head, StoreError> {
         let mut known = known;
         let mut last_key = String::new();
         for _ in 0..MAX_COMMIT_ATTEMPTS {
@@ -541,7 +701,10 @@ impl ManifestStore {
             let mut next = current
                 .clone()
                 .unwrap_or_else(|| Head::empty(self.layout.cluster_id()));
-            if !next.merge(entries.iter().cloned())
+            let merged = next.merge(entries.iter().cloned());
+            let named = groups.is_some_and(|g| next.merge_groups(g));
+            if !merged
+                && !named
                 && let Some(c) = current
             {
                 return Ok(c);
