@@ -11,6 +11,9 @@
 //! shipper_id = "broker-1"                     # default: <hostname>-<pid>
 //! topics = "orders|payments"                  # regex on the whole topic name; default: every topic
 //! exclude = "tmp-.*"                          # regex; default: none
+//! groups = "billing-.*"                       # consumer groups whose offsets are shipped (regex on the whole id); default: every group
+//! exclude_groups = "console-consumer-.*"      # groups never shipped; default: none
+//! group_sync_interval = "5s"                  # how often __consumer_offsets is read and changed offsets shipped
 //! tail_interval = "5s"                        # how often the active segments are tailed (bounds the RPO)
 //! upload_concurrency = 4                      # objects uploaded at once
 //! part_size = "8MiB"                          # multipart part size (>= 5 MiB on S3; default 8MiB there, 2MiB elsewhere); smaller objects are one PUT
@@ -43,7 +46,8 @@
 //! `SEGMIRROR_LOG_DIRS` (paths separated by `:`) or `SEGMIRROR_LOG_DIR`
 //! (one; not both), `SEGMIRROR_BUCKET`,
 //! `SEGMIRROR_CLUSTER_ID`, `SEGMIRROR_SHIPPER_ID`, `SEGMIRROR_TOPICS`,
-//! `SEGMIRROR_EXCLUDE`, `SEGMIRROR_TAIL_INTERVAL`,
+//! `SEGMIRROR_EXCLUDE`, `SEGMIRROR_GROUPS`, `SEGMIRROR_EXCLUDE_GROUPS`,
+//! `SEGMIRROR_GROUP_SYNC_INTERVAL`, `SEGMIRROR_TAIL_INTERVAL`,
 //! `SEGMIRROR_UPLOAD_CONCURRENCY`, `SEGMIRROR_PART_SIZE`,
 //! `SEGMIRROR_MAX_OBJECT_SIZE`, `SEGMIRROR_MAX_CYCLE_BYTES`,
 //! `SEGMIRROR_RATE_LIMIT`, `SEGMIRROR_SHIP_BEYOND_HW`,
@@ -90,6 +94,18 @@ cluster_id = "MkU3OEVBNTcwNTJENDM2Qk"
 
 # Topics never shipped: a regex matched against the whole topic name. Default: none.
 # exclude = "tmp-.*"
+
+# Consumer groups whose committed offsets (the source's __consumer_offsets)
+# are shipped, for the offsets of the topics shipped: a regex matched
+# against the whole group id. Default: every group.
+# groups = "billing-.*"
+
+# Consumer groups never shipped (regex on the whole group id); ".*" ships
+# no group offsets. Default: none.
+# exclude_groups = "console-consumer-.*"
+
+# How often __consumer_offsets is read and changed offsets shipped. Default: 5s.
+group_sync_interval = "5s"
 
 # How often the active segments are tailed (bounds the RPO). Default: 5s.
 tail_interval = "5s"
@@ -172,6 +188,15 @@ pub struct ShipperConfig {
     /// Topics never shipped (regex on the whole name).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exclude: Option<String>,
+    /// Consumer groups whose offsets are shipped (regex on the whole id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups: Option<String>,
+    /// Consumer groups never shipped (regex on the whole id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exclude_groups: Option<String>,
+    /// How often group offsets are read and shipped (humantime).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_sync_interval: Option<String>,
     /// Tail interval (humantime).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tail_interval: Option<String>,
@@ -275,6 +300,14 @@ pub struct ShipperOptions {
     pub topics: Option<Regex>,
     /// Topics never shipped (anchored regex).
     pub exclude: Option<Regex>,
+    /// Consumer groups whose offsets are shipped (anchored regex); `None`:
+    /// every group.
+    pub groups: Option<Regex>,
+    /// Consumer groups never shipped (anchored regex).
+    pub exclude_groups: Option<Regex>,
+    /// How often `__consumer_offsets` is read and changed group offsets
+    /// shipped (at most once per cycle).
+    pub group_sync_interval: Duration,
     /// Pause between cycles (when there is no backlog).
     pub tail_interval: Duration,
     /// Objects uploaded at once (across partitions).
@@ -305,6 +338,8 @@ pub struct ShipperOptions {
     pub error_backoff: Duration,
 }
 
+/// Default of [`ShipperOptions::group_sync_interval`].
+pub const DEFAULT_GROUP_SYNC_INTERVAL: Duration = Duration::from_secs(5);
 /// Default tail interval.
 pub const DEFAULT_TAIL_INTERVAL: Duration = Duration::from_secs(5);
 /// Default multipart part size on S3.
@@ -331,6 +366,9 @@ impl ShipperOptions {
             shipper_id: default_shipper_id(),
             topics: None,
             exclude: None,
+            groups: None,
+            exclude_groups: None,
+            group_sync_interval: DEFAULT_GROUP_SYNC_INTERVAL,
             tail_interval: DEFAULT_TAIL_INTERVAL,
             upload_concurrency: 4,
             part_size: DEFAULT_PART_SIZE as usize,
@@ -351,6 +389,15 @@ impl ShipperOptions {
     pub fn selects(&self, topic: &str) -> bool {
         self.topics.as_ref().is_none_or(|r| r.is_match(topic))
             && !self.exclude.as_ref().is_some_and(|r| r.is_match(topic))
+    }
+
+    /// True when consumer group `group`'s offsets are shipped.
+    pub fn selects_group(&self, group: &str) -> bool {
+        self.groups.as_ref().is_none_or(|r| r.is_match(group))
+            && !self
+                .exclude_groups
+                .as_ref()
+                .is_some_and(|r| r.is_match(group))
     }
 }
 
@@ -491,6 +538,9 @@ impl ShipperConfig {
             shipper_id: s("SEGMIRROR_SHIPPER_ID"),
             topics: s("SEGMIRROR_TOPICS"),
             exclude: s("SEGMIRROR_EXCLUDE"),
+            groups: s("SEGMIRROR_GROUPS"),
+            exclude_groups: s("SEGMIRROR_EXCLUDE_GROUPS"),
+            group_sync_interval: s("SEGMIRROR_GROUP_SYNC_INTERVAL"),
             tail_interval: s("SEGMIRROR_TAIL_INTERVAL"),
             upload_concurrency: s("SEGMIRROR_UPLOAD_CONCURRENCY")
                 .map(|v| {
@@ -538,6 +588,9 @@ impl ShipperConfig {
             shipper_id,
             topics,
             exclude,
+            groups,
+            exclude_groups,
+            group_sync_interval,
             tail_interval,
             upload_concurrency,
             part_size,
@@ -624,6 +677,13 @@ impl ShipperConfig {
         o.shipper_id = shipper_id;
         o.topics = anchored("topics", &self.topics)?;
         o.exclude = anchored("exclude", &self.exclude)?;
+        o.groups = anchored("groups", &self.groups)?;
+        o.exclude_groups = anchored("exclude_groups", &self.exclude_groups)?;
+        o.group_sync_interval = duration(
+            "group_sync_interval",
+            &self.group_sync_interval,
+            DEFAULT_GROUP_SYNC_INTERVAL,
+        )?;
         o.tail_interval = duration("tail_interval", &self.tail_interval, DEFAULT_TAIL_INTERVAL)?;
         if o.tail_interval < Duration::from_millis(10)
             || o.tail_interval > Duration::from_secs(3600)
@@ -731,6 +791,9 @@ const KNOWN_FIELDS: &[&str] = &[
     "shipper_id",
     "topics",
     "exclude",
+    "groups",
+    "exclude_groups",
+    "group_sync_interval",
     "tail_interval",
     "upload_concurrency",
     "part_size",

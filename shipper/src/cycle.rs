@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kafkalog::TopicPartition;
+use kafkalog::offsets_topic::OFFSETS_TOPIC;
 use manifest::layout::{ClusterLayout, PartitionKey, new_upload_id};
 use manifest::store::{ManifestStore, StoreError};
 use object_store::ObjectStore;
@@ -29,6 +30,7 @@ use crate::commit::{self, CommitCtx, CommitOutcome, load_page};
 use crate::config::ShipperOptions;
 use crate::error::ShipperError;
 use crate::feed::Feed;
+use crate::groups::GroupSync;
 use crate::health::{Health, HealthEvent};
 use crate::metrics::Metrics;
 use crate::partition::{DecideCtx, PageCache, PartitionState, Work};
@@ -62,6 +64,9 @@ pub struct CycleReport {
     pub deleted_partitions: usize,
     /// Unreferenced objects deleted by sweeps.
     pub deleted_objects: u64,
+    /// Versions of the consumer-group offsets published (or found
+    /// unnamed by a head and named again).
+    pub group_versions: usize,
     /// Partitions that lost a commit to another shipper, with its id.
     pub fenced: Vec<(TopicPartition, String)>,
     /// Errors, by partition (`-` for cluster-wide ones).
@@ -90,6 +95,7 @@ impl CycleReport {
         self.reshipped_segments += r.reshipped_segments;
         self.deleted_partitions += r.deleted_partitions;
         self.deleted_objects += r.deleted_objects;
+        self.group_versions += r.group_versions;
         self.fenced.extend(r.fenced);
         self.errors.extend(r.errors);
         self.backlog = r.backlog;
@@ -137,6 +143,8 @@ pub struct Shipper {
     partitions: BTreeMap<TopicPartition, PartitionState>,
     /// The change feed's head and the entries for the next one.
     feed: Feed,
+    /// The source's consumer-group offsets and what the bucket holds.
+    groups: GroupSync,
     pages: PageCache,
     started_ms: i64,
     down_roots: HashSet<PathBuf>,
@@ -188,7 +196,9 @@ fn observe_all(opts: &ShipperOptions, known: Vec<(TopicPartition, PathBuf)>) -> 
         up.insert(root.clone());
         seen += tps.len();
         for tp in tps {
-            if !opts.selects(&tp.topic) {
+            // Committed offsets are shipped as group offsets (`groups`),
+            // never as a mirror partition.
+            if !opts.selects(&tp.topic) || tp.topic == OFFSETS_TOPIC {
                 continue;
             }
             if let Some((first, _)) = found.get(&tp) {
@@ -249,6 +259,7 @@ impl Shipper {
             ),
             partitions: BTreeMap::new(),
             feed: Feed::default(),
+            groups: GroupSync::default(),
             pages: PageCache::default(),
             started_ms,
             down_roots: HashSet::new(),
@@ -373,7 +384,33 @@ impl Shipper {
         let results = self.upload(&works).await;
         // 5. Commit one manifest version per partition.
         self.commit_all(works, results, now, &mut report).await;
-        // 6. One head for everything committed, and for any version this
+        // 6. The consumer-group offsets, when due (local reads; requests
+        //    only when they changed).
+        if self.groups.due(&self.opts, now) {
+            match self
+                .groups
+                .sync(
+                    &self.opts,
+                    &self.store,
+                    &self.metrics,
+                    self.feed.groups_pointer(),
+                    now,
+                )
+                .await
+            {
+                Ok(Some(p)) => {
+                    report.group_versions += 1;
+                    self.feed.queue_groups(p);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.metrics.error(e.kind());
+                    tracing::warn!(error = %e, "shipping consumer-group offsets; retried at the next interval");
+                    report.errors.push((OFFSETS_TOPIC.into(), e.to_string()));
+                }
+            }
+        }
+        // 7. One head for everything committed, and for any version this
         //    shipper holds that the feed does not name yet (adopted after a
         //    lost answer, or committed just before a crash).
         self.feed.queue_unnamed(
@@ -389,7 +426,7 @@ impl Shipper {
             Ok(false) => {}
             Err(e) => self.cluster_error(&mut report, e),
         }
-        // 7. Sweep the partitions that are due.
+        // 8. Sweep the partitions that are due.
         report.deleted_objects += self.sweep(now, false, &mut report).await;
         report.partitions = self.partitions.len();
         self.update_metrics(now, started.elapsed());

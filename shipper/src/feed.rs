@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 
 use kafkalog::TopicPartition;
 use manifest::feed::{Head, HeadEntry};
+use manifest::groups::GroupsPointer;
 use manifest::layout::PartitionKey;
 use manifest::partition::PartitionManifest;
 use manifest::store::ManifestStore;
@@ -29,6 +30,7 @@ pub(crate) struct Feed {
     head: Option<Head>,
     loaded: bool,
     pending: BTreeMap<String, HeadEntry>,
+    pending_groups: Option<GroupsPointer>,
 }
 
 impl Feed {
@@ -53,6 +55,16 @@ impl Feed {
             .and_then(|h| h.partitions.get(&tp.to_string()))
             .filter(|e| e.topic_id == pk.topic_id)
             .map(|e| e.manifest_version)
+    }
+
+    /// The group offsets the last head seen names.
+    pub(crate) fn groups_pointer(&self) -> Option<GroupsPointer> {
+        self.head.as_ref().and_then(|h| h.groups)
+    }
+
+    /// Queues group offsets `p` for the next head.
+    pub(crate) fn queue_groups(&mut self, p: GroupsPointer) {
+        self.pending_groups = Some(p);
     }
 
     /// Queues `m` for the next head.
@@ -89,18 +101,19 @@ impl Feed {
         store: &ManifestStore,
         writer: &str,
     ) -> Result<bool, ShipperError> {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && self.pending_groups.is_none() {
             return Ok(false);
         }
         let entries: Vec<HeadEntry> = self.pending.values().cloned().collect();
         let known = self.head.as_ref().map(|h| h.seq);
         let h = store
-            .publish_head(known, writer, &entries)
+            .publish_head_with(known, writer, &entries, self.pending_groups)
             .await
             .map_err(|e| ShipperError::store("-", e))?;
         let published = known != Some(h.seq);
         self.head = Some(h);
         self.pending.clear();
+        self.pending_groups = None;
         Ok(published)
     }
 }

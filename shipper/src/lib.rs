@@ -175,6 +175,7 @@ mod cycle;
 mod edit;
 pub mod error;
 mod feed;
+mod groups;
 pub mod health;
 pub mod metrics;
 mod partition;

@@ -55,6 +55,9 @@ pub struct Metrics {
     pub(crate) source_hw: Family<Labels, Gauge>,
     pub(crate) partitions: Family<Labels, Gauge>,
     pub(crate) last_cycle_seconds: Gauge<f64, AtomicU64>,
+    pub(crate) group_versions: Counter,
+    pub(crate) group_offsets: Gauge,
+    pub(crate) group_records_skipped: Family<Labels, Counter>,
     counting: Option<CountingStore>,
     last_requests: Mutex<RequestCounts>,
 }
@@ -82,6 +85,9 @@ impl Metrics {
             source_hw: Family::default(),
             partitions: Family::default(),
             last_cycle_seconds: Gauge::default(),
+            group_versions: Counter::default(),
+            group_offsets: Gauge::default(),
+            group_records_skipped: Family::default(),
             counting,
             last_requests: Mutex::new(RequestCounts::default()),
         };
@@ -152,6 +158,21 @@ impl Metrics {
             "last_cycle_seconds",
             "Duration of the last cycle",
             m.last_cycle_seconds.clone(),
+        );
+        registry.register(
+            "group_offsets_versions",
+            "Versions of the consumer-group offsets published",
+            m.group_versions.clone(),
+        );
+        registry.register(
+            "group_offsets",
+            "Committed offsets in the consumer-group offsets last published",
+            m.group_offsets.clone(),
+        );
+        registry.register(
+            "group_records_skipped",
+            "__consumer_offsets records skipped (unknown record type or value version, malformed)",
+            m.group_records_skipped.clone(),
         );
         Metrics { registry, ..m }
     }

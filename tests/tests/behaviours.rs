@@ -442,7 +442,7 @@ async fn identity_internal_topics_and_tiered_storage_are_refused() {
         source_with(
             &source,
             &[
-                ("__consumer_offsets", &[(10, 0)]),
+                ("__transaction_state", &[(10, 0)]),
                 ("app-store-changelog", &[(10, 0)]),
                 ("app-x-repartition", &[(10, 0)]),
                 ("orders", &[(10, 0)]),
@@ -485,7 +485,7 @@ async fn identity_internal_topics_and_tiered_storage_are_refused() {
             b.name
         );
         for t in [
-            "__consumer_offsets",
+            "__transaction_state",
             "app-store-changelog",
             "app-x-repartition",
         ] {

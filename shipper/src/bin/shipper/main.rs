@@ -67,6 +67,15 @@ pub(crate) struct Common {
     /// Topics never shipped: a regex matched against the whole topic name [env: SEGMIRROR_EXCLUDE] [default: none].
     #[arg(long, value_name = "REGEX")]
     exclude: Option<String>,
+    /// Consumer groups whose committed offsets are shipped (for the topics shipped): a regex matched against the whole group id [env: SEGMIRROR_GROUPS] [default: every group].
+    #[arg(long, value_name = "REGEX")]
+    groups: Option<String>,
+    /// Consumer groups never shipped; '.*' ships no group offsets [env: SEGMIRROR_EXCLUDE_GROUPS] [default: none].
+    #[arg(long, value_name = "REGEX")]
+    exclude_groups: Option<String>,
+    /// How often __consumer_offsets is read and changed group offsets shipped [env: SEGMIRROR_GROUP_SYNC_INTERVAL] [default: 5s].
+    #[arg(long, value_name = "DURATION")]
+    group_sync_interval: Option<String>,
     /// This shipper's id, written into every manifest [env: SEGMIRROR_SHIPPER_ID] [default: <hostname>-<pid>].
     #[arg(long, value_name = "ID")]
     shipper_id: Option<String>,
@@ -122,6 +131,9 @@ impl Common {
             shipper_id: self.shipper_id.clone(),
             topics: self.topics.clone(),
             exclude: self.exclude.clone(),
+            groups: self.groups.clone(),
+            exclude_groups: self.exclude_groups.clone(),
+            group_sync_interval: self.group_sync_interval.clone(),
             tail_interval: self.tail_interval.clone(),
             upload_concurrency: self.upload_concurrency,
             part_size: self.part_size,
@@ -144,6 +156,7 @@ enum Cmd {
     #[command(after_help = "Examples:
   shipper run --log-dir /var/lib/kafka/data --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk
   shipper run --config /etc/segmirror/shipper.toml --metrics-addr 0.0.0.0:9464 --rate-limit 200MiB
+  shipper run --config /etc/segmirror/shipper.toml --exclude-groups 'console-consumer-.*|connect-.*'
 
 SIGINT or SIGTERM: the cycle in progress finishes (uploads, manifests, head), then the process exits 0.")]
     Run(run::RunArgs),

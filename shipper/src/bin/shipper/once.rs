@@ -85,16 +85,22 @@ pub(crate) async fn once(args: RunArgs) -> anyhow::Result<u8> {
         .iter()
         .filter(|p| p.state == "failed" || p.state == "fenced")
         .collect();
-    if r.committed == 0 && r.objects == 0 && failed.is_empty() && r.errors.is_empty() {
+    if r.committed == 0
+        && r.objects == 0
+        && r.group_versions == 0
+        && failed.is_empty()
+        && r.errors.is_empty()
+    {
         eprintln!("{}", nothing_shipped(&r, &partitions, &selection));
         return Ok(0);
     }
     eprintln!(
-        "shipped {} objects, {} bytes, {} batches; {} manifest versions, {} heads; {} partitions, {} failed",
+        "shipped {} objects, {} bytes, {} batches; {} manifest versions, {} consumer-group offsets versions, {} heads; {} partitions, {} failed",
         r.objects,
         r.bytes,
         r.batches,
         r.committed,
+        r.group_versions,
         r.heads,
         r.partitions,
         failed.len()
@@ -108,11 +114,13 @@ pub(crate) async fn once(args: RunArgs) -> anyhow::Result<u8> {
             p.detail.as_deref().unwrap_or("")
         );
     }
-    for (p, e) in r.errors.iter().filter(|(p, _)| p == "-") {
+    // Cluster-wide errors ("-") and the group offsets' (not a partition).
+    let cluster_wide = |p: &String| p == "-" || p == kafkalog::offsets_topic::OFFSETS_TOPIC;
+    for (p, e) in r.errors.iter().filter(|(p, _)| cluster_wide(p)) {
         eprintln!("  {p}: {e}");
     }
     Ok(
-        if failed.is_empty() && !r.errors.iter().any(|(p, _)| p == "-") {
+        if failed.is_empty() && !r.errors.iter().any(|(p, _)| cluster_wide(p)) {
             0
         } else {
             1
