@@ -168,6 +168,11 @@ pub struct Applier {
     reserve: crate::reserve::DiskReserve,
     /// The Kafka gateway served from this process, if any.
     pub(crate) gateway: Option<crate::serving::GatewayLink>,
+    /// Partitions of the log dir that are not mirrors, open for writing
+    /// (producers through the gateway, the group offsets sync).
+    pub(crate) plain: std::collections::HashMap<TopicPartition, gateway::writer::OpenForProducers>,
+    /// The source's consumer-group offsets and what was synced of them.
+    pub(crate) group_sync: crate::group_sync::GroupSync,
 }
 
 impl Applier {
@@ -222,6 +227,8 @@ impl Applier {
             discovered: None,
             reserve,
             gateway: None,
+            plain: std::collections::HashMap::new(),
+            group_sync: crate::group_sync::GroupSync::default(),
         };
         for tp in applier.logdir.partitions()? {
             applier.open_mirror(&tp);
@@ -237,6 +244,21 @@ impl Applier {
         }
         applier.write_checkpoints();
         Ok(applier)
+    }
+
+    /// The bucket's store, when the applier has one.
+    pub(crate) fn store_ref(&self) -> Option<&ManifestStore> {
+        self.store.as_ref()
+    }
+
+    /// The newest feed head read.
+    pub(crate) fn feed_head(&self) -> Option<&manifest::feed::Head> {
+        self.feed.head()
+    }
+
+    /// The options.
+    pub(crate) fn opts_ref(&self) -> &ApplierOptions {
+        &self.opts
     }
 
     fn env(&mut self) -> (Env<'_>, &mut BTreeMap<TopicPartition, Slot>) {
@@ -758,6 +780,8 @@ impl Applier {
                 }
             }
         }
+        // The source's consumer-group offsets, onto what was just applied.
+        self.sync_groups(&report).await;
         // Once per cycle for every partition flushed in it.
         self.write_checkpoints();
         let changed = self.live_dirty;

@@ -9,6 +9,8 @@
 //! - [`slot`]: what the applier holds for each partition (one slot each).
 //! - [`driver`]: the one place that performs the state machine's actions.
 //! - [`feed`]: reading the change feed; the topic selection.
+//! - [`group_sync`]: the source's consumer-group offsets, applied to this
+//!   log dir's `__consumer_offsets`.
 //! - [`plan`]: `applier plan`, what `start`/`once` would do, changing nothing.
 //! - [`inventory`]: what the bucket holds, when a run found nothing to do.
 //! - [`commands`]: how `applier start|pause|resume|stop` reach a running
@@ -24,6 +26,7 @@ pub mod driver;
 pub mod engine;
 pub mod error;
 pub mod feed;
+pub mod group_sync;
 pub mod inventory;
 pub mod metrics;
 pub mod mirror;

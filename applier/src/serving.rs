@@ -4,7 +4,9 @@
 //! - Producers' appends ([`gateway::AppendRequest`]) reach the engine
 //!   through a channel and are performed between partition steps: a mirror
 //!   partition takes them only when STOPPED (at its epoch above the LME);
-//!   a partition that is not a mirror is opened once and kept open.
+//!   a partition that is not a mirror is opened once and kept open (in the
+//!   engine's `plain` map, which the group offsets sync writes through
+//!   too, gateway or not).
 //! - After every change the engine made to a partition's files, the
 //!   gateway is told: an append wakes waiting fetches at once, and a
 //!   truncation (preparation, a replaced segment) makes the gateway read the
@@ -13,6 +15,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use gateway::groups::Coordinator;
 use gateway::idempotence::ProducerTable;
 use gateway::writer::{
     AppendError, Appended, OpenForProducers, append_as_leader, may_create, offsets_topic_id,
@@ -30,32 +33,33 @@ pub struct GatewayLink {
     requests: mpsc::Receiver<AppendRequest>,
     view: Arc<LogView>,
     appends: Arc<Appends>,
-    /// Partitions of the log dir that are not mirrors, opened for producers.
-    plain: HashMap<TopicPartition, OpenForProducers>,
+    /// The gateway's group coordinator (the group offsets sync keeps it
+    /// current and leaves its active groups alone).
+    pub(crate) groups: Arc<Coordinator>,
     /// The idempotent producers of stopped mirror partitions.
     producers: HashMap<TopicPartition, ProducerTable>,
 }
 
 impl std::fmt::Debug for GatewayLink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GatewayLink")
-            .field("plain", &self.plain.keys().collect::<Vec<_>>())
-            .finish_non_exhaustive()
+        f.debug_struct("GatewayLink").finish_non_exhaustive()
     }
 }
 
 impl GatewayLink {
-    /// A link receiving appends from `requests`.
+    /// A link receiving appends from `requests`, for a gateway whose
+    /// group coordinator is `groups`.
     pub fn new(
         requests: mpsc::Receiver<AppendRequest>,
         view: Arc<LogView>,
         appends: Arc<Appends>,
+        groups: Arc<Coordinator>,
     ) -> GatewayLink {
         GatewayLink {
             requests,
             view,
             appends,
-            plain: HashMap::new(),
+            groups,
             producers: HashMap::new(),
         }
     }
@@ -95,16 +99,17 @@ impl Applier {
     }
 
     /// At a clean shutdown: saves the producers' sequences as Kafka's
-    /// producer snapshots and closes the partitions opened for producers.
+    /// producer snapshots and closes the partitions that are not mirrors
+    /// (opened for producers or the group offsets sync).
     pub fn close_gateway(&mut self) {
-        let Some(mut link) = self.gateway.take() else {
-            return;
-        };
-        for (tp, open) in link.plain.drain() {
+        for (tp, open) in self.plain.drain() {
             if let Err(e) = open.close() {
                 tracing::warn!(partition = %tp, error = %e, "closing a partition opened for producers");
             }
         }
+        let Some(mut link) = self.gateway.take() else {
+            return;
+        };
         for (tp, producers) in link.producers.drain() {
             if let Some(Slot::Mirror(slot)) = self.slots.get_mut(&tp)
                 && let Err(e) = save_producers(&mut slot.mirror.log, &producers)
@@ -128,6 +133,38 @@ impl Applier {
             self.tell_appended(&tp);
         }
         let _ = reply.send(result);
+    }
+
+    /// Appends `batches` as the leader to `tp`, a partition that is not a
+    /// mirror (created when `create` and it may be).
+    pub(crate) fn append_plain(
+        &mut self,
+        tp: &TopicPartition,
+        batches: &mut [u8],
+        create: bool,
+    ) -> Result<Appended, AppendError> {
+        let exists = self.logdir.root().join(tp.dir_name()).is_dir();
+        let creatable = create && may_create(tp);
+        if !exists && !creatable {
+            return Err(AppendError::UnknownPartition(tp.clone()));
+        }
+        if !self.plain.contains_key(tp) {
+            let log = if exists {
+                self.open_plain(tp)
+                    .map_err(|e| AppendError::Storage(e.to_string()))?
+            } else {
+                let id = offsets_topic_id(self.logdir.root())?;
+                self.logdir
+                    .open_or_create_partition(tp, Some(id), LogConfig::default())
+                    .map_err(|e| AppendError::Storage(e.to_string()))?
+            };
+            self.plain
+                .insert(tp.clone(), OpenForProducers::new(self.logdir.root(), log));
+        }
+        match self.plain.get_mut(tp) {
+            Some(open) => append_as_leader(&mut open.log, batches, &mut open.producers),
+            None => Err(AppendError::UnknownPartition(tp.clone())),
+        }
     }
 
     fn append_for_producer(
@@ -157,38 +194,7 @@ impl Applier {
             }
             None => {}
         }
-        let exists = self.logdir.root().join(tp.dir_name()).is_dir();
-        let creatable = create && may_create(tp);
-        if !exists && !creatable {
-            return Err(AppendError::UnknownPartition(tp.clone()));
-        }
-        let opened = match self.gateway.as_ref().map(|l| l.plain.contains_key(tp)) {
-            Some(true) => None,
-            Some(false) if exists => Some(
-                self.open_plain(tp)
-                    .map_err(|e| AppendError::Storage(e.to_string()))?,
-            ),
-            Some(false) => {
-                let id = offsets_topic_id(self.logdir.root())?;
-                Some(
-                    self.logdir
-                        .open_or_create_partition(tp, Some(id), LogConfig::default())
-                        .map_err(|e| AppendError::Storage(e.to_string()))?,
-                )
-            }
-            None => return Err(AppendError::NoWriter(tp.to_string())),
-        };
-        let Some(link) = self.gateway.as_mut() else {
-            return Err(AppendError::NoWriter(tp.to_string()));
-        };
-        if let Some(log) = opened {
-            link.plain
-                .insert(tp.clone(), OpenForProducers::new(self.logdir.root(), log));
-        }
-        match link.plain.get_mut(tp) {
-            Some(open) => append_as_leader(&mut open.log, batches, &mut open.producers),
-            None => Err(AppendError::UnknownPartition(tp.clone())),
-        }
+        self.append_plain(tp, batches, create)
     }
 
     fn open_plain(&self, tp: &TopicPartition) -> kafkalog::Result<PartitionLog> {

@@ -5,6 +5,7 @@
 //! ```text
 //! <log-dir>/.segmirror/status.json                     live status, rewritten by a running applier (`status`)
 //! <log-dir>/.segmirror/reserve                         the disk reserve (`reserve`)
+//! <log-dir>/.segmirror/group-sync.json                 the group offsets sync's record (`group_sync`)
 //! <log-dir>/.segmirror/commands/<id>.request.json      an operator command handed to the daemon (`commands`)
 //! <log-dir>/.segmirror/commands/<id>.response.json     the daemon's answer
 //! ```
@@ -27,6 +28,11 @@ pub fn state_dir(log_dir: &Path) -> PathBuf {
 /// The live status file.
 pub fn live_status_path(log_dir: &Path) -> PathBuf {
     state_dir(log_dir).join("status.json")
+}
+
+/// The group offsets sync's record.
+pub fn group_sync_path(log_dir: &Path) -> PathBuf {
+    state_dir(log_dir).join("group-sync.json")
 }
 
 /// The disk reserve file.

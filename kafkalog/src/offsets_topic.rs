@@ -522,7 +522,12 @@ mod tests {
         v0.extend_from_slice(&9i64.to_be_bytes());
         let c = decoded(v0);
         assert_eq!(
-            (c.offset, c.leader_epoch, c.metadata.as_str(), c.commit_timestamp),
+            (
+                c.offset,
+                c.leader_epoch,
+                c.metadata.as_str(),
+                c.commit_timestamp
+            ),
             (5, -1, "x", 9)
         );
         // v1: ... and the expire timestamp.

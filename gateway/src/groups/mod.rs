@@ -663,6 +663,33 @@ impl Coordinator {
         }
     }
 
+    /// Whether `group_id` has members now (a consumer of it is connected).
+    pub fn has_members(&self, group_id: &str) -> bool {
+        self.lock()
+            .get(group_id)
+            .is_some_and(|g| !g.members.is_empty())
+    }
+
+    /// Records commits that another writer of the log dir (the applier's
+    /// group offsets sync) wrote to `__consumer_offsets`: memory only, as
+    /// [`Coordinator::load`] would find them. A `None` deletes.
+    pub fn record_written(&self, group_id: &str, commits: &[(String, i32, Option<Committed>)]) {
+        let mut groups = self.lock();
+        let g = groups
+            .entry(group_id.to_string())
+            .or_insert_with(Group::new);
+        for (topic, partition, c) in commits {
+            match c {
+                Some(c) => {
+                    g.offsets.insert((topic.clone(), *partition), c.clone());
+                }
+                None => {
+                    g.offsets.remove(&(topic.clone(), *partition));
+                }
+            }
+        }
+    }
+
     /// Every group known (with members or committed offsets).
     pub fn groups(&self) -> Vec<GroupView> {
         let groups = self.lock();

@@ -73,16 +73,22 @@ pub(crate) struct Plumbing {
     pub(crate) appends: Arc<Appends>,
     pub(crate) sender: mpsc::Sender<gateway::AppendRequest>,
     pub(crate) receiver: mpsc::Receiver<gateway::AppendRequest>,
+    /// The group coordinator, shared by the gateway and the engine's group
+    /// offsets sync.
+    pub(crate) groups: Arc<gateway::groups::Coordinator>,
 }
 
 /// The view, the append signal and the append channel of `log_dir`.
 pub(crate) fn plumbing(log_dir: &Path) -> Plumbing {
     let (sender, receiver) = mpsc::channel(64);
+    let view = Arc::new(LogView::new(log_dir));
+    let groups = gateway::groups::Coordinator::load(&view, Some(sender.clone()));
     Plumbing {
-        view: Arc::new(LogView::new(log_dir)),
+        view,
         appends: Appends::new(),
         sender,
         receiver,
+        groups,
     }
 }
 
@@ -132,6 +138,7 @@ impl KafkaArgs {
         view: Arc<LogView>,
         appends: Arc<Appends>,
         writer: Option<mpsc::Sender<gateway::AppendRequest>>,
+        groups: Arc<gateway::groups::Coordinator>,
     ) -> anyhow::Result<Listener> {
         let (host, port) = match &self.kafka_advertise {
             Some(a) => {
@@ -153,7 +160,7 @@ impl KafkaArgs {
                 cluster_id: cluster_id.to_string(),
                 max_request_bytes: gateway::DEFAULT_MAX_REQUEST_BYTES,
             },
-            groups: gateway::groups::Coordinator::load(&view, writer.clone()),
+            groups,
             producer_ids: gateway::producer_ids::ProducerIds::new(view.root()),
             security: self.security()?,
             view,

@@ -119,6 +119,10 @@ async fn run_with(
                 break;
             }
         }
+        // The partitions that are not mirrors (the group offsets sync's
+        // __consumer_offsets) are flushed and closed.
+        applier.close_gateway();
+        let groups = applier.group_sync();
         if let Some(e) = feed_error {
             eprintln!(
                 "applier: error: cannot read the change feed in {}: {e}",
@@ -134,6 +138,20 @@ async fn run_with(
             applier.mirrors().count() + applier.unopened_count(),
             failed.len()
         );
+        if let Some(rec) = groups.record().filter(|r| r.version > 0) {
+            eprintln!(
+                "consumer-group offsets: version {} of the source's, {} groups; {} offsets written, {} deleted, {} held at the mirror's end{}",
+                rec.version,
+                rec.groups.len(),
+                groups.written,
+                groups.deleted,
+                groups.clamped,
+                rec.last_error
+                    .as_deref()
+                    .map(|e| format!("; last error: {e}"))
+                    .unwrap_or_default()
+            );
+        }
         if !failed.is_empty() {
             let names: Vec<String> = failed.iter().map(ToString::to_string).collect();
             eprintln!(
@@ -145,6 +163,7 @@ async fn run_with(
         }
         if total.batches == 0
             && total.transitions == 0
+            && groups.written + groups.deleted == 0
             && let (Some(store), Some(bucket)) = (&store, &v.bucket)
         {
             // Nothing done: say what was found, and let the exit code tell
@@ -203,10 +222,11 @@ async fn run_with(
                 p.receiver,
                 p.view.clone(),
                 p.appends.clone(),
+                p.groups.clone(),
             ));
             let cluster = v.options.local_cluster_id.as_deref().unwrap_or("segmirror");
             Some(
-                k.start(addr, cluster, p.view, p.appends, Some(p.sender))
+                k.start(addr, cluster, p.view, p.appends, Some(p.sender), p.groups)
                     .await?,
             )
         }

@@ -44,7 +44,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
     let cluster = args.cluster_id.as_deref().unwrap_or("segmirror");
     let listener = args
         .kafka
-        .start(addr, cluster, p.view, p.appends, Some(p.sender))
+        .start(addr, cluster, p.view, p.appends, Some(p.sender), p.groups)
         .await?;
     eprintln!(
         "serving {} over the Kafka protocol on {} (Ctrl-C or SIGTERM to stop)",

@@ -1,0 +1,436 @@
+//! The source's consumer-group offsets, applied to this log dir's
+//! `__consumer_offsets` (the store the Kafka gateway serves), by the rules
+//! of `manifest::groups::decide`: only for mirror partitions of this source
+//! that are still mirroring (MIRRORING or PAUSED), never for a group with
+//! members here, clamped to `[log start, log end]` of the local log (with
+//! the local leader epoch at the clamped offset), never over a newer commit
+//! of this destination's own consumers; a source tombstone deletes what
+//! sync wrote.
+//!
+//! When: after every cycle's partition steps, when the feed names a newer
+//! version (read from the bucket: one GET per delta), when anything was
+//! appended or changed state in the cycle (a clamped offset moves up as
+//! the mirror catches up), and every [`RECHECK`] (a group that had members
+//! may have none now). A pass reads nothing from the bucket or the disk:
+//! the local offsets come from the group coordinator (the gateway's, or one
+//! loaded from the log dir at the first pass).
+//!
+//! Writes go through the engine (the log dir's single writer): one batch
+//! per group into its `__consumer_offsets` partition, commit timestamps as
+//! the source's, then the coordinator's memory, then the record
+//! (`<log-dir>/.segmirror/group-sync.json`, written atomically) naming
+//! what was synced. A crash between the two converges: the next pass finds
+//! the offsets it wrote, with the source's timestamps, and writes them
+//! again at most.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gateway::LogView;
+use gateway::groups::Coordinator;
+use kafkalog::offsets_topic::{self, Committed, OFFSETS_TOPIC};
+use kafkalog::TopicPartition;
+use manifest::groups::{
+    GroupEntry, GroupsState, KeepReason, LocalCommit, LocalPartition, SyncAction, decide,
+};
+use manifest::state::PartitionState;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{Applier, CycleReport};
+use crate::slot::Slot;
+
+/// How often a pass runs when nothing else calls for one.
+pub const RECHECK: Duration = Duration::from_secs(10);
+
+/// One offset sync wrote, as it wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncedOffset {
+    /// The group.
+    pub group: String,
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The offset written (the source's, clamped).
+    pub offset: i64,
+    /// The leader epoch written.
+    pub leader_epoch: i32,
+    /// The metadata written.
+    pub metadata: String,
+    /// The source's commit timestamp, written as the commit's.
+    pub commit_timestamp: i64,
+    /// When it was written (ms since the epoch, this host's clock).
+    pub synced_at_ms: i64,
+}
+
+impl SyncedOffset {
+    fn as_local(&self) -> LocalCommit {
+        LocalCommit {
+            offset: self.offset,
+            leader_epoch: self.leader_epoch,
+            metadata: self.metadata.clone(),
+            commit_timestamp: self.commit_timestamp,
+        }
+    }
+}
+
+/// The sync's durable record: the source's groups as last read, and what
+/// was written of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncRecord {
+    /// The source cluster the groups are of.
+    pub source_cluster_id: String,
+    /// The version of the source's group offsets read.
+    pub version: u64,
+    /// When the shipper wrote that version (ms since the epoch).
+    #[serde(default)]
+    pub version_written_at_ms: i64,
+    /// The source's groups at that version.
+    pub groups: Vec<GroupEntry>,
+    /// What sync wrote and has not deleted since.
+    pub synced: Vec<SyncedOffset>,
+    /// When a pass last completed (ms since the epoch).
+    #[serde(default)]
+    pub last_success_ms: Option<i64>,
+    /// Why the last pass failed, when it did.
+    #[serde(default)]
+    pub last_error: Option<String>,
+}
+
+impl SyncRecord {
+    /// Reads the record of `log_dir` (`None` when there is none).
+    pub fn read(log_dir: &std::path::Path) -> anyhow::Result<Option<SyncRecord>> {
+        let path = crate::state_dir::group_sync_path(log_dir);
+        match kafkalog::fsutil::read_optional(&path)? {
+            None => Ok(None),
+            Some(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| anyhow::anyhow!("{}: not a group sync record: {e}", path.display())),
+        }
+    }
+
+    fn write(&self, log_dir: &std::path::Path) -> anyhow::Result<()> {
+        let path = crate::state_dir::group_sync_path(log_dir);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+        }
+        let bytes = serde_json::to_vec(self)?;
+        kafkalog::fsutil::write_atomic(&path, &bytes, true)?;
+        Ok(())
+    }
+
+    /// The source's groups as a state.
+    pub fn state(&self) -> GroupsState {
+        GroupsState {
+            groups: self
+                .groups
+                .iter()
+                .map(|g| (g.group.clone(), g.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// The engine's group offsets sync.
+#[derive(Debug, Default)]
+pub struct GroupSync {
+    record: Option<SyncRecord>,
+    /// The coordinator to read local offsets from when no gateway runs.
+    own: Option<Arc<Coordinator>>,
+    last_pass: Option<Instant>,
+    /// Offsets written since the applier started.
+    pub written: u64,
+    /// Offsets deleted since the applier started.
+    pub deleted: u64,
+    /// Offsets held below the source's (clamped to the mirror's log) as of
+    /// the last pass.
+    pub clamped: u64,
+}
+
+impl GroupSync {
+    /// The record as last loaded or written.
+    pub fn record(&self) -> Option<&SyncRecord> {
+        self.record.as_ref()
+    }
+}
+
+impl Applier {
+    /// The group offsets sync.
+    pub fn group_sync(&self) -> &GroupSync {
+        &self.group_sync
+    }
+
+    /// One pass of the group offsets sync (see the module docs). A failure
+    /// is logged and kept in the record; the next cycle tries again.
+    pub(crate) async fn sync_groups(&mut self, report: &CycleReport) {
+        let Some(store) = self.store_ref().cloned() else {
+            return;
+        };
+        let pointer = self.feed_head().and_then(|h| h.groups);
+        let source_cluster = self.opts_ref().source_cluster_id.clone();
+        let log_dir = self.logdir.root().to_path_buf();
+        if self.group_sync.record.is_none() {
+            let loaded = match SyncRecord::read(&log_dir) {
+                Ok(r) => r.filter(|r| r.source_cluster_id == source_cluster),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the group sync record is unreadable: starting it again (the offsets in __consumer_offsets stay)");
+                    None
+                }
+            };
+            self.group_sync.record = Some(loaded.unwrap_or_else(|| SyncRecord {
+                source_cluster_id: source_cluster.clone(),
+                ..SyncRecord::default()
+            }));
+        }
+        let Some(record) = self.group_sync.record.clone() else {
+            return;
+        };
+        let newer = pointer.filter(|p| p.version > record.version);
+        if newer.is_none() && record.groups.is_empty() && record.synced.is_empty() {
+            return;
+        }
+        let due = newer.is_some()
+            || report.batches > 0
+            || report.transitions > 0
+            || self
+                .group_sync
+                .last_pass
+                .is_none_or(|t| t.elapsed() >= RECHECK);
+        if !due {
+            return;
+        }
+        let mut record = record;
+        if let Some(p) = newer {
+            let known_state = record.state();
+            match store
+                .load_groups(Some((record.version, &known_state)), Some(p), false)
+                .await
+            {
+                Ok((version, state)) => {
+                    record.version = version;
+                    record.version_written_at_ms = p.written_at_ms;
+                    record.groups = state.groups.into_values().collect();
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the source's consumer-group offsets; retrying next cycle");
+                    record.last_error = Some(e.to_string());
+                    self.group_sync.record = Some(record);
+                    return;
+                }
+            }
+        }
+        self.group_sync.last_pass = Some(Instant::now());
+        let outcome = self.apply_groups(&mut record);
+        let now = crate::mirror::now_ms();
+        match outcome {
+            Ok(()) => {
+                record.last_success_ms = Some(now);
+                record.last_error = None;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "applying consumer-group offsets; retrying next cycle");
+                record.last_error = Some(e);
+            }
+        }
+        if let Err(e) = record.write(&log_dir) {
+            tracing::warn!(error = %e, "writing the group sync record; retrying next cycle");
+        }
+        self.live_dirty = true;
+        self.group_sync.record = Some(record);
+    }
+
+    /// The coordinator holding this log dir's committed offsets.
+    fn local_coordinator(&mut self) -> Arc<Coordinator> {
+        if let Some(link) = &self.gateway {
+            return Arc::clone(&link.groups);
+        }
+        if let Some(c) = &self.group_sync.own {
+            return Arc::clone(c);
+        }
+        let c = Coordinator::load(&LogView::new(self.logdir.root()), None);
+        self.group_sync.own = Some(Arc::clone(&c));
+        c
+    }
+
+    /// What the destination holds of `tp`, for the decision.
+    fn local_partition(&self, tp: &TopicPartition, source: &str) -> Option<LocalPartition> {
+        let Some(Slot::Mirror(slot)) = self.slots.get(tp) else {
+            return None;
+        };
+        if slot.mirror.record.source_cluster_id != source {
+            return None;
+        }
+        Some(LocalPartition {
+            syncing: matches!(
+                slot.state(),
+                PartitionState::Mirroring | PartitionState::Paused
+            ),
+            log_start: slot.mirror.log.log_start_offset(),
+            log_end: slot.mirror.log.log_end_offset(),
+        })
+    }
+
+    fn epoch_before(&self, tp: &TopicPartition, offset: i64) -> i32 {
+        match self.slots.get(tp) {
+            Some(Slot::Mirror(slot)) if offset > 0 => slot
+                .mirror
+                .log
+                .epochs()
+                .epoch_for_offset(offset - 1)
+                .unwrap_or(-1),
+            _ => -1,
+        }
+    }
+
+    /// Decides every synced or source offset and writes what changed.
+    fn apply_groups(&mut self, record: &mut SyncRecord) -> Result<(), String> {
+        let coordinator = self.local_coordinator();
+        let source = record.source_cluster_id.clone();
+        let state = record.state();
+        let mut synced: BTreeMap<(String, String, i32), SyncedOffset> = record
+            .synced
+            .drain(..)
+            .map(|s| ((s.group.clone(), s.topic.clone(), s.partition), s))
+            .collect();
+        // Every key the source has, and every key sync wrote.
+        let mut keys: BTreeSet<(String, String, i32)> = synced.keys().cloned().collect();
+        for g in state.groups.values() {
+            for o in &g.offsets {
+                keys.insert((g.group.clone(), o.topic.clone(), o.partition));
+            }
+        }
+        let mut writes: BTreeMap<String, Vec<(String, i32, Option<Committed>)>> = BTreeMap::new();
+        let mut clamped = 0;
+        for (group, topic, partition) in keys {
+            let src = state
+                .groups
+                .get(&group)
+                .and_then(|g| g.offset(&topic, partition));
+            let Ok(tp) = TopicPartition::new(&topic, partition) else {
+                continue;
+            };
+            let local_partition = self.local_partition(&tp, &source);
+            let active = coordinator.has_members(&group);
+            let local = coordinator
+                .offsets(&group, Some(&[(topic.clone(), partition)]))
+                .into_iter()
+                .next()
+                .and_then(|(_, _, c)| c)
+                .map(|c| LocalCommit {
+                    offset: c.offset,
+                    leader_epoch: c.leader_epoch,
+                    metadata: c.metadata,
+                    commit_timestamp: c.commit_timestamp,
+                });
+            let key = (group.clone(), topic.clone(), partition);
+            let last = synced.get(&key).map(SyncedOffset::as_local);
+            let epoch_at = |o: i64| self.epoch_before(&tp, o);
+            let action = decide(
+                src,
+                local_partition,
+                active,
+                local.as_ref(),
+                last.as_ref(),
+                &epoch_at,
+            );
+            match action {
+                SyncAction::Write(c) => {
+                    if src.is_some_and(|s| s.offset != c.offset) {
+                        clamped += 1;
+                    }
+                    writes.entry(group.clone()).or_default().push((
+                        topic.clone(),
+                        partition,
+                        Some(Committed {
+                            offset: c.offset,
+                            leader_epoch: c.leader_epoch,
+                            metadata: c.metadata,
+                            commit_timestamp: c.commit_timestamp,
+                        }),
+                    ));
+                }
+                SyncAction::Delete => {
+                    writes
+                        .entry(group.clone())
+                        .or_default()
+                        .push((topic.clone(), partition, None));
+                }
+                SyncAction::Keep(KeepReason::InSync) => {
+                    if src.is_some_and(|s| local.as_ref().is_some_and(|l| l.offset != s.offset)) {
+                        clamped += 1;
+                    }
+                    if src.is_none() {
+                        synced.remove(&key);
+                    }
+                }
+                SyncAction::Keep(KeepReason::NewerHere) if src.is_none() => {
+                    synced.remove(&key);
+                }
+                SyncAction::Keep(_) => {}
+            }
+        }
+        self.group_sync.clamped = clamped;
+        let now = crate::mirror::now_ms();
+        let mut failure = None;
+        for (group, commits) in writes {
+            match self.write_offsets(&group, &commits, now) {
+                Ok(()) => {
+                    coordinator.record_written(&group, &commits);
+                    for (topic, partition, c) in commits {
+                        let key = (group.clone(), topic.clone(), partition);
+                        match c {
+                            Some(c) => {
+                                self.group_sync.written += 1;
+                                synced.insert(
+                                    key,
+                                    SyncedOffset {
+                                        group: group.clone(),
+                                        topic,
+                                        partition,
+                                        offset: c.offset,
+                                        leader_epoch: c.leader_epoch,
+                                        metadata: c.metadata,
+                                        commit_timestamp: c.commit_timestamp,
+                                        synced_at_ms: now,
+                                    },
+                                );
+                            }
+                            None => {
+                                self.group_sync.deleted += 1;
+                                synced.remove(&key);
+                            }
+                        }
+                    }
+                }
+                Err(e) => failure = Some(format!("group {group}: {e}")),
+            }
+        }
+        record.synced = synced.into_values().collect();
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Appends one batch of `group`'s commits to its `__consumer_offsets`
+    /// partition, and flushes it.
+    fn write_offsets(
+        &mut self,
+        group: &str,
+        commits: &[(String, i32, Option<Committed>)],
+        now_ms: i64,
+    ) -> Result<(), String> {
+        let mut batch = offsets_topic::commit_batch(group, commits, now_ms)?;
+        let tp = TopicPartition::new(OFFSETS_TOPIC, offsets_topic::partition_for(group))
+            .map_err(|e| e.to_string())?;
+        self.append_plain(&tp, &mut batch, true)
+            .map_err(|e| e.to_string())?;
+        if let Some(open) = self.plain.get_mut(&tp) {
+            open.log.flush().map_err(|e| e.to_string())?;
+        }
+        self.tell_appended(&tp);
+        Ok(())
+    }
+}
