@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use gateway::LogView;
 use gateway::groups::Coordinator;
-use kafkalog::offsets_topic::{self, Committed, OFFSETS_TOPIC};
 use kafkalog::TopicPartition;
+use kafkalog::offsets_topic::{self, Committed, OFFSETS_TOPIC};
 use manifest::groups::{
     GroupEntry, GroupsState, KeepReason, LocalCommit, LocalPartition, SyncAction, decide,
 };

@@ -1,0 +1,268 @@
+//! Consumer-group offsets follow the mirror (issue 15): committed in the
+//! source's `__consumer_offsets`, shipped as group offset versions, applied
+//! to the destination's `__consumer_offsets` clamped to what it holds; a
+//! source tombstone deletes; a STOPPED partition is no longer synced; idle
+//! shipper cycles cost no request and idle applier polls one GET.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use applier::Applier;
+use kafkalog::offsets_topic::{self, Committed, OFFSETS_TOPIC, OffsetsRecord};
+use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
+use manifest::counting::CountingStore;
+use manifest::state::Command;
+use object_store::ObjectStore;
+use segmirror_e2e::*;
+use shipper::Shipper;
+
+fn commit(offset: i64, ts: i64) -> Option<Committed> {
+    Some(Committed {
+        offset,
+        leader_epoch: 0,
+        metadata: format!("m{offset}"),
+        commit_timestamp: ts,
+    })
+}
+
+/// Appends `group`'s commits to the source's `__consumer_offsets`, as a
+/// broker's coordinator does.
+fn source_commit(root: &Path, group: &str, commits: &[(&str, i32, Option<Committed>)]) {
+    let d = LogDir::open(root).expect("source");
+    let tp = TopicPartition::new(OFFSETS_TOPIC, offsets_topic::partition_for(group)).expect("tp");
+    let mut log = d
+        .open_or_create_partition(
+            &tp,
+            Some(TopicId::from_bytes([9; 16])),
+            LogConfig::default(),
+        )
+        .expect("offsets partition");
+    let commits: Vec<(String, i32, Option<Committed>)> = commits
+        .iter()
+        .map(|(t, p, c)| ((*t).to_string(), *p, c.clone()))
+        .collect();
+    let mut batch = offsets_topic::commit_batch(group, &commits, 1_700_000_000_000).expect("batch");
+    log.append_as_leader(&mut batch, 0).expect("append");
+    log.close().expect("close");
+}
+
+/// The destination's committed offsets, read from its `__consumer_offsets`
+/// files (latest record wins, tombstones delete).
+fn dest_offsets(root: &Path) -> BTreeMap<(String, String, i32), i64> {
+    let mut out = BTreeMap::new();
+    let Ok(tps) = kafkalog::reader::list_partitions(root) else {
+        return out;
+    };
+    for tp in tps.into_iter().filter(|tp| tp.topic == OFFSETS_TOPIC) {
+        let reader = kafkalog::reader::PartitionReader::open(root, &tp).expect("reader");
+        reader
+            .for_each_batch(0, true, |h, bytes| {
+                for r in kafkalog::records::decode_records(h, bytes).expect("records") {
+                    let key = r.key.as_deref().expect("key");
+                    if let Ok(OffsetsRecord::Commit {
+                        group,
+                        topic,
+                        partition,
+                        committed,
+                    }) = offsets_topic::decode(key, r.value.as_deref())
+                    {
+                        match committed {
+                            Some(c) => {
+                                out.insert((group, topic, partition), c.offset);
+                            }
+                            None => {
+                                out.remove(&(group, topic, partition));
+                            }
+                        }
+                    }
+                }
+                std::ops::ControlFlow::Continue(())
+            })
+            .expect("scan");
+    }
+    out
+}
+
+fn key(g: &str, t: &str, p: i32) -> (String, String, i32) {
+    (g.to_string(), t.to_string(), p)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_offsets_are_synced_clamped_deleted_and_stop_at_failover() {
+    for b in backends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (source, dest) = (dir.path().join("source"), dir.path().join("dest"));
+        {
+            let d = LogDir::open(&source).expect("source");
+            for (topic, p) in [("orders", 0), ("orders", 1), ("events", 0)] {
+                let tp = TopicPartition::new(topic, p).expect("tp");
+                let mut log = d
+                    .open_or_create_partition(
+                        &tp,
+                        Some(TopicId::from_bytes([4; 16])),
+                        LogConfig::default(),
+                    )
+                    .expect("create");
+                produce(&mut log, 100, 0, 10);
+                log.close().expect("close");
+            }
+        }
+        source_commit(
+            &source,
+            "billing",
+            &[("orders", 0, commit(40, 1)), ("orders", 1, commit(100, 1))],
+        );
+        // Beyond what the mirror will hold (the source log ends at 100).
+        source_commit(
+            &source,
+            "audit",
+            &[("orders", 0, commit(150, 1)), ("orders", 1, commit(10, 1))],
+        );
+        // A later commit wins; a group not selected is not shipped.
+        source_commit(&source, "billing", &[("orders", 0, commit(60, 2))]);
+        source_commit(
+            &source,
+            "console-consumer-1",
+            &[("orders", 0, commit(5, 1))],
+        );
+
+        let counting = Arc::new(CountingStore::new(b.store.clone()));
+        let store: Arc<dyn ObjectStore> = counting.clone();
+        let mut opts = shipper_options(&b, &source, "src");
+        opts.exclude_groups = Some(regex::Regex::new("^(?:console-consumer-.*)$").expect("re"));
+        opts.group_sync_interval = std::time::Duration::ZERO;
+        let mut shipper = Shipper::new(opts.clone(), store.clone()).expect("shipper");
+        let shipped = shipper.ship_available().await;
+        assert!(
+            shipped.errors.is_empty(),
+            "[{}] {:?}",
+            b.name,
+            shipped.errors
+        );
+        assert_eq!(shipped.group_versions, 1, "[{}] {shipped:?}", b.name);
+        assert!(
+            !source.join(format!("{OFFSETS_TOPIC}-0")).exists()
+                || shipper
+                    .partitions()
+                    .iter()
+                    .all(|p| p.topic != OFFSETS_TOPIC),
+            "[{}] __consumer_offsets is not a data partition",
+            b.name
+        );
+
+        let mut a = Applier::open(
+            applier_options(&b, &dest, "src", "dst"),
+            Some(store.clone()),
+        )
+        .expect("applier");
+        drain(&mut a).await;
+        let got = dest_offsets(&dest);
+        assert_eq!(
+            got.get(&key("billing", "orders", 0)),
+            Some(&60),
+            "[{}] {got:?}",
+            b.name
+        );
+        assert_eq!(
+            got.get(&key("billing", "orders", 1)),
+            Some(&100),
+            "[{}]",
+            b.name
+        );
+        assert_eq!(
+            got.get(&key("audit", "orders", 0)),
+            Some(&100),
+            "[{}] clamped to the mirror's log end",
+            b.name
+        );
+        assert_eq!(
+            got.get(&key("audit", "orders", 1)),
+            Some(&10),
+            "[{}]",
+            b.name
+        );
+        assert!(
+            !got.contains_key(&key("console-consumer-1", "orders", 0)),
+            "[{}] excluded group",
+            b.name
+        );
+        let rec = a.group_sync().record().expect("record").clone();
+        assert_eq!((rec.version, rec.groups.len()), (1, 2), "[{}]", b.name);
+        assert_eq!(a.group_sync().clamped, 1, "[{}]", b.name);
+
+        // Idle: the shipper makes no request, the applier one GET a poll.
+        let before = counting.snapshot();
+        let idle = shipper.run_cycle().await;
+        assert!(!idle.did_something(), "[{}] {idle:?}", b.name);
+        assert_eq!(
+            counting.snapshot().since(&before).total(),
+            0,
+            "[{}] idle shipper",
+            b.name
+        );
+        let before = counting.snapshot();
+        for _ in 0..5 {
+            a.run_once().await;
+        }
+        let used = counting.snapshot().since(&before);
+        assert_eq!(
+            (used.get, used.total()),
+            (5, 5),
+            "[{}] idle applier: {used:?}",
+            b.name
+        );
+
+        // A source tombstone deletes the synced offset; a new commit moves.
+        source_commit(&source, "audit", &[("orders", 1, None)]);
+        source_commit(&source, "billing", &[("orders", 0, commit(70, 3))]);
+        let r = shipper.ship_available().await;
+        assert_eq!(r.group_versions, 1, "[{}] {r:?}", b.name);
+        drain(&mut a).await;
+        a.run_once().await;
+        let got = dest_offsets(&dest);
+        assert_eq!(
+            got.get(&key("billing", "orders", 0)),
+            Some(&70),
+            "[{}] {got:?}",
+            b.name
+        );
+        assert!(
+            !got.contains_key(&key("audit", "orders", 1)),
+            "[{}] {got:?}",
+            b.name
+        );
+
+        // After failover (stop) of orders, its offsets are no longer
+        // synced; those of events still are.
+        let out = a
+            .command(Command::Stop, &["orders".to_string()], false)
+            .await;
+        assert!(
+            out.iter().all(|o| o.error.is_none()),
+            "[{}] {out:?}",
+            b.name
+        );
+        source_commit(
+            &source,
+            "billing",
+            &[("orders", 0, commit(20, 4)), ("events", 0, commit(90, 4))],
+        );
+        shipper.ship_available().await;
+        drain(&mut a).await;
+        a.run_once().await;
+        let got = dest_offsets(&dest);
+        assert_eq!(
+            got.get(&key("billing", "orders", 0)),
+            Some(&70),
+            "[{}] STOPPED keeps its own",
+            b.name
+        );
+        assert_eq!(
+            got.get(&key("billing", "events", 0)),
+            Some(&90),
+            "[{}] {got:?}",
+            b.name
+        );
+    }
+}
