@@ -154,7 +154,7 @@ pub struct Applier {
     feed: FeedReader,
     pub(crate) slots: BTreeMap<TopicPartition, Slot>,
     clock: Arc<dyn Clock>,
-    counters: crate::metrics::Counters,
+    pub(crate) counters: crate::metrics::Counters,
     metrics: Option<crate::metrics::Exposition>,
     last_live: Option<(LiveStatus, Instant)>,
     /// Something the live status or the metrics show may have changed since
@@ -789,6 +789,7 @@ impl Applier {
         self.counters.batches += report.batches;
         self.counters.bytes += report.bytes;
         self.counters.cycles += 1;
+        self.update_group_counters();
         self.render_metrics(changed);
         report
     }

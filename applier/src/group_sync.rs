@@ -121,6 +121,26 @@ impl SyncRecord {
         Ok(())
     }
 
+    /// One line for `applier status`: version, counts, last success.
+    pub fn summary(&self, now_ms: i64) -> String {
+        let last = match self.last_success_ms {
+            Some(t) => format!("last synced {}s ago", ((now_ms - t).max(0) + 500) / 1000),
+            None => "never synced".to_string(),
+        };
+        let error = self
+            .last_error
+            .as_deref()
+            .map(|e| format!("; last error: {e}"))
+            .unwrap_or_default();
+        format!(
+            "consumer-group offsets of {}: version {}, {} groups, {} offsets synced; {last}{error}",
+            self.source_cluster_id,
+            self.version,
+            self.groups.len(),
+            self.synced.len()
+        )
+    }
+
     /// The source's groups as a state.
     pub fn state(&self) -> GroupsState {
         GroupsState {
@@ -239,6 +259,25 @@ impl Applier {
         }
         self.live_dirty = true;
         self.group_sync.record = Some(record);
+    }
+
+    /// Copies the sync's figures into the metrics' counters.
+    pub(crate) fn update_group_counters(&mut self) {
+        let pointer = self.feed_head().and_then(|h| h.groups);
+        let record = self.group_sync.record.as_ref();
+        let applied = record.map_or(0, |r| r.version);
+        let lag = pointer.map(|p| {
+            if p.version > applied {
+                ((crate::mirror::now_ms() - p.written_at_ms).max(0)) as f64 / 1000.0
+            } else {
+                0.0
+            }
+        });
+        self.counters.group_offsets_written = self.group_sync.written;
+        self.counters.group_offsets_deleted = self.group_sync.deleted;
+        self.counters.group_offsets_clamped = self.group_sync.clamped;
+        self.counters.group_sync_lag_seconds = lag;
+        self.counters.group_sync_last_success_ms = record.and_then(|r| r.last_success_ms);
     }
 
     /// The coordinator holding this log dir's committed offsets.

@@ -14,6 +14,11 @@
 //! | `segmirror_applier_applied_batches_total` | counter | | batches appended |
 //! | `segmirror_applier_applied_bytes_total` | counter | | bytes appended |
 //! | `segmirror_applier_cycles_total` | counter | | poll cycles run |
+//! | `segmirror_applier_group_offsets_written_total` | counter | | consumer-group offsets written by the group sync |
+//! | `segmirror_applier_group_offsets_deleted_total` | counter | | synced offsets deleted after a source tombstone |
+//! | `segmirror_applier_group_offsets_clamped` | gauge | | synced offsets held at the mirror's log start or end |
+//! | `segmirror_applier_group_sync_lag_seconds` | gauge | | age of the newest source group offsets not yet applied (0: up to date) |
+//! | `segmirror_applier_group_sync_last_success_timestamp_seconds` | gauge | | when a group sync pass last completed (Unix time) |
 //!
 //! A lag gauge is absent for a partition whose lag is unknown (no manifest
 //! read yet). The engine renders the text from its status rows and
@@ -43,6 +48,17 @@ pub struct Counters {
     pub bytes: u64,
     /// Cycles run.
     pub cycles: u64,
+    /// Consumer-group offsets written by the group sync.
+    pub group_offsets_written: u64,
+    /// Synced offsets deleted.
+    pub group_offsets_deleted: u64,
+    /// Synced offsets held at the mirror's log start or end.
+    pub group_offsets_clamped: u64,
+    /// Age of the newest source group offsets not yet applied, in seconds
+    /// (`None`: no group offsets in the feed).
+    pub group_sync_lag_seconds: Option<f64>,
+    /// When a group sync pass last completed (ms since the epoch).
+    pub group_sync_last_success_ms: Option<i64>,
 }
 
 /// What one rendering shows of a partition: its status row, with the
@@ -154,10 +170,45 @@ pub fn render(rows: &[PartitionStatus], c: &Counters) -> String {
         ("applied_batches", "Batches appended", c.batches),
         ("applied_bytes", "Bytes appended", c.bytes),
         ("cycles", "Poll cycles run", c.cycles),
+        (
+            "group_offsets_written",
+            "Consumer-group offsets written by the group sync",
+            c.group_offsets_written,
+        ),
+        (
+            "group_offsets_deleted",
+            "Synced consumer-group offsets deleted after a source tombstone",
+            c.group_offsets_deleted,
+        ),
     ] {
         let counter: Counter = Counter::default();
         counter.inc_by(value);
         registry.register(name, help, counter);
+    }
+    let clamped: Gauge = Gauge::default();
+    clamped.set(i64::try_from(c.group_offsets_clamped).unwrap_or(i64::MAX));
+    registry.register(
+        "group_offsets_clamped",
+        "Synced consumer-group offsets held at the mirror's log start or end",
+        clamped,
+    );
+    if let Some(lag) = c.group_sync_lag_seconds {
+        let g: Gauge<f64, std::sync::atomic::AtomicU64> = Gauge::default();
+        g.set(lag);
+        registry.register(
+            "group_sync_lag_seconds",
+            "Age of the newest source consumer-group offsets not yet applied (0: up to date)",
+            g,
+        );
+    }
+    if let Some(ms) = c.group_sync_last_success_ms {
+        let g: Gauge<f64, std::sync::atomic::AtomicU64> = Gauge::default();
+        g.set(ms as f64 / 1000.0);
+        registry.register(
+            "group_sync_last_success_timestamp_seconds",
+            "When a consumer-group offsets sync pass last completed (Unix time)",
+            g,
+        );
     }
     let rows = rows
         .iter()
