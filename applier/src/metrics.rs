@@ -284,6 +284,7 @@ mod tests {
                 batches: 7,
                 bytes: 700,
                 cycles: 2,
+                ..Counters::default()
             },
         );
         for line in [
@@ -314,6 +315,11 @@ mod tests {
             batches: 7,
             bytes: 700,
             cycles: 2,
+            group_offsets_written: 3,
+            group_offsets_deleted: 1,
+            group_offsets_clamped: 1,
+            group_sync_lag_seconds: Some(0.0),
+            group_sync_last_success_ms: Some(1_700_000_000_000),
         };
         *exposition.lock().expect("lock") = render(&rows, &counters);
         let s = segmirror_testkit::metrics::scrape(addr, "/metrics");
@@ -344,6 +350,14 @@ mod tests {
             ("segmirror_applier_applied_batches_total".into(), 7.0),
             ("segmirror_applier_applied_bytes_total".into(), 700.0),
             ("segmirror_applier_cycles_total".into(), 2.0),
+            ("segmirror_applier_group_offsets_written_total".into(), 3.0),
+            ("segmirror_applier_group_offsets_deleted_total".into(), 1.0),
+            ("segmirror_applier_group_offsets_clamped".into(), 1.0),
+            ("segmirror_applier_group_sync_lag_seconds".into(), 0.0),
+            (
+                "segmirror_applier_group_sync_last_success_timestamp_seconds".into(),
+                1_700_000_000.0,
+            ),
         ] {
             assert_eq!(
                 samples.get(&series),
@@ -357,11 +371,12 @@ mod tests {
             "an unknown lag is absent"
         );
         let per_partition = manifest::state::PartitionState::ALL.len() * 2 + 5 * 2 - 3;
-        assert_eq!(samples.len(), per_partition + 4, "{}", s.body);
+        // 4 counters and the failed gauge, then the group sync's 5.
+        assert_eq!(samples.len(), per_partition + 4 + 5, "{}", s.body);
         let names = segmirror_testkit::metrics::assert_documented_metrics_served(
             include_str!("metrics.rs"),
             &s.body,
         );
-        assert_eq!(names.len(), 10, "{names:?}");
+        assert_eq!(names.len(), 15, "{names:?}");
     }
 }

@@ -22,6 +22,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use common::clients::{Running, applier, client, free_port, kcat_present, wait_for_port};
 use common::{SOURCE, file_bucket, publish, topic_id, tp};
 use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
 use kafkalog::reader::PartitionReader;
@@ -29,67 +30,6 @@ use kafkalog::{LogConfig, LogDir};
 use serde_json::Value;
 
 const CLIENTS: [&str; 4] = ["kcat", "confluent-kafka", "kafka-python", "aiokafka"];
-
-/// Whether kcat is here; CI requires it.
-fn kcat_present() -> bool {
-    let present = Command::new("kcat")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !present && segmirror_testkit::s3_required() {
-        panic!("kcat is not installed (apt-get install -y kcat); .ci/run installs it");
-    }
-    if !present {
-        eprintln!("skipped: kcat is not installed (apt-get install -y kcat)");
-    }
-    present
-}
-
-/// A child process killed when dropped.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-fn wait_for_port(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("nothing listens on 127.0.0.1:{port}");
-}
-
-/// Runs the client driver; its JSON answer.
-fn client(args: &[&str]) -> Value {
-    let python = segmirror_testkit::kafka_python::fixture_python();
-    let script = segmirror_testkit::workspace_root().join("tests/fixtures/kafka_clients.py");
-    let out = Command::new(python)
-        .arg(script)
-        .args(args)
-        .output()
-        .expect("run kafka_clients.py");
-    assert!(
-        out.status.success(),
-        "kafka_clients.py {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("json")
-}
 
 fn consume(who: &str, port: u16, topic: &str, partition: i32, from: i64, isolation: &str) -> Value {
     client(&[
@@ -269,18 +209,6 @@ async fn mirrored(dir: &Path) -> (PathBuf, String, Vec<String>) {
     drop(d);
     publish(&store, &source, &tp("orders"), "u1").await;
     (dir.join("mirror"), url, values)
-}
-
-fn applier(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_applier"))
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("applier");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout),
-    )
 }
 
 fn log_end(mirror: &Path) -> i64 {

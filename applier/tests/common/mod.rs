@@ -17,6 +17,8 @@ use manifest::layout::PartitionKey;
 use manifest::partition::{PartitionManifest, ShippedRange};
 use manifest::store::ManifestStore;
 
+pub mod clients;
+
 pub const SOURCE: &str = "src-cluster";
 
 pub fn tp(t: &str) -> TopicPartition {

@@ -1,0 +1,82 @@
+//! Driving the stock Kafka clients and the applier binary from tests:
+//! `tests/fixtures/kafka_clients.py`, child processes killed when dropped,
+//! free ports.
+
+use std::net::TcpListener;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A child process killed when dropped.
+pub struct Running(pub Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+pub fn wait_for_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("nothing listens on 127.0.0.1:{port}");
+}
+
+/// Runs the client driver; its JSON answer.
+pub fn client(args: &[&str]) -> Value {
+    let python = segmirror_testkit::kafka_python::fixture_python();
+    let script = segmirror_testkit::workspace_root().join("tests/fixtures/kafka_clients.py");
+    let out = Command::new(python)
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("run kafka_clients.py");
+    assert!(
+        out.status.success(),
+        "kafka_clients.py {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+pub fn applier(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_applier"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("applier");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout),
+    )
+}
+
+/// Whether kcat is here; CI requires it.
+pub fn kcat_present() -> bool {
+    let present = Command::new("kcat")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !present && segmirror_testkit::s3_required() {
+        panic!("kcat is not installed (apt-get install -y kcat); .ci/run installs it");
+    }
+    if !present {
+        eprintln!("skipped: kcat is not installed (apt-get install -y kcat)");
+    }
+    present
+}
