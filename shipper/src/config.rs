@@ -1121,6 +1121,33 @@ error_backoff = "2m"
     }
 
     #[test]
+    fn group_selection_and_interval_are_validated_by_name() {
+        let validate = |extra: &str| {
+            ShipperConfig::from_toml(&format!("{MINIMAL}{extra}")).and_then(|c| c.validate())
+        };
+        let v = validate(
+            "groups = \"billing-.*\"\nexclude_groups = \"billing-tmp\"\ngroup_sync_interval = \"2s\"",
+        )
+        .expect("valid")
+        .options;
+        assert!(v.selects_group("billing-eu") && !v.selects_group("billing-tmp"));
+        assert!(!v.selects_group("orders-app"), "anchored: whole ids only");
+        assert_eq!(v.group_sync_interval, Duration::from_secs(2));
+        let all = validate("").expect("valid").options;
+        assert!(
+            all.selects_group("console-consumer-1"),
+            "default: every group"
+        );
+        for (text, field) in [
+            ("exclude_groups = \"[\"", "exclude_groups"),
+            ("groups = \"(\"", "groups"),
+            ("group_sync_interval = \"soon\"", "group_sync_interval"),
+        ] {
+            assert_eq!(validate(text).expect_err(text).field, field);
+        }
+    }
+
+    #[test]
     fn every_config_key_is_in_the_example() {
         // Every field set, serialized: its keys are the struct's keys, so a
         // field added without an example line fails here.
@@ -1132,6 +1159,9 @@ error_backoff = "2m"
             shipper_id: Some(String::new()),
             topics: Some(String::new()),
             exclude: Some(String::new()),
+            groups: Some(String::new()),
+            exclude_groups: Some(String::new()),
+            group_sync_interval: Some(String::new()),
             tail_interval: Some(String::new()),
             upload_concurrency: Some(1),
             part_size: Some(ByteSize(1)),
