@@ -68,6 +68,12 @@
 //! version was cut at. A new partition's first version (1) is committed
 //! even when nothing can be shipped yet, so appliers learn it exists.
 //!
+//! - **Consumer-group offsets** are not shipped as a partition: the
+//!   source's `__consumer_offsets` partitions are read (committed batches
+//!   below the HW, read_committed) and the selected groups' offsets on
+//!   shipped topics published as `manifest::groups` versions, named by the
+//!   cycle's head (`groups`). An unchanged state costs no request.
+//!
 //! # Following the source
 //!
 //! - **Retention.** When the source's log start passes ranges, the next
