@@ -31,13 +31,17 @@ fn commit(offset: i64, ts: i64) -> Option<Committed> {
 fn source_commit(root: &Path, group: &str, commits: &[(&str, i32, Option<Committed>)]) {
     let d = LogDir::open(root).expect("source");
     let tp = TopicPartition::new(OFFSETS_TOPIC, offsets_topic::partition_for(group)).expect("tp");
-    let mut log = d
-        .open_or_create_partition(
+    // The destination's own partition (created by the sync) keeps its id.
+    let mut log = if root.join(tp.dir_name()).is_dir() {
+        d.open_partition(&tp, LogConfig::default())
+    } else {
+        d.open_or_create_partition(
             &tp,
             Some(TopicId::from_bytes([9; 16])),
             LogConfig::default(),
         )
-        .expect("offsets partition");
+    }
+    .expect("offsets partition");
     let commits: Vec<(String, i32, Option<Committed>)> = commits
         .iter()
         .map(|(t, p, c)| ((*t).to_string(), *p, c.clone()))
@@ -262,6 +266,83 @@ async fn group_offsets_are_synced_clamped_deleted_and_stop_at_failover() {
             got.get(&key("billing", "events", 0)),
             Some(&90),
             "[{}] {got:?}",
+            b.name
+        );
+    }
+}
+
+/// Failback (issue 15, item 5): after failover to B, B's consumers commit
+/// on B; when A mirrors B back, A's groups take B's newer offsets by the
+/// same rules, and an offset A's consumers committed later than B's stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_failback_the_old_source_takes_the_new_primarys_group_offsets() {
+    for b in backends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+        let t = TopicPartition::new("payments", 0).expect("tp");
+        let id = TopicId::from_bytes([9; 16]);
+        {
+            let d = LogDir::open(&a_dir).expect("a");
+            let mut log = d
+                .open_or_create_partition(&t, Some(id), LogConfig::default())
+                .expect("create");
+            produce(&mut log, 100, 3, 10);
+        }
+        source_commit(&a_dir, "ledger", &[("payments", 0, commit(80, 10))]);
+        source_commit(&a_dir, "audit", &[("payments", 0, commit(20, 10))]);
+        ship(&b, &a_dir, "cluster-a").await;
+        let mut mirror_b = apply(&b, applier_options(&b, &b_dir, "cluster-a", "cluster-b")).await;
+        assert_eq!(
+            dest_offsets(&b_dir).get(&key("ledger", "payments", 0)),
+            Some(&80),
+            "[{}]",
+            b.name
+        );
+        // Failover: B is the primary; its consumers move ledger on.
+        let out = mirror_b.command(Command::Stop, &[], true).await;
+        assert_eq!(
+            out[0].state.as_deref(),
+            Some("STOPPED"),
+            "[{}] {out:?}",
+            b.name
+        );
+        drop(mirror_b);
+        {
+            let d = LogDir::open(&b_dir).expect("b");
+            let mut log = d.open_partition(&t, LogConfig::default()).expect("open");
+            let epoch = log.epochs().latest_epoch().expect("epoch");
+            produce(&mut log, 20, epoch, 10);
+        }
+        source_commit(&b_dir, "ledger", &[("payments", 0, commit(115, 20))]);
+        // On A, audit's consumers committed after B's copy of audit.
+        source_commit(&a_dir, "audit", &[("payments", 0, commit(30, 30))]);
+        // Failback: A mirrors B.
+        ship(&b, &b_dir, "cluster-b").await;
+        let mut opts = applier_options(&b, &a_dir, "cluster-b", "cluster-a");
+        opts.topics = None;
+        let mut mirror_a = Applier::open(opts, Some(b.store.clone())).expect("a");
+        let out = mirror_a
+            .command(Command::Start, &["payments".into()], false)
+            .await;
+        assert_eq!(
+            out[0].state.as_deref(),
+            Some("PREPARING"),
+            "[{}] {out:?}",
+            b.name
+        );
+        drain(&mut mirror_a).await;
+        mirror_a.run_once().await;
+        let got = dest_offsets(&a_dir);
+        assert_eq!(
+            got.get(&key("ledger", "payments", 0)),
+            Some(&115),
+            "[{}] B's newer commit: {got:?}",
+            b.name
+        );
+        assert_eq!(
+            got.get(&key("audit", "payments", 0)),
+            Some(&30),
+            "[{}] A's own later commit stays: {got:?}",
             b.name
         );
     }
