@@ -71,13 +71,22 @@ fn row(mirror: &Path, group: &str) -> Option<Value> {
         .cloned()
 }
 
-/// Waits until `group`'s offset on the destination is `want`.
-fn wait_offset(mirror: &Path, group: &str, want: i64, within: Duration) -> Value {
+/// Waits until `group`'s offset on the destination is `want`, and (when
+/// given) `applier groups` says how it came there as `sync` (the sync's
+/// record is written just after the offsets).
+fn wait_offset(
+    mirror: &Path,
+    group: &str,
+    want: i64,
+    sync: Option<&str>,
+    within: Duration,
+) -> Value {
     let deadline = Instant::now() + within;
     loop {
         let r = row(mirror, group);
         if let Some(r) = &r
             && r["offset"].as_i64() == Some(want)
+            && sync.is_none_or(|s| r["sync"].as_str() == Some(s))
         {
             return r.clone();
         }
@@ -167,13 +176,25 @@ async fn consumers_on_the_destination_start_at_the_synced_offsets_and_active_gro
             .expect("applier run"),
     );
     wait_for_port(port);
-    let synced = wait_offset(&mirror, "dr-python", 25, Duration::from_secs(30));
+    let synced = wait_offset(
+        &mirror,
+        "dr-python",
+        25,
+        Some("synced"),
+        Duration::from_secs(30),
+    );
     assert_eq!(
         (synced["source_offset"].as_i64(), synced["sync"].as_str()),
         (Some(25), Some("synced")),
         "{synced}"
     );
-    wait_offset(&mirror, "dr-confluent", 40, Duration::from_secs(10));
+    wait_offset(
+        &mirror,
+        "dr-confluent",
+        40,
+        Some("synced"),
+        Duration::from_secs(10),
+    );
 
     // A consumer in a synced group starts exactly at the synced offset.
     assert_eq!(
@@ -187,7 +208,13 @@ async fn consumers_on_the_destination_start_at_the_synced_offsets_and_active_gro
 
     // A member of live-app, active on the destination: it starts at the
     // synced 10, reads to the end and commits 60.
-    wait_offset(&mirror, "live-app", 10, Duration::from_secs(10));
+    wait_offset(
+        &mirror,
+        "live-app",
+        10,
+        Some("synced"),
+        Duration::from_secs(10),
+    );
     let mut kcat = Running(
         Command::new("kcat")
             .args([
@@ -209,8 +236,13 @@ async fn consumers_on_the_destination_start_at_the_synced_offsets_and_active_gro
             .spawn()
             .expect("kcat"),
     );
-    let own = wait_offset(&mirror, "live-app", 60, Duration::from_secs(30));
-    assert_eq!(own["sync"].as_str(), Some("local"), "{own}");
+    wait_offset(
+        &mirror,
+        "live-app",
+        60,
+        Some("local"),
+        Duration::from_secs(30),
+    );
     // The source commits again, stamped later than anything the member
     // commits (an hour ahead), so only the member's presence can keep the
     // destination's own offset: while it is active, it does.
@@ -235,6 +267,12 @@ async fn consumers_on_the_destination_start_at_the_synced_offsets_and_active_gro
     let pid = kcat.0.id().to_string();
     let _ = Command::new("kill").args(["-INT", &pid]).status();
     let _ = kcat.0.wait();
-    let after = wait_offset(&mirror, "live-app", 30, Duration::from_secs(60));
-    assert_eq!(after["sync"].as_str(), Some("synced"), "{after}");
+    let after = wait_offset(
+        &mirror,
+        "live-app",
+        30,
+        Some("synced"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(after["synced_offset"].as_i64(), Some(30), "{after}");
 }
