@@ -100,13 +100,15 @@ async fn kafka_python_written_group_offsets_are_listed_synced_and_clamped() {
     );
     assert!(want.keys().any(|k| k.0 == "billing") && want.keys().any(|k| k.0 == "orders-app"));
 
+    let console = regex::Regex::new("^(?:console-consumer-.*)$").expect("re");
+    let every_topic = regex::Regex::new("^.*$").expect("re");
     for b in segmirror_testkit::backends() {
         let dest = dir.path().join(format!("dest-{}", b.name));
         let mut opts = ShipperOptions::new(vec![source.clone()], SOURCE);
         opts.bucket_prefix = b.prefix.clone();
         opts.delete_grace = None;
         opts.group_sync_interval = Duration::ZERO;
-        opts.exclude_groups = Some(regex::Regex::new("^(?:console-consumer-.*)$").expect("re"));
+        opts.exclude_groups = Some(console.clone());
         let mut shipper = Shipper::new(opts, b.store.clone()).expect("shipper");
         let r = shipper.ship_available().await;
         assert!(r.errors.is_empty(), "[{}] {:?}", b.name, r.errors);
@@ -121,7 +123,7 @@ async fn kafka_python_written_group_offsets_are_listed_synced_and_clamped() {
 
         let mut o = ApplierOptions::new(&dest, SOURCE);
         o.bucket_prefix = b.prefix.clone();
-        o.topics = Some(regex::Regex::new("^.*$").expect("re"));
+        o.topics = Some(every_topic.clone());
         let mut a = Applier::open(o, Some(b.store.clone())).expect("applier");
         for _ in 0..10 {
             let r = a.run_once().await;

@@ -16,10 +16,8 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use base64::Engine as _;
 use common::clients::{Running, applier, client, free_port, kcat_present, wait_for_port};

@@ -94,6 +94,7 @@ fn key(g: &str, t: &str, p: i32) -> (String, String, i32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_offsets_are_synced_clamped_deleted_and_stop_at_failover() {
+    let console = regex::Regex::new("^(?:console-consumer-.*)$").expect("re");
     for b in backends() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (source, dest) = (dir.path().join("source"), dir.path().join("dest"));
@@ -134,7 +135,7 @@ async fn group_offsets_are_synced_clamped_deleted_and_stop_at_failover() {
         let counting = Arc::new(CountingStore::new(b.store.clone()));
         let store: Arc<dyn ObjectStore> = counting.clone();
         let mut opts = shipper_options(&b, &source, "src");
-        opts.exclude_groups = Some(regex::Regex::new("^(?:console-consumer-.*)$").expect("re"));
+        opts.exclude_groups = Some(console.clone());
         opts.group_sync_interval = std::time::Duration::ZERO;
         let mut shipper = Shipper::new(opts.clone(), store.clone()).expect("shipper");
         let shipped = shipper.ship_available().await;
