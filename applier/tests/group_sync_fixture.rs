@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use applier::{Applier, ApplierOptions};
-use common::clients::applier;
+use common::clients::{applier, offsets_records_read_by_kafka_python};
 use common::{SOURCE, produce};
 use kafkalog::checkpoint::{REPLICATION_OFFSET_CHECKPOINT, write_offset_checkpoint};
 use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
@@ -186,19 +186,7 @@ async fn kafka_python_written_group_offsets_are_listed_synced_and_clamped() {
         assert_eq!(listed["sync"]["version"], 1, "[{}]", b.name);
 
         // kafka-python reads what the applier wrote to __consumer_offsets.
-        let read = segmirror_testkit::kafka_python::run_fixture(
-            "read_with_kafka_python.py",
-            &["--log-dir", dest.to_str().expect("utf-8")],
-        );
-        let parsed: Value = serde_json::from_slice(&read.stdout).expect("json");
-        let records = parsed
-            .as_array()
-            .expect("partitions")
-            .iter()
-            .filter(|p| p["topic"] == "__consumer_offsets")
-            .flat_map(|p| p["batches"].as_array().cloned().unwrap_or_default())
-            .flat_map(|b| b["records"].as_array().cloned().unwrap_or_default())
-            .count();
+        let records = offsets_records_read_by_kafka_python(&dest);
         assert!(
             records >= want.len(),
             "[{}] kafka-python parsed {records} commit records",

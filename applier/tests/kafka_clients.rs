@@ -20,7 +20,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use base64::Engine as _;
-use common::clients::{Running, applier, client, free_port, kcat_present, wait_for_port};
+use common::clients::{
+    Running, applier, client, free_port, kcat_present, offsets_records_read_by_kafka_python,
+    wait_for_port,
+};
 use common::{SOURCE, file_bucket, publish, topic_id, tp};
 use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
 use kafkalog::reader::PartitionReader;
@@ -510,19 +513,7 @@ fn consumer_groups_commit_restart_and_resume_at_their_offsets_with_every_client(
     }
     // kafka-python reads the offsets partitions as the record format it
     // knows: keys are OffsetCommitKey v1 (version 1, then the group).
-    let read = segmirror_testkit::kafka_python::run_fixture(
-        "read_with_kafka_python.py",
-        &["--log-dir", logs.to_str().expect("utf-8")],
-    );
-    let parsed: Value = serde_json::from_slice(&read.stdout).expect("json");
-    let commits = parsed
-        .as_array()
-        .expect("partitions")
-        .iter()
-        .filter(|p| p["topic"] == "__consumer_offsets")
-        .flat_map(|p| p["batches"].as_array().cloned().unwrap_or_default())
-        .flat_map(|b| b["records"].as_array().cloned().unwrap_or_default())
-        .count();
+    let commits = offsets_records_read_by_kafka_python(&logs);
     assert!(
         commits >= 4 * 3,
         "one commit record or more per run: {commits}"

@@ -80,3 +80,21 @@ pub fn kcat_present() -> bool {
     }
     present
 }
+
+/// How many records of the `__consumer_offsets` partitions of `log_dir`
+/// kafka-python parses (`tests/fixtures/read_with_kafka_python.py`).
+pub fn offsets_records_read_by_kafka_python(log_dir: &std::path::Path) -> usize {
+    let read = segmirror_testkit::kafka_python::run_fixture(
+        "read_with_kafka_python.py",
+        &["--log-dir", log_dir.to_str().expect("utf-8")],
+    );
+    let parsed: Value = serde_json::from_slice(&read.stdout).expect("json");
+    parsed
+        .as_array()
+        .expect("partitions")
+        .iter()
+        .filter(|p| p["topic"] == "__consumer_offsets")
+        .flat_map(|p| p["batches"].as_array().cloned().unwrap_or_default())
+        .flat_map(|b| b["records"].as_array().cloned().unwrap_or_default())
+        .count()
+}
