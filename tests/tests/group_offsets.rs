@@ -221,9 +221,26 @@ async fn group_offsets_are_synced_clamped_deleted_and_stop_at_failover() {
         // A source tombstone deletes the synced offset; a new commit moves.
         source_commit(&source, "audit", &[("orders", 1, None)]);
         source_commit(&source, "billing", &[("orders", 0, commit(70, 3))]);
+        let before = counting.snapshot();
         let r = shipper.ship_available().await;
         assert_eq!(r.group_versions, 1, "[{}] {r:?}", b.name);
+        let shipped = counting.snapshot().since(&before);
+        // One delta and one head: the head's probe and read, two PUTs.
+        assert_eq!(shipped.put, 2, "[{}] {shipped:?}", b.name);
+        let before = counting.snapshot();
         drain(&mut a).await;
+        let applied = counting.snapshot().since(&before);
+        // The head, the delta it names, and the probe for the next head.
+        assert!(applied.get <= 4, "[{}] {applied:?}", b.name);
+        println!(
+            "[{}] a group offsets change: shipper {} requests ({} PUT, {} GET), applier {} requests ({} GET)",
+            b.name,
+            shipped.total(),
+            shipped.put,
+            shipped.get,
+            applied.total(),
+            applied.get
+        );
         a.run_once().await;
         let got = dest_offsets(&dest);
         assert_eq!(
