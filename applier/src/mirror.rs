@@ -472,20 +472,39 @@ impl Mirror {
     /// and abort the transactions source producers left open, with ABORT
     /// markers at the new epoch. Does not truncate; needs no bucket.
     pub fn failover(&mut self) -> Result<(), MirrorError> {
-        let plan = reconcile::plan_stop(
+        self.record_stop()?;
+        self.stop_log()
+    }
+
+    fn stop_plan(&self) -> reconcile::StopPlan {
+        reconcile::plan_stop(
             &self.record,
             self.log.epochs().latest_epoch(),
             self.log.log_end_offset(),
             self.log.open_transactions(),
-        );
+        )
+    }
+
+    /// Failover's first half: the LME, stop offset and stop epoch in the
+    /// record, which must be durable before [`Mirror::stop_log`] changes
+    /// the log (so a retry is the same stop: the plan is computed again
+    /// from the record).
+    pub fn record_stop(&mut self) -> Result<(), MirrorError> {
+        let plan = self.stop_plan();
         if plan.record_stop || plan.record_stop_epoch {
-            // Durable before the log changes, so a retry is the same stop.
             self.record.lme = plan.lme;
             self.record.stopped_at_offset = Some(plan.stopped_at_offset);
             self.record.stop_epoch = Some(plan.stop_epoch);
             self.record.stopped_source_cluster_id = Some(self.record.source_cluster_id.clone());
             self.save()?;
         }
+        Ok(())
+    }
+
+    /// Failover's second half: the epoch raised to the recorded stop
+    /// epoch, ABORT markers for the open transactions, the log flushed.
+    pub fn stop_log(&mut self) -> Result<(), MirrorError> {
+        let plan = self.stop_plan();
         let stop_epoch = plan.stop_epoch;
         self.log.bump_epoch(stop_epoch).map_err(self.log_err())?;
         for txn in &plan.abort {

@@ -884,10 +884,7 @@ impl PartitionLog {
             start = end;
         }
         if self.config.flush == FlushPolicy::Always {
-            self.active
-                .file
-                .sync_data()
-                .map_err(Error::io("fsync", &self.active.path))?;
+            fsutil::sync_file(&self.active.file, &self.active.path, true)?;
         }
         Ok(())
     }
@@ -1080,7 +1077,7 @@ impl PartitionLog {
 
     fn finish_active(&mut self) -> Result<()> {
         let a = &mut self.active;
-        a.file.sync_all().map_err(Error::io("fsync", &a.path))?;
+        fsutil::sync_file(&a.file, &a.path, false)?;
         if a.max_timestamp >= 0 {
             let _ = a
                 .time_index
@@ -1244,7 +1241,7 @@ impl PartitionLog {
     /// recovery point and log start checkpoints.
     pub fn flush(&mut self) -> Result<()> {
         let a = &self.active;
-        a.file.sync_all().map_err(Error::io("fsync", &a.path))?;
+        fsutil::sync_file(&a.file, &a.path, false)?;
         a.write_indexes(&self.dir, true)?;
         self.shared.update_checkpoints(
             &self.tp,
@@ -1669,7 +1666,7 @@ fn truncate_file(path: &Path, len: u64) -> Result<()> {
         .open(path)
         .map_err(Error::io("open", path))?;
     f.set_len(len).map_err(Error::io("truncate", path))?;
-    f.sync_all().map_err(Error::io("fsync", path))
+    fsutil::sync_file(&f, path, false)
 }
 
 fn truncate_file_or_create(path: &Path) -> Result<()> {
@@ -1679,7 +1676,7 @@ fn truncate_file_or_create(path: &Path) -> Result<()> {
         .truncate(true)
         .open(path)
         .map_err(Error::io("create", path))?;
-    f.sync_all().map_err(Error::io("fsync", path))
+    fsutil::sync_file(&f, path, false)
 }
 
 fn remove_if_exists(path: &Path) -> Result<()> {
