@@ -4,12 +4,15 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
-BIN=$ROOT/target/release
+# BENCH_BIN=DIR: time the binaries in DIR (say, of an older commit) instead
+# of building target/release.
+BIN=${BENCH_BIN:-$ROOT/target/release}
 DATA=$ROOT/target/bench-data
 RUNS=${BENCH_RUNS:-3}
 MIB=1048576
 
 build() {
+  [ -n "${BENCH_BIN:-}" ] && return 0
   cargo build --release -q -p shipper -p applier -p kafkalog -p segmirror-bench
 }
 

@@ -31,6 +31,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
 use manifest::clock::{Clock, SystemClock};
 use manifest::layout::{ClusterLayout, PartitionKey};
@@ -476,8 +477,28 @@ impl Applier {
             })
             .collect();
         let mut complete = true;
-        for (tp, topic_id, version) in candidates {
-            let manifest = match self.confirm_identity(&tp, topic_id, version).await {
+        // Every candidate's manifest, read concurrently (one GET each).
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let confirmed: Vec<_> =
+            futures::stream::iter(candidates.into_iter().map(|(tp, topic_id, version)| {
+                let store = &store;
+                async move {
+                    let m = confirm_identity(store, &tp, topic_id, version).await;
+                    (tp, topic_id, m)
+                }
+            }))
+            .buffer_unordered(DISCOVER_CONCURRENCY)
+            .collect()
+            .await;
+        // Then every partition created, durable at one barrier before any
+        // of them is prepared or appended to.
+        let scope = kafkalog::fsutil::DeferredSync::begin(self.logdir.root());
+        let mut adopted: Vec<TopicPartition> = Vec::new();
+        for (tp, topic_id, manifest) in confirmed {
+            self.live_dirty = true;
+            let manifest = match manifest {
                 Ok(m) => m,
                 Err(waiting) => {
                     // Its manifest is not readable yet: look again next cycle.
@@ -486,11 +507,20 @@ impl Applier {
                     continue;
                 }
             };
-            if let Err(reason) = self.adopt(&tp, topic_id, manifest) {
-                tracing::error!(partition = %tp, %reason, "not mirrored");
-                self.slots.insert(tp, Slot::Refused(reason));
+            match self.adopt(&tp, topic_id, Some(manifest)) {
+                Ok(()) => adopted.push(tp),
+                Err(reason) => {
+                    tracing::error!(partition = %tp, %reason, "not mirrored");
+                    self.slots.insert(tp, Slot::Refused(reason));
+                }
             }
-            self.live_dirty = true;
+        }
+        if let Err(e) = scope.finish() {
+            tracing::error!(error = %e, "making the new mirror partitions durable failed; they are prepared when the next cycle opens them again");
+            for tp in adopted {
+                self.slots.remove(&tp);
+            }
+            complete = false;
         }
         self.discovered = complete.then_some(seq);
     }
@@ -510,18 +540,10 @@ impl Applier {
         let Some(store) = &self.store else {
             return Ok(None);
         };
-        let key = PartitionKey {
-            tp: tp.clone(),
-            topic_id,
-        };
         self.live_dirty = true;
-        match store.get_manifest(&key, version).await {
-            Ok(m) => Ok(Some(m)),
-            Err(e) => {
-                tracing::warn!(partition = %tp, %topic_id, version, error = %e, "the change feed names a manifest that cannot be read; not starting the partition yet");
-                Err(e.to_string())
-            }
-        }
+        confirm_identity(store, tp, topic_id, version)
+            .await
+            .map(Some)
     }
 
     /// Creates the mirror partition (state PREPARING).
@@ -1350,4 +1372,26 @@ impl Applier {
             }
         }
     }
+}
+
+/// Manifests read at once when new partitions are discovered.
+const DISCOVER_CONCURRENCY: usize = 16;
+
+/// Reads the manifest a feed entry names for `tp`, which must describe that
+/// partition with that topic id (see `Applier::discover`); the error, when it
+/// cannot be read, is what the partition waits for.
+async fn confirm_identity(
+    store: &ManifestStore,
+    tp: &TopicPartition,
+    topic_id: TopicId,
+    version: u64,
+) -> Result<PartitionManifest, String> {
+    let key = PartitionKey {
+        tp: tp.clone(),
+        topic_id,
+    };
+    store.get_manifest(&key, version).await.map_err(|e| {
+        tracing::warn!(partition = %tp, %topic_id, version, error = %e, "the change feed names a manifest that cannot be read; not starting the partition yet");
+        e.to_string()
+    })
 }
