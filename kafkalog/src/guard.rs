@@ -38,13 +38,20 @@ pub fn read(dir: &Path) -> Result<Option<String>> {
     Ok(Some(guard.reason))
 }
 
-/// Marks the partition dir `dir` read-only with `reason`.
+/// Marks the partition dir `dir` read-only with `reason`. A mark already
+/// there with the same reason is not rewritten (every open of a mirror
+/// sets its guard again: no rename per partition), only fsynced, so that
+/// it is durable even if the write that put it there was not yet.
 pub fn set(dir: &Path, reason: &str) -> Result<()> {
     let path = dir.join(GUARD_FILE);
     let body = serde_json::to_vec(&GuardFile {
         reason: reason.to_string(),
     })
     .map_err(|e| Error::InvalidArgument(format!("encoding write guard: {e}")))?;
+    if fsutil::read_optional(&path)?.as_deref() == Some(body.as_slice()) {
+        let file = std::fs::File::open(&path).map_err(Error::io("open", &path))?;
+        return fsutil::sync_file(&file, &path, false);
+    }
     fsutil::write_atomic(&path, &body, true)
 }
 
@@ -55,5 +62,39 @@ pub fn clear(dir: &Path) -> Result<()> {
         Ok(()) => fsutil::fsync_dir(dir),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::io("remove", path)(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn set_read_clear_and_an_identical_mark_is_not_rewritten() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(read(dir.path()).expect("read"), None);
+        set(dir.path(), "mirror of src").expect("set");
+        assert_eq!(
+            read(dir.path()).expect("read").as_deref(),
+            Some("mirror of src")
+        );
+        let inode = |d: &Path| std::fs::metadata(d.join(GUARD_FILE)).expect("stat").ino();
+        let first = inode(dir.path());
+        set(dir.path(), "mirror of src").expect("same again");
+        assert_eq!(
+            inode(dir.path()),
+            first,
+            "the same mark is kept, not renamed over"
+        );
+        set(dir.path(), "mirror of other").expect("another reason");
+        assert_ne!(inode(dir.path()), first, "a new reason is a new file");
+        assert_eq!(
+            read(dir.path()).expect("read").as_deref(),
+            Some("mirror of other")
+        );
+        clear(dir.path()).expect("clear");
+        clear(dir.path()).expect("clear again is a no-op");
+        assert_eq!(read(dir.path()).expect("read"), None);
     }
 }
