@@ -19,7 +19,8 @@
 //!   with evidence and fix), unit-tested on canned answers;
 //! - [`run`]: the order of questions for a view and scope;
 //! - [`report`]: the table, the JSON and the exit code;
-//! - [`preflight`]: the subset the services run at start.
+//! - [`preflight`]: the subset the services run at start;
+//! - [`cli`]: the `doctor` subcommand both binaries expose.
 //!
 //! Non-goals: changing the bucket (doctor only reads, plus one probe
 //! object it deletes); checking IAM policies as documents (the probe
@@ -29,6 +30,7 @@
 //! does, 2 usage or access errors ([`run::DoctorError`]).
 
 pub mod answer;
+pub mod cli;
 pub mod expect;
 pub mod facts;
 pub mod local;
@@ -37,6 +39,8 @@ pub mod report;
 pub mod rules;
 pub mod run;
 pub mod s3;
+#[cfg(feature = "testbed")]
+pub mod testbed;
 
 pub use expect::Expectations;
 pub use preflight::{Mode as PreflightMode, Outcome as PreflightOutcome, preflight};

@@ -144,7 +144,7 @@ impl Report {
         }
         out.push('\n');
         for e in &self.expectations {
-            out.push_str(&format!("  expect: {e}\n"));
+            out.push_str(&format!("  {e}\n"));
         }
         let width = self
             .checks
