@@ -596,7 +596,7 @@ mod tests {
             .keys()
             .map(String::as_str)
             .collect();
-        assert_eq!(keys.len(), 14, "{value}");
+        assert_eq!(keys.len(), 15, "{value}");
         for key in keys {
             let shown = EXAMPLE.lines().any(|l| {
                 let l = l.strip_prefix("# ").unwrap_or(l);

@@ -28,6 +28,9 @@ pub struct DoctorArgs {
     /// Bound of each request [default: 10s].
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
+    /// Validate the flags and the --expect file and print what would be checked, making no request (exit 0, or 2 naming the bad field).
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Runs `doctor` for `view` (`bin` names the binary in messages); returns
@@ -86,6 +89,7 @@ pub async fn main(bin: &str, view: View, args: DoctorArgs) -> u8 {
             Err(e) => return fail(format!("--timeout {t:?}: {e} (examples: 5s, 1m)")),
         },
     };
+    let dry_run = args.dry_run;
     let opts = Options {
         view,
         bucket,
@@ -94,6 +98,24 @@ pub async fn main(bin: &str, view: View, args: DoctorArgs) -> u8 {
         timeout,
         scope: Scope::Full,
     };
+    if dry_run {
+        return match opts.plan() {
+            Ok(lines) => {
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::json!({ "exit_code": 0, "would_check": lines })
+                    );
+                } else {
+                    for l in lines {
+                        println!("{l}");
+                    }
+                }
+                0
+            }
+            Err(e) => fail(e.to_string()),
+        };
+    }
     match run(&opts).await {
         Ok(report) => {
             if json {

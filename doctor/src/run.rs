@@ -101,6 +101,43 @@ impl Options {
         }
     }
 
+    /// What a run would check, without any request: the bucket and the
+    /// expectations (for `--dry-run`).
+    pub fn plan(&self) -> Result<Vec<String>, DoctorError> {
+        let section = match self.view {
+            View::Shipper => "source",
+            View::Applier => "destination",
+        };
+        let bucket = self
+            .bucket
+            .clone()
+            .or_else(|| self.side().bucket.clone())
+            .ok_or(DoctorError::NoBucket { section })?;
+        let mut out = vec![format!(
+            "{} doctor would check {bucket} ({})",
+            self.view.as_str(),
+            match &bucket {
+                BucketUrl::S3 { .. } => "S3 configuration, probe, layout",
+                BucketUrl::File { .. } => "file checks",
+                BucketUrl::Memory => "nothing: in-process store",
+            }
+        )];
+        out.extend(
+            self.expect
+                .describe(self.side())
+                .into_iter()
+                .map(|l| format!("  {l}")),
+        );
+        let clusters = self.clusters();
+        if !clusters.is_empty() {
+            out.push(format!(
+                "  probe and layout for cluster ids: {}",
+                clusters.join(", ")
+            ));
+        }
+        Ok(out)
+    }
+
     fn clusters(&self) -> Vec<String> {
         let mut ids = self.expect.cluster_ids.clone();
         for id in &self.cluster_ids {

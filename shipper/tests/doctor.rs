@@ -225,6 +225,24 @@ fn usage_errors_are_exit_2() {
     let (code, _, err) = shipper(&["doctor", "--expect", bad.to_str().expect("utf-8")]);
     assert_eq!(code, 2);
     assert!(err.contains("field `source.bucket`"), "{err}");
+    // --dry-run validates and says what would be checked, without a request.
+    let good = dir.path().join("good.toml");
+    std::fs::write(
+        &good,
+        "cluster_ids = [\"c1\"]\n[source]\nbucket = \"s3://nowhere-bucket/kafka\"\n",
+    )
+    .expect("write");
+    let (code, out, err) = shipper(&[
+        "doctor",
+        "--dry-run",
+        "--expect",
+        good.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("would check s3://nowhere-bucket/kafka"),
+        "{out}"
+    );
 }
 
 #[test]
