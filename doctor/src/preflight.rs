@@ -68,8 +68,7 @@ pub enum Outcome {
 }
 
 /// Runs the preflight for a service (`view`) on `bucket`, for its cluster
-/// ids, each request bounded by `timeout` (and the whole preflight by
-/// four times that).
+/// ids, the whole of it bounded by `timeout` (each request by half of it).
 pub async fn preflight(
     mode: Mode,
     view: View,
@@ -85,7 +84,7 @@ pub async fn preflight(
         bucket: Some(bucket.clone()),
         expect: Expectations::default(),
         cluster_ids: cluster_ids.to_vec(),
-        timeout,
+        timeout: (timeout / 2).max(Duration::from_millis(500)),
         scope: Scope::Preflight,
     };
     let refuse_or_go = |line: String| {
@@ -97,11 +96,11 @@ pub async fn preflight(
             Outcome::Proceed
         }
     };
-    let report = match tokio::time::timeout(timeout.saturating_mul(4), run(&opts)).await {
+    let report = match tokio::time::timeout(timeout, run(&opts)).await {
         Err(_) => {
             return refuse_or_go(format!(
                 "no answer within {}",
-                humantime::format_duration(timeout.saturating_mul(4))
+                humantime::format_duration(timeout)
             ));
         }
         Ok(Err(e)) => return refuse_or_go(e.to_string()),

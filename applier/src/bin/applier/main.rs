@@ -280,7 +280,7 @@ enum ConfigCmd {
     #[command(after_help = "Examples:
   applier config check --config /etc/segmirror/applier.toml
   SEGMIRROR_BUCKET=s3://dr-bucket/segmirror applier config check --config /etc/segmirror/applier.toml")]
-    Check(run::RunArgs),
+    Check(Box<run::RunArgs>),
     /// Print a commented TOML file with every key, its default and meaning.
     #[command(after_help = "Examples:
   applier config example > /etc/segmirror/applier.toml
@@ -326,7 +326,7 @@ fn main() -> ExitCode {
             Cmd::Doctor(a) => Ok(doctor::cli::main("applier", doctor::View::Applier, a).await),
             Cmd::Config {
                 command: ConfigCmd::Check(a),
-            } => run::check(a),
+            } => run::check(*a),
             Cmd::Config {
                 command: ConfigCmd::Example,
             } => {

@@ -189,7 +189,7 @@ defaults. Exit codes: 0 no must-have check fails; 1 one does; 2 a usage or acces
 #[derive(Subcommand)]
 enum ConfigCmd {
     /// Validate a configuration (file, environment and flags merged); exit 0 when valid.
-    Check(config_check::CheckArgs),
+    Check(Box<config_check::CheckArgs>),
     /// Print a commented TOML file with every key, its default and meaning.
     #[command(after_help = "Examples:
   shipper config example > /etc/segmirror/shipper.toml
@@ -219,7 +219,7 @@ fn main() -> ExitCode {
             Cmd::Doctor(a) => Ok(doctor::cli::main("shipper", doctor::View::Shipper, a).await),
             Cmd::Config {
                 command: ConfigCmd::Check(a),
-            } => config_check::check(a),
+            } => config_check::check(*a),
             Cmd::Config {
                 command: ConfigCmd::Example,
             } => {
