@@ -178,6 +178,28 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread")]
+    async fn enforce_refuses_a_broken_file_bucket_and_warn_proceeds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("not-a-dir");
+        std::fs::write(&file, b"x").expect("write");
+        let url = BucketUrl::parse(&format!("file://{}", file.display())).expect("url");
+        let t = Duration::from_secs(5);
+        match preflight(Mode::Enforce, View::Applier, &url, &[], t).await {
+            Outcome::Refuse(lines) => {
+                assert!(
+                    lines.iter().any(|l| l.contains("file.writable")),
+                    "{lines:?}"
+                )
+            }
+            Outcome::Proceed => panic!("enforce started on a broken bucket"),
+        }
+        assert_eq!(
+            preflight(Mode::Warn, View::Applier, &url, &[], t).await,
+            Outcome::Proceed
+        );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
     async fn a_file_bucket_is_checked_quickly() {
         let dir = tempfile::tempdir().expect("tempdir");
         let url = BucketUrl::parse(&format!("file://{}", dir.path().display())).expect("url");

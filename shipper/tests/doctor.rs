@@ -269,3 +269,43 @@ fn a_file_bucket_gets_the_file_checks() {
         "probe left behind"
     );
 }
+
+#[test]
+fn preflight_enforce_refuses_a_bare_bucket_before_shipping_and_warn_ships() {
+    if !s3_available() {
+        return;
+    }
+    let bucket = unique("preflight");
+    block_on(async { Testbed::from_env().await.create_bucket(&bucket).await }).expect("bucket");
+    let url = format!("s3://{bucket}/kafka");
+    let logs = tempfile::tempdir().expect("tempdir");
+    let log_dir = logs.path().to_str().expect("utf-8");
+    let once = |mode: &str| {
+        shipper(&[
+            "once",
+            "--log-dir",
+            log_dir,
+            "--bucket",
+            &url,
+            "--cluster-id",
+            "c1",
+            "--preflight",
+            mode,
+        ])
+    };
+    let (code, out, err) = once("enforce");
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("preflight (--preflight enforce) refused"),
+        "{err}"
+    );
+    assert!(err.contains("versioning failed"), "{err}");
+    // Each failure logged once.
+    assert_eq!(err.matches("check=versioning").count(), 1, "{err}");
+    let (code, out, err) = once("warn");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("preflight check failed"), "{err}");
+    let (code, _, err) = once("off");
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("doctor::preflight"), "{err}");
+}
