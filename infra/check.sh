@@ -15,7 +15,9 @@
 #    and security on the units;
 # 5. renders the example's shipper.toml/applier.toml outputs the way
 #    templatefile() would and runs `shipper config check` and
-#    `applier config check` on them.
+#    `applier config check` on them; its doctor_expectations output goes
+#    through `shipper doctor --dry-run --expect` and `applier doctor
+#    --dry-run --expect` (parsed and validated, no request made).
 #
 # Not checked here: `terraform init/validate/plan` need the AWS provider from
 # registry.terraform.io, which CI cannot reach (see infra/README.md).
@@ -126,7 +128,7 @@ else
     loud_skip "systemd unit verification: systemd-analyze is not installed on this machine"
 fi
 
-step "5. render shipper.toml / applier.toml like templatefile(); config check"
+step "5. render shipper.toml / applier.toml / doctor expectations like templatefile(); config check, doctor --dry-run"
 rendered=$(mktemp -d)
 trap 'rm -f "$checkov_out"; rm -rf "${sdroot:-}" "$rendered"' EXIT
 "$VENV_HCL/bin/python" infra/tests/render_configs.py "$rendered" || die "rendering the example's templates"
@@ -175,6 +177,19 @@ else
         }
     done
 fi
+
+# The doctor expectations (output doctor_expectations): parsed and
+# validated by both binaries, without any request.
+for f in "$rendered"/*doctor_expectations.toml; do
+    [[ -e $f ]] || die "no doctor_expectations rendered"
+    for bin in "$shipper_bin" "$applier_bin"; do
+        echo "$(basename "$bin") doctor --dry-run --expect $(basename "$f")"
+        config_check "$bin" doctor --dry-run --expect "$f" >/dev/null || {
+            cat "$f" >&2
+            die "$(basename "$bin") doctor refused $(basename "$f")"
+        }
+    done
+done
 
 echo
 if [[ ${#SKIPPED[@]} -gt 0 ]]; then

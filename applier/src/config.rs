@@ -19,7 +19,7 @@
 //! `SEGMIRROR_TOPICS`, `SEGMIRROR_EXCLUDE`, `SEGMIRROR_POLL_INTERVAL`,
 //! `SEGMIRROR_DOWNLOAD_CONCURRENCY`, `SEGMIRROR_DOWNLOAD_MEMORY`,
 //! `SEGMIRROR_DISK_RESERVE`, `SEGMIRROR_METRICS_ADDR`,
-//! `SEGMIRROR_STORE_TIMEOUT`.
+//! `SEGMIRROR_STORE_TIMEOUT`, `SEGMIRROR_PREFLIGHT`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -91,6 +91,13 @@ tiered_topics = []
 # `applier once` and `plan` give up when the store does not answer within
 # this (exit 1). Default: 60s.
 store_timeout = "60s"
+
+# Bucket checks run once at start by run and once (the must-have subset of
+# `applier doctor`: versioning, encryption, public access block, TLS-only
+# policy, lifecycle; on file:// writable, rename, fsync, free space):
+# "off", "warn" (log each failure, start anyway) or "enforce" (exit 1 before
+# touching the log dir). Default: warn.
+preflight = "warn"
 "#;
 
 /// The configuration file's contents (every field optional in the file;
@@ -132,6 +139,8 @@ pub struct ApplierConfig {
     /// How long `applier once` waits for an unreachable bucket before it
     /// gives up (a duration: `60s`, `2m`; default 60 s).
     pub store_timeout: Option<String>,
+    /// Bucket checks at start: `off`, `warn` or `enforce`.
+    pub preflight: Option<String>,
 }
 
 /// Default of `store_timeout`.
@@ -178,6 +187,8 @@ pub struct Validated {
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// How long `once` waits for an unreachable bucket.
     pub store_timeout: Duration,
+    /// Bucket checks at start.
+    pub preflight: doctor::PreflightMode,
 }
 
 impl ApplierConfig {
@@ -220,7 +231,8 @@ impl ApplierConfig {
             download_memory,
             disk_reserve,
             metrics_addr,
-            store_timeout
+            store_timeout,
+            preflight
         );
         if !over.tiered_topics.is_empty() {
             self.tiered_topics = over.tiered_topics;
@@ -337,12 +349,17 @@ impl ApplierConfig {
             options.disk_reserve_bytes = bytes;
         }
         options.tiered_topics = self.tiered_topics.clone();
+        let preflight = match &self.preflight {
+            None => doctor::PreflightMode::default(),
+            Some(p) => p.parse().map_err(|e: String| field("preflight", e))?,
+        };
         Ok(Validated {
             options,
             bucket,
             poll_interval,
             metrics_addr,
             store_timeout,
+            preflight,
         })
     }
 }
@@ -570,6 +587,7 @@ mod tests {
             tiered_topics: vec![String::new()],
             metrics_addr: Some(String::new()),
             store_timeout: Some(String::new()),
+            preflight: Some(String::new()),
         };
         let value = serde_json::to_value(&full).expect("serialize");
         let keys: Vec<&str> = value
@@ -578,7 +596,7 @@ mod tests {
             .keys()
             .map(String::as_str)
             .collect();
-        assert_eq!(keys.len(), 14, "{value}");
+        assert_eq!(keys.len(), 15, "{value}");
         for key in keys {
             let shown = EXAMPLE.lines().any(|l| {
                 let l = l.strip_prefix("# ").unwrap_or(l);

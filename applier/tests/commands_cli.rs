@@ -81,6 +81,7 @@ fn help_has_examples_that_paste_defaults_and_the_exit_codes() {
         &["resume", "--help"],
         &["stop", "--help"],
         &["status", "--help"],
+        &["doctor", "--help"],
         &["config", "check", "--help"],
         &["config", "example", "--help"],
     ] {

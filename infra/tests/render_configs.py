@@ -57,6 +57,12 @@ def bucket_url(bucket_name: str, key_prefix: str) -> str:
     return f"s3://{bucket_name}" if key_prefix == "" else f"s3://{bucket_name}/{key_prefix}"
 
 
+def kms_key_arn_stand_in(region: str) -> str:
+    """What `module.<bucket>.kms_key_arn` looks like after apply, for a key
+    the module creates (the real ARN is computed by AWS)."""
+    return f"arn:aws:kms:{region}:123456789012:key/00000000-0000-0000-0000-000000000000"
+
+
 def example_variables(overrides: dict[str, Any]) -> dict[str, Any]:
     """The example's input variables: defaults, then the tfvars example,
     then overrides. Fails if a variable without default stays unset."""
@@ -103,6 +109,10 @@ def render_scenario(overrides: dict[str, Any]) -> dict[str, str]:
     env: dict[str, Any] = {f"var.{k}": v for k, v in values.items()}
     env["module.primary_bucket.bucket_url"] = bucket_url(values["primary_bucket_name"], values["key_prefix"])
     env["module.dr_bucket.bucket_url"] = bucket_url(values["dr_bucket_name"], values["key_prefix"])
+    # The keys modules/bucket creates: known only after apply; a stand-in
+    # of the same shape (doctor_expectations names them).
+    env["module.primary_bucket.kms_key_arn"] = kms_key_arn_stand_in(values["primary_region"])
+    env["module.dr_bucket.kms_key_arn"] = kms_key_arn_stand_in(values["dr_region"])
     local_maps = locals_of(load_dir(EXAMPLE))
     out: dict[str, str] = {}
     for output, (template, local_name) in sorted(template_outputs().items()):

@@ -442,7 +442,8 @@ class Example(unittest.TestCase):
         maps = locals_of(self.doc)
         outputs = render_configs.template_outputs()
         self.assertEqual(
-            set(outputs), {"shipper_toml", "applier_toml", "failback_shipper_toml", "failback_applier_toml"}
+            set(outputs),
+            {"shipper_toml", "applier_toml", "failback_shipper_toml", "failback_applier_toml", "doctor_expectations"},
         )
         for output, (template, local_name) in outputs.items():
             with self.subTest(output=output):

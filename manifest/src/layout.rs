@@ -527,6 +527,87 @@ pub fn validate_topic(name: &str) -> Result<(), LayoutError> {
     })
 }
 
+/// What a key under a cluster's root is ([`ClusterLayout::classify_key`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyKind {
+    /// A change-feed head and its sequence number.
+    Head(u64),
+    /// A manifest version of a partition.
+    Manifest(PartitionKey, u64),
+    /// A sealed page of a partition.
+    Page(PartitionKey, PageName),
+    /// A data object of a partition.
+    Data(PartitionKey, DataName),
+    /// A probe object written and deleted by `doctor`
+    /// ([`ClusterLayout::doctor_probe_key`]).
+    DoctorProbe,
+}
+
+impl ClusterLayout {
+    /// Directory of `doctor`'s probe objects: `<root>/doctor`. Nothing else
+    /// writes there, and readers of the change feed and the manifests never
+    /// list it.
+    pub fn doctor_dir(&self) -> String {
+        format!("{}/doctor", self.root)
+    }
+
+    /// Key of a `doctor` probe object: `<root>/doctor/<probe id>.probe`,
+    /// where the probe id is an upload id (1-64 characters of `[a-z0-9]`).
+    pub fn doctor_probe_key(&self, probe_id: &UploadId) -> String {
+        format!("{}/{probe_id}.probe", self.doctor_dir())
+    }
+
+    /// Classifies any key under this cluster's root by the grammar in the
+    /// module docs: a head, a manifest version, a page, a data object or a
+    /// doctor probe; anything else (a key no `*_key` function builds) is an
+    /// error naming it.
+    pub fn classify_key(&self, key: &str) -> Result<KeyKind, LayoutError> {
+        let unknown = || err("key", key, "not a key of segmirror's layout");
+        let rest = key
+            .strip_prefix(self.root.as_str())
+            .and_then(|r| r.strip_prefix('/'))
+            .ok_or_else(|| err("key", key, "not under this cluster's root"))?;
+        if rest.starts_with("head/") {
+            return self.parse_head_key(key).map(KeyKind::Head);
+        }
+        if let Some(name) = rest.strip_prefix("doctor/") {
+            let id = name.strip_suffix(".probe").ok_or_else(unknown)?;
+            validate_upload_id(id)?;
+            return Ok(KeyKind::DoctorProbe);
+        }
+        let rest = rest.strip_prefix("topics/").ok_or_else(unknown)?;
+        let mut parts = rest.splitn(5, '/');
+        let (topic, topic_id_text, partition, kind) = (
+            parts.next().ok_or_else(unknown)?,
+            parts.next().ok_or_else(unknown)?,
+            parts.next().ok_or_else(unknown)?,
+            parts.next().ok_or_else(unknown)?,
+        );
+        let partition: i32 = partition
+            .parse()
+            .ok()
+            .filter(|p: &i32| *p >= 0 && partition == p.to_string())
+            .ok_or_else(|| err("key", key, "the partition is not a number"))?;
+        let tp = TopicPartition::new(topic, partition)
+            .map_err(|_| err("key", key, "the topic name is not valid"))?;
+        let topic_id: TopicId = topic_id_text
+            .parse()
+            .map_err(|_| err("key", key, "the topic id is not valid"))?;
+        if topic_id.to_string() != topic_id_text {
+            return Err(err("key", key, "the topic id is not in its canonical form"));
+        }
+        let p = PartitionKey { tp, topic_id };
+        match kind {
+            "manifest" => self
+                .parse_manifest_key(&p, key)
+                .map(|v| KeyKind::Manifest(p, v)),
+            "pages" => self.parse_page_key(&p, key).map(|n| KeyKind::Page(p, n)),
+            "data" => self.parse_data_key(&p, key).map(|n| KeyKind::Data(p, n)),
+            _ => Err(unknown()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -702,5 +783,48 @@ mod tests {
         assert!(validate_upload_id("../x").is_err());
         assert!(validate_topic("..").is_err());
         assert!(new_upload_id() != new_upload_id());
+    }
+    #[test]
+    fn classify_key_names_every_key_the_layout_builds_and_refuses_the_rest() {
+        let l = ClusterLayout::new("pre/fix", "c1").expect("layout");
+        let p = pk();
+        let id = UploadId::new();
+        assert_eq!(l.classify_key(&l.head_key(7)), Ok(KeyKind::Head(7)));
+        assert_eq!(
+            l.classify_key(&l.manifest_key(&p, 3)),
+            Ok(KeyKind::Manifest(p.clone(), 3))
+        );
+        assert!(matches!(
+            l.classify_key(&l.page_key(&p, 0, 9, &id)),
+            Ok(KeyKind::Page(q, _)) if q == p
+        ));
+        let data = l.data_key(&p, 0, 9, 2, id.as_str()).expect("data key");
+        assert!(matches!(l.classify_key(&data), Ok(KeyKind::Data(q, _)) if q == p));
+        assert_eq!(
+            l.classify_key(&l.doctor_probe_key(&id)),
+            Ok(KeyKind::DoctorProbe)
+        );
+        assert!(
+            l.doctor_probe_key(&id)
+                .starts_with(&format!("{}/", l.doctor_dir()))
+        );
+        for bad in [
+            "pre/fix/segmirror/v1/c1/notes.txt".to_string(),
+            "pre/fix/segmirror/v1/c2/head/00000000000000000001.json".to_string(),
+            format!("{}/head/1.json", l.root()),
+            format!(
+                "{}/topics/orders/x/0/manifest/00000000000000000001.json",
+                l.root()
+            ),
+            format!(
+                "{}/topics/orders/{}/01/data/x.batches",
+                l.root(),
+                p.topic_id
+            ),
+            format!("{}/topics/orders/{}/0/other/x", l.root(), p.topic_id),
+            format!("{}/doctor/UPPER.probe", l.root()),
+        ] {
+            assert!(l.classify_key(&bad).is_err(), "{bad} was classified");
+        }
     }
 }

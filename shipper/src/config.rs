@@ -28,6 +28,7 @@
 //! fence_backoff = "5m"                        # back-off after losing a manifest commit to another shipper
 //! error_backoff = "5m"                        # back-off after a non-retryable error (corrupt source data)
 //! store_timeout = "60s"                       # `shipper once` gives up when the store does not answer within this
+//! preflight = "warn"                          # bucket checks at start: off, warn (log failures) or enforce (exit 1)
 //! ```
 //!
 //! Relative paths: `log_dirs` in a file resolve against the file's
@@ -54,7 +55,7 @@
 //! `SEGMIRROR_METRICS_ADDR`, `SEGMIRROR_DELETE_GRACE`,
 //! `SEGMIRROR_SWEEP_INTERVAL`, `SEGMIRROR_PARTITION_DELETE_GRACE`,
 //! `SEGMIRROR_FENCE_BACKOFF`, `SEGMIRROR_ERROR_BACKOFF`,
-//! `SEGMIRROR_STORE_TIMEOUT`.
+//! `SEGMIRROR_STORE_TIMEOUT`, `SEGMIRROR_PREFLIGHT`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -151,6 +152,13 @@ error_backoff = "5m"
 
 # `shipper once` gives up when the store does not answer within this. Default: 60s.
 store_timeout = "60s"
+
+# Bucket checks run once at start by run and once (the must-have subset of
+# `shipper doctor`: versioning, encryption, public access block, TLS-only
+# policy, lifecycle; on file:// writable, rename, fsync, free space):
+# "off", "warn" (log each failure, start anyway) or "enforce" (exit 1 before
+# touching data). Default: warn.
+preflight = "warn"
 "#;
 
 /// S3's smallest part (every part but the last).
@@ -241,6 +249,9 @@ pub struct ShipperConfig {
     /// gives up (humantime).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store_timeout: Option<String>,
+    /// Bucket checks at start: `off`, `warn` or `enforce`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<String>,
 }
 
 /// `log_dirs = "/a"` or `log_dirs = ["/a", "/b"]`.
@@ -424,6 +435,8 @@ pub struct Validated {
     pub metrics_addr: Option<SocketAddr>,
     /// How long `once` waits for the store to answer.
     pub store_timeout: Duration,
+    /// Bucket checks at start.
+    pub preflight: doctor::PreflightMode,
 }
 
 /// Default of [`Validated::store_timeout`].
@@ -573,6 +586,7 @@ impl ShipperConfig {
             fence_backoff: s("SEGMIRROR_FENCE_BACKOFF"),
             error_backoff: s("SEGMIRROR_ERROR_BACKOFF"),
             store_timeout: s("SEGMIRROR_STORE_TIMEOUT"),
+            preflight: s("SEGMIRROR_PREFLIGHT"),
         })
     }
 
@@ -604,7 +618,8 @@ impl ShipperConfig {
             partition_delete_grace,
             fence_backoff,
             error_backoff,
-            store_timeout
+            store_timeout,
+            preflight
         );
         // The dirs given last replace all dirs given before, in either key.
         if !over.log_dirs.is_empty() || over.log_dir.is_some() {
@@ -774,11 +789,16 @@ impl ShipperConfig {
         if store_timeout < Duration::from_millis(100) {
             return Err(bad("store_timeout", "must be at least 100ms"));
         }
+        let preflight = match &self.preflight {
+            None => doctor::PreflightMode::default(),
+            Some(p) => p.parse().map_err(|e: String| bad("preflight", e))?,
+        };
         Ok(Validated {
             options: o,
             bucket,
             metrics_addr,
             store_timeout,
+            preflight,
         })
     }
 }
@@ -808,6 +828,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "fence_backoff",
     "error_backoff",
     "store_timeout",
+    "preflight",
 ];
 
 #[cfg(test)]
@@ -1176,6 +1197,7 @@ error_backoff = "2m"
             fence_backoff: Some(String::new()),
             error_backoff: Some(String::new()),
             store_timeout: Some(String::new()),
+            preflight: Some(String::new()),
         };
         let value = serde_json::to_value(&full).expect("serialize");
         let text = value.to_string();

@@ -712,6 +712,7 @@ fn help_shows_every_default_exit_codes_and_examples_that_paste_as_they_are() {
         &["run", "--help"],
         &["once", "--help"],
         &["status", "--help"],
+        &["doctor", "--help"],
         &["config", "check", "--help"],
         &["config", "example", "--help"],
     ] {

@@ -29,6 +29,7 @@ const EXAMPLES: &str = "Examples:
   applier stop   --log-dir /data/mirror --all
   applier config check --config /etc/segmirror/applier.toml
   applier config example > /etc/segmirror/applier.toml
+  applier doctor --expect doctor.toml
 
 Which topics: --topics REGEX (run, once, plan) starts every topic whose whole name
 matches, as the shipper's --topics selects what it ships; --topic NAME (start, pause,
@@ -118,6 +119,9 @@ pub(crate) struct Common {
     /// they give up with exit 1 (e.g. 30s, 2m) [default: 60s].
     #[arg(long, value_name = "DURATION", env = "SEGMIRROR_STORE_TIMEOUT")]
     store_timeout: Option<String>,
+    /// Bucket checks at start by run and once (`applier doctor`'s must-haves): off, warn (log failures) or enforce (exit 1 first) [default: warn].
+    #[arg(long, value_name = "off|warn|enforce", env = "SEGMIRROR_PREFLIGHT")]
+    preflight: Option<String>,
 }
 
 impl Common {
@@ -153,6 +157,7 @@ impl Common {
             tiered_topics: self.tiered_topics.clone(),
             metrics_addr: self.metrics_addr.clone(),
             store_timeout: self.store_timeout.clone(),
+            preflight: self.preflight.clone(),
         }))
     }
 }
@@ -250,6 +255,18 @@ whether it acts itself or a running `applier run` does. Failback later is `appli
   applier groups --log-dir /data/mirror
   applier groups --log-dir /data/mirror --json | jq '.groups[] | select(.lag > 1000)'")]
     Groups(groups::GroupsArgs),
+    /// Check the DR bucket against what infra/'s Terraform modules promise, plus replication from the source bucket (rule, status, delay).
+    #[command(after_help = "Examples:
+  applier doctor --expect doctor.toml
+  applier doctor --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk --json
+  applier doctor --bucket file:///data/bucket --cluster-id src
+
+A table of checks: pass, warn or fail, the evidence (what the endpoint answered) and the fix
+(the Terraform variable or setting). --expect takes the two-region-dr example's output
+(terraform output -raw doctor_expectations > doctor.toml): its [destination] bucket is
+checked, and the [source] bucket's replication rule. Exit codes: 0 no must-have check fails;
+1 one does; 2 a usage or access error (no credentials, endpoint unreachable, no such bucket).")]
+    Doctor(doctor::cli::DoctorArgs),
     /// Configuration helpers.
     Config {
         #[command(subcommand)]
@@ -263,7 +280,7 @@ enum ConfigCmd {
     #[command(after_help = "Examples:
   applier config check --config /etc/segmirror/applier.toml
   SEGMIRROR_BUCKET=s3://dr-bucket/segmirror applier config check --config /etc/segmirror/applier.toml")]
-    Check(run::RunArgs),
+    Check(Box<run::RunArgs>),
     /// Print a commented TOML file with every key, its default and meaning.
     #[command(after_help = "Examples:
   applier config example > /etc/segmirror/applier.toml
@@ -306,9 +323,10 @@ fn main() -> ExitCode {
             Cmd::Groups(a) => groups::run(a),
             Cmd::KafkaUser(a) => kafka_user::run(a),
             Cmd::Plan(a) => plan::run(a).await,
+            Cmd::Doctor(a) => Ok(doctor::cli::main("applier", doctor::View::Applier, a).await),
             Cmd::Config {
                 command: ConfigCmd::Check(a),
-            } => run::check(a),
+            } => run::check(*a),
             Cmd::Config {
                 command: ConfigCmd::Example,
             } => {

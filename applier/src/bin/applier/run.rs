@@ -57,6 +57,20 @@ async fn run_with(
     let v = args.common.load()?.validate(true)?;
     if let Some(b) = &v.bucket {
         require_bucket_dir(b)?;
+        // Bucket checks (`applier doctor`'s must-haves), before the log
+        // dir is opened.
+        let timeout = v.store_timeout.min(std::time::Duration::from_secs(10));
+        let clusters = [v.options.source_cluster_id.clone()];
+        let view = doctor::View::Applier;
+        if let doctor::PreflightOutcome::Refuse(failed) =
+            doctor::preflight(v.preflight, view, b, &clusters, timeout).await
+        {
+            eprintln!("applier: error: preflight (--preflight enforce) refused {b}:");
+            for line in failed {
+                eprintln!("  {line}");
+            }
+            return Ok(1);
+        }
     }
     // Each request's retries end within the store timeout (a daemon tries
     // again next cycle; `once` fails within it).

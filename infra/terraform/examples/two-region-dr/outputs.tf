@@ -45,6 +45,19 @@ locals {
     tiered_topics        = var.primary_tiered_topics
     metrics_addr         = var.applier_metrics_addr
   }
+
+  # What `shipper doctor` and `applier doctor` check the buckets against
+  # (the primary-to-DR direction; modules/replication replicates delete
+  # markers by default, and Replication Time Control bounds the delay).
+  doctor_expectations_config = {
+    cluster_ids             = [var.primary_cluster_id]
+    source_bucket           = module.primary_bucket.bucket_url
+    source_region           = var.primary_region
+    source_kms_key_arn      = module.primary_bucket.kms_key_arn
+    destination_bucket      = module.dr_bucket.bucket_url
+    destination_region      = var.dr_region
+    destination_kms_key_arn = module.dr_bucket.kms_key_arn
+  }
 }
 
 output "shipper_toml" {
@@ -65,6 +78,11 @@ output "failback_shipper_toml" {
 output "failback_applier_toml" {
   description = "applier.toml for the primary host to mirror back after a failover (null without enable_failback)."
   value       = var.enable_failback ? templatefile("${path.module}/templates/applier.toml.tftpl", local.failback_applier_config) : null
+}
+
+output "doctor_expectations" {
+  description = "Expectations for `shipper doctor --expect` and `applier doctor --expect` (terraform output -raw doctor_expectations > doctor.toml)."
+  value       = templatefile("${path.module}/templates/doctor.toml.tftpl", local.doctor_expectations_config)
 }
 
 output "primary_bucket" {

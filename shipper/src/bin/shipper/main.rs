@@ -21,6 +21,7 @@ const EXAMPLES: &str = "Examples:
   shipper status --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk --json
   shipper config check --config /etc/segmirror/shipper.toml
   shipper config example > /etc/segmirror/shipper.toml
+  shipper doctor --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk
 
 Settings come from the TOML file (--config), then SEGMIRROR_* environment
 variables (SEGMIRROR_LOG_DIRS=/a:/b, SEGMIRROR_BUCKET, SEGMIRROR_CLUSTER_ID,
@@ -106,6 +107,9 @@ pub(crate) struct Common {
     /// `once`: give up when the store does not answer within this [env: SEGMIRROR_STORE_TIMEOUT] [default: 60s].
     #[arg(long, value_name = "DURATION")]
     store_timeout: Option<String>,
+    /// Bucket checks at start (`shipper doctor`'s must-haves): off, warn (log failures) or enforce (exit 1 first) [env: SEGMIRROR_PREFLIGHT] [default: warn].
+    #[arg(long, value_name = "off|warn|enforce")]
+    preflight: Option<String>,
 }
 
 impl Common {
@@ -143,6 +147,7 @@ impl Common {
             metrics_addr: self.metrics_addr.clone(),
             delete_grace: self.delete_grace.clone(),
             store_timeout: self.store_timeout.clone(),
+            preflight: self.preflight.clone(),
             ..ShipperConfig::default()
         }
         .resolve_paths(&cwd);
@@ -175,6 +180,18 @@ configuration error, or none of the log dirs is readable.")]
   shipper status --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk
   shipper status --bucket file:///data/bucket --cluster-id src --json | jq '.partitions[] | select(.lag_offsets > 0)'")]
     Status(status::StatusArgs),
+    /// Check the bucket against what infra/'s Terraform modules promise (versioning, SSE-KMS, public access block, TLS-only policy, lifecycle, replication, least privilege, layout).
+    #[command(after_help = "Examples:
+  shipper doctor --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk
+  shipper doctor --expect doctor.toml --json | jq '.checks[] | select(.status != \"pass\")'
+  shipper doctor --bucket file:///data/bucket --cluster-id src
+
+A table of checks: pass, warn or fail, the evidence (what the endpoint answered) and the fix
+(the Terraform variable or setting). --expect takes the two-region-dr example's output
+(terraform output -raw doctor_expectations > doctor.toml); without it the table states the
+defaults. Exit codes: 0 no must-have check fails; 1 one does; 2 a usage or access error
+(no credentials, endpoint unreachable, no such bucket).")]
+    Doctor(doctor::cli::DoctorArgs),
     /// Configuration helpers.
     Config {
         #[command(subcommand)]
@@ -185,7 +202,7 @@ configuration error, or none of the log dirs is readable.")]
 #[derive(Subcommand)]
 enum ConfigCmd {
     /// Validate a configuration (file, environment and flags merged); exit 0 when valid.
-    Check(config_check::CheckArgs),
+    Check(Box<config_check::CheckArgs>),
     /// Print a commented TOML file with every key, its default and meaning.
     #[command(after_help = "Examples:
   shipper config example > /etc/segmirror/shipper.toml
@@ -212,9 +229,10 @@ fn main() -> ExitCode {
             Cmd::Run(a) => run::run(a).await,
             Cmd::Once(a) => once::once(a).await,
             Cmd::Status(a) => status::status(a).await,
+            Cmd::Doctor(a) => Ok(doctor::cli::main("shipper", doctor::View::Shipper, a).await),
             Cmd::Config {
                 command: ConfigCmd::Check(a),
-            } => config_check::check(a),
+            } => config_check::check(*a),
             Cmd::Config {
                 command: ConfigCmd::Example,
             } => {

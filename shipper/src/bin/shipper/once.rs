@@ -48,6 +48,9 @@ pub(crate) async fn once(args: RunArgs) -> anyhow::Result<u8> {
         eprintln!("shipper: error: {problem}");
         return Ok(problem.exit_code());
     }
+    if let Some(code) = crate::run::preflight(&v).await {
+        return Ok(code);
+    }
     let mut shipper = build_validated(v)?;
     // One request the whole run depends on, bounded: an unreachable store
     // is reported before any partition is walked.

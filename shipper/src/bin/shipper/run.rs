@@ -15,13 +15,8 @@ pub(crate) struct RunArgs {
     pub(crate) common: Common,
 }
 
-/// Builds the shipper from the merged configuration, with metrics served
+/// Builds the shipper from a validated configuration, with metrics served
 /// when an address is configured.
-pub(crate) fn build(args: &RunArgs) -> anyhow::Result<Shipper> {
-    build_validated(args.common.load()?.validate()?)
-}
-
-/// [`build`] from a validated configuration.
 pub(crate) fn build_validated(v: Validated) -> anyhow::Result<Shipper> {
     // Each request's retries end within the store timeout (a daemon tries
     // again next cycle; `once` fails within it).
@@ -61,8 +56,40 @@ async fn shutdown_signal() {
     tracing::info!("signal received: finishing the cycle in progress, then stopping");
 }
 
+/// The bucket checks at start (`preflight`); `Some(1)` when `enforce`
+/// refuses to start.
+pub(crate) async fn preflight(v: &Validated) -> Option<u8> {
+    let timeout = v.store_timeout.min(std::time::Duration::from_secs(10));
+    let clusters = [v.options.cluster_id.clone()];
+    match doctor::preflight(
+        v.preflight,
+        doctor::View::Shipper,
+        &v.bucket,
+        &clusters,
+        timeout,
+    )
+    .await
+    {
+        doctor::PreflightOutcome::Proceed => None,
+        doctor::PreflightOutcome::Refuse(failed) => {
+            eprintln!(
+                "shipper: error: preflight (--preflight enforce) refused {}:",
+                v.bucket
+            );
+            for line in failed {
+                eprintln!("  {line}");
+            }
+            Some(1)
+        }
+    }
+}
+
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let mut shipper = build(&args)?;
+    let v = args.common.load()?.validate()?;
+    if let Some(code) = preflight(&v).await {
+        return Ok(code);
+    }
+    let mut shipper = build_validated(v)?;
     shipper.run(shutdown_signal()).await;
     Ok(0)
 }
