@@ -494,7 +494,7 @@ impl Applier {
             .await;
         // Then every partition created, durable at one barrier before any
         // of them is prepared or appended to.
-        let scope = kafkalog::fsutil::DeferredSync::begin(self.logdir.root());
+        let scope = kafkalog::fsutil::DeferredSync::begin();
         let mut adopted: Vec<TopicPartition> = Vec::new();
         for (tp, topic_id, manifest) in confirmed {
             self.live_dirty = true;
@@ -1185,8 +1185,8 @@ impl Applier {
     /// for every partition, then one barrier
     /// ([`kafkalog::fsutil::DeferredSync`]) before the next phase, so that
     /// every partition's writes become durable in the order its protocol
-    /// needs, with a few `syncfs` calls instead of several fsyncs per
-    /// partition:
+    /// needs, the fsyncs of each phase done together at its barrier
+    /// instead of one after the other:
     /// 1. the command's transition (records, write guards);
     /// 2. for a stop: the LME and stop epoch in each record;
     /// 3. for a stop: each log's epoch raised and open transactions aborted;
@@ -1197,7 +1197,7 @@ impl Applier {
         if tps.is_empty() {
             return Vec::new();
         }
-        let scope = kafkalog::fsutil::DeferredSync::begin(self.logdir.root());
+        let scope = kafkalog::fsutil::DeferredSync::begin();
         let mut refused: BTreeMap<TopicPartition, String> = BTreeMap::new();
         for tp in tps {
             if command == Command::Start
