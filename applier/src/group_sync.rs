@@ -43,6 +43,9 @@ use crate::slot::Slot;
 /// How often a pass runs when nothing else calls for one.
 pub const RECHECK: Duration = Duration::from_secs(10);
 
+/// How often the record is rewritten when only its last success moved.
+const RECORD_REFRESH: Duration = Duration::from_secs(60);
+
 /// One offset sync wrote, as it wrote it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncedOffset {
@@ -160,6 +163,8 @@ pub struct GroupSync {
     /// The coordinator to read local offsets from when no gateway runs.
     own: Option<Arc<Coordinator>>,
     last_pass: Option<Instant>,
+    /// When the record was last written.
+    last_write: Option<Instant>,
     /// Offsets written since the applier started.
     pub written: u64,
     /// Offsets deleted since the applier started.
@@ -254,10 +259,27 @@ impl Applier {
                 record.last_error = Some(e);
             }
         }
-        if let Err(e) = record.write(&log_dir) {
-            tracing::warn!(error = %e, "writing the group sync record; retrying next cycle");
+        // Written when what it says changed, and at most every
+        // RECORD_REFRESH for its last success alone: a pass per cycle
+        // while mirroring costs no file write when nothing moved.
+        let changed = self.group_sync.record.as_ref().is_none_or(|old| {
+            old.version != record.version
+                || old.synced != record.synced
+                || old.last_error != record.last_error
+        });
+        let stale = self
+            .group_sync
+            .last_write
+            .is_none_or(|t| t.elapsed() >= RECORD_REFRESH);
+        if changed || stale {
+            match record.write(&log_dir) {
+                Ok(()) => self.group_sync.last_write = Some(Instant::now()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "writing the group sync record; retrying next cycle");
+                }
+            }
+            self.live_dirty = true;
         }
-        self.live_dirty = true;
         self.group_sync.record = Some(record);
     }
 
