@@ -212,7 +212,17 @@ impl Applier {
         let Some(record) = self.group_sync.record.clone() else {
             return;
         };
-        let newer = pointer.filter(|p| p.version > record.version);
+        // A feed naming an older version than the one applied: the
+        // source's chain started again (a new bucket prefix, say); read it
+        // from its start.
+        let restarted = pointer.is_some_and(|p| p.version < record.version);
+        if restarted {
+            tracing::warn!(
+                applied = record.version,
+                "the bucket's consumer-group offsets are older than those applied here: reading them again from the start"
+            );
+        }
+        let newer = pointer.filter(|p| p.version > record.version || restarted);
         if newer.is_none() && record.groups.is_empty() && record.synced.is_empty() {
             return;
         }
@@ -229,10 +239,8 @@ impl Applier {
         let mut record = record;
         if let Some(p) = newer {
             let known_state = record.state();
-            match store
-                .load_groups(Some((record.version, &known_state)), Some(p), false)
-                .await
-            {
+            let known = (!restarted).then_some((record.version, &known_state));
+            match store.load_groups(known, Some(p), false).await {
                 Ok((version, state)) => {
                     record.version = version;
                     record.version_written_at_ms = p.written_at_ms;
