@@ -252,3 +252,39 @@ impl Testbed {
         Ok(())
     }
 }
+
+/// A bucket name no other test uses: `doctor-<name>-<pid>-<nanos>`.
+pub fn unique_bucket(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("doctor-{name}-{}-{nanos}", std::process::id())
+}
+
+/// Runs `f` to completion on a runtime of its own (tests that drive the
+/// binaries synchronously).
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    #[allow(clippy::expect_used)]
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+        .block_on(f)
+}
+
+/// The `checks` of a `doctor --json` report (empty when it is not one).
+pub fn report_checks(json: &str) -> Vec<serde_json::Value> {
+    serde_json::from_str::<serde_json::Value>(json)
+        .ok()
+        .and_then(|v| v["checks"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+/// The check `id` of `checks`; panics naming it when absent (tests only).
+pub fn report_check<'a>(checks: &'a [serde_json::Value], id: &str) -> &'a serde_json::Value {
+    checks
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no check {id} in {checks:?}"))
+}

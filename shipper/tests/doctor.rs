@@ -6,7 +6,9 @@
 
 use std::process::Command;
 
-use doctor::testbed::Testbed;
+use doctor::testbed::{
+    Testbed, block_on, report_check as check, report_checks as checks, unique_bucket as unique,
+};
 use manifest::layout::ClusterLayout;
 use segmirror_testkit::{s3_required, s3_test_bucket};
 
@@ -35,34 +37,6 @@ fn s3_available() -> bool {
     );
     eprintln!("skipped: no S3 test server (SEGMIRROR_TEST_S3_BUCKET)");
     false
-}
-
-fn unique(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("doctor-{name}-{}-{nanos}", std::process::id())
-}
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(f)
-}
-
-fn checks(json: &str) -> Vec<serde_json::Value> {
-    let v: serde_json::Value = serde_json::from_str(json).expect("json report");
-    v["checks"].as_array().expect("checks").clone()
-}
-
-fn check<'a>(checks: &'a [serde_json::Value], id: &str) -> &'a serde_json::Value {
-    checks
-        .iter()
-        .find(|c| c["id"] == id)
-        .unwrap_or_else(|| panic!("no check {id} in {checks:?}"))
 }
 
 #[test]
