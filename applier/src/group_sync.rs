@@ -209,7 +209,8 @@ impl Applier {
                 ..SyncRecord::default()
             }));
         }
-        let Some(record) = self.group_sync.record.clone() else {
+        // Decided on the record in place: an idle cycle clones nothing.
+        let Some(record) = self.group_sync.record.as_ref() else {
             return;
         };
         // A feed naming an older version than the one applied: the
@@ -236,7 +237,7 @@ impl Applier {
         if !due {
             return;
         }
-        let mut record = record;
+        let mut record = record.clone();
         if let Some(p) = newer {
             let known_state = record.state();
             let known = (!restarted).then_some((record.version, &known_state));
