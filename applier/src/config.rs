@@ -18,6 +18,7 @@
 //! `SEGMIRROR_BUCKET`, `SEGMIRROR_SOURCE_CLUSTER_ID`, `SEGMIRROR_CLUSTER_ID`,
 //! `SEGMIRROR_TOPICS`, `SEGMIRROR_EXCLUDE`, `SEGMIRROR_POLL_INTERVAL`,
 //! `SEGMIRROR_DOWNLOAD_CONCURRENCY`, `SEGMIRROR_DOWNLOAD_MEMORY`,
+//! `SEGMIRROR_STREAM_ABOVE`,
 //! `SEGMIRROR_DISK_RESERVE`, `SEGMIRROR_METRICS_ADDR`,
 //! `SEGMIRROR_STORE_TIMEOUT`, `SEGMIRROR_PREFLIGHT`.
 
@@ -75,6 +76,12 @@ download_concurrency = 4
 # its size; 1MiB to 64GiB). Default: 32MiB.
 download_memory = "32MiB"
 
+# Objects larger than this are appended while they download, under a
+# durable marker that a restart uses to cut an unfinished one; smaller ones
+# are checked whole before their first batch is appended (0 to 1GiB).
+# Default: 4MiB.
+stream_above = "4MiB"
+
 # Kept free in <log_dir>/.segmirror/reserve so that failures can still be
 # recorded on a full disk; nothing is appended without it (0: off; at most
 # 1GiB). Default: 1MiB. (The older key disk_reserve_bytes is still read.)
@@ -127,6 +134,8 @@ pub struct ApplierConfig {
     /// Bytes of downloaded objects held at once (downloaded or being
     /// appended); one object is always fetched, whatever its size.
     pub download_memory: Option<ByteSize>,
+    /// Objects larger than this are appended while they download.
+    pub stream_above: Option<ByteSize>,
     /// Size of the disk reserve (`applier::reserve`); 0 disables it. The
     /// older key `disk_reserve_bytes` is still read.
     #[serde(alias = "disk_reserve_bytes")]
@@ -229,6 +238,7 @@ impl ApplierConfig {
             poll_interval_ms,
             download_concurrency,
             download_memory,
+            stream_above,
             disk_reserve,
             metrics_addr,
             store_timeout,
@@ -342,6 +352,12 @@ impl ApplierConfig {
         options.exclude = anchored("exclude", &self.exclude)?;
         options.prefetch = concurrency;
         options.download_memory = download_memory;
+        if let Some(ByteSize(bytes)) = self.stream_above {
+            if bytes > 1 << 30 {
+                return Err(field("stream_above", "must be 0 to 1073741824 (1 GiB)"));
+            }
+            options.stream_above = bytes;
+        }
         if let Some(ByteSize(bytes)) = self.disk_reserve {
             if bytes > 1 << 30 {
                 return Err(field("disk_reserve", "must be 0 to 1073741824 (1 GiB)"));
@@ -583,6 +599,7 @@ mod tests {
             poll_interval_ms: Some(1),
             download_concurrency: Some(1),
             download_memory: Some(ByteSize(1)),
+            stream_above: Some(ByteSize(1)),
             disk_reserve: Some(ByteSize(1)),
             tiered_topics: vec![String::new()],
             metrics_addr: Some(String::new()),

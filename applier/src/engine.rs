@@ -74,6 +74,9 @@ pub struct ApplierOptions {
     /// Bytes of objects held in memory at once, downloaded or being
     /// appended (at least one object, whatever its size).
     pub download_memory: u64,
+    /// Objects larger than this are appended while they download (see
+    /// [`crate::mirror::STREAM_ABOVE`], the default).
+    pub stream_above: u64,
     /// Destination topics with `remote.storage.enable=true`.
     pub tiered_topics: Vec<String>,
     /// First retry delay; doubles per retry up to [`ApplierOptions::max_backoff`].
@@ -97,6 +100,7 @@ impl ApplierOptions {
             exclude: None,
             prefetch: 4,
             download_memory: DEFAULT_DOWNLOAD_MEMORY,
+            stream_above: crate::mirror::STREAM_ABOVE,
             tiered_topics: Vec::new(),
             base_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(60),
@@ -290,12 +294,9 @@ impl Applier {
             if !report.is_clean() {
                 tracing::warn!(partition = %tp, recovery = %report, "recovered the local log");
             }
-            Ok(Some(Mirror::new(
-                tp.clone(),
-                log,
-                record,
-                Arc::clone(&self.clock),
-            )))
+            let mut mirror = Mirror::new(tp.clone(), log, record, Arc::clone(&self.clock));
+            mirror.undo_partial_range()?;
+            Ok(Some(mirror))
         })();
         let slot = match opened {
             Ok(None) => {
@@ -395,6 +396,7 @@ impl Applier {
             tiered_storage: self.opts.tiered_topics.iter().any(|t| t == &tp.topic),
             prefetch: self.opts.prefetch,
             download_memory: self.opts.download_memory,
+            stream_above: self.opts.stream_above,
         }
     }
 

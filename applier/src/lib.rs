@@ -20,6 +20,7 @@
 //! - [`reserve`]: the disk reserve that keeps room to record a full disk's
 //!   failures.
 
+pub mod applying;
 pub mod commands;
 pub mod config;
 pub mod driver;
@@ -31,6 +32,7 @@ pub mod inventory;
 pub mod metrics;
 pub mod mirror;
 pub mod plan;
+pub mod range_check;
 pub mod reserve;
 pub mod serving;
 pub mod slot;

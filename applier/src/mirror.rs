@@ -10,12 +10,17 @@
 //!   local log end offset, and batches are appended only when they continue
 //!   it (`append_replicated` refuses anything else).
 //! - Every object's size and CRC-32C are checked against the manifest, and
-//!   every batch's CRC before it is appended. No batch of an object is
-//!   appended before the whole object has passed those checks, so a corrupt
-//!   object leaves nothing of itself in the log.
-//! - Memory: objects are held whole, at most `prefetch` of them and
-//!   `download_memory` bytes at once (but always one, whatever its size), so
-//!   the peak is about `max(download_memory, largest object)`.
+//!   every batch's header (offsets, leader epoch: `range_check`) and CRC
+//!   before it is appended. An object of up to [`STREAM_ABOVE`] bytes is
+//!   appended only once it has passed every check; a larger one is appended
+//!   as it downloads, under a durable marker (`applying`), and a mismatch
+//!   at its end truncates the log back to where the range started. Either
+//!   way a corrupt object leaves nothing of itself in the log, and a crash
+//!   in the middle of a range leaves nothing of it once the partition is
+//!   opened again ([`Mirror::undo_partial_range`]).
+//! - Memory: about `download_memory` bytes downloaded ahead plus
+//!   [`STREAM_ABOVE`] held for a small object (or the part of a batch cut
+//!   by a download piece), whatever the object size.
 //! - The destination's segments start where the source's do (`roll_to`), so
 //!   the `.log` files are byte-identical for the same base offset.
 //! - Failover records the LME durably before changing the log, and reuses a
@@ -29,7 +34,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use kafkalog::builder::build_control_batch;
 use kafkalog::records::ControlType;
@@ -39,9 +44,12 @@ use manifest::layout::PartitionKey;
 use manifest::mirror_state::MirrorRecord;
 use manifest::partition::{PartitionManifest, ShippedRange};
 use manifest::reconcile::{self, LocalLog, Plan, Refusal, Step, Surroundings};
+use manifest::state::PartitionState;
 use manifest::store::ManifestStore;
 
+use crate::applying;
 use crate::error::MirrorError;
+use crate::range_check::{self, RangeCheck};
 
 /// What a mirror partition needs to know about its surroundings.
 #[derive(Debug, Clone)]
@@ -55,6 +63,8 @@ pub struct MirrorContext {
     /// Bytes of objects held at once, downloaded or being appended (at
     /// least one object is always fetched, whatever its size).
     pub download_memory: u64,
+    /// Objects larger than this are appended while they download.
+    pub stream_above: u64,
 }
 
 /// What a step changed.
@@ -278,56 +288,39 @@ impl Mirror {
             ranges.extend(page.ranges.into_iter().filter(|r| r.last_offset >= leo));
         }
         ranges.extend(m.inline_ranges_from(leo).iter().cloned());
-        // Objects are fetched ahead of the one being appended, within two
-        // bounds: `prefetch` objects and `download_memory` bytes held at
-        // once (downloaded, or being appended); one object always goes,
-        // whatever its size. Each object is appended only once it has been
-        // downloaded whole and verified (size, CRC-32C, batch headers
-        // against its range), so a corrupt object leaves nothing of itself
-        // in the log.
-        let limit = ctx.prefetch.max(1);
-        let budget = ctx.download_memory.max(1);
-        let tp = self.tp.clone();
-        let mut pending = ranges.into_iter().peekable();
-        let mut in_flight = futures::stream::FuturesOrdered::new();
-        let mut in_flight_bytes = 0u64;
+        // Downloading runs as its own task, ahead of the appends, within
+        // `prefetch` objects opened and `download_memory` bytes queued;
+        // the CRC-32C of each object is computed there, on the other core.
+        let pieces_ahead = (ctx.download_memory / PIECE as u64).clamp(2, 256) as usize;
+        let (tx, mut rx) = tokio::sync::mpsc::channel(pieces_ahead);
+        let fetcher = AbortOnDrop(tokio::spawn(fetch_ranges(
+            store.clone(),
+            self.tp.clone(),
+            ranges.clone(),
+            ctx.prefetch.max(1),
+            tx,
+        )));
         let mut appended_any = false;
-        loop {
-            while let Some(next) = pending.peek() {
-                let fits = in_flight.is_empty()
-                    || (in_flight.len() < limit
-                        && in_flight_bytes.saturating_add(next.bytes) <= budget);
-                if !fits {
-                    break;
-                }
-                let Some(r) = pending.next() else { break };
-                in_flight_bytes = in_flight_bytes.saturating_add(r.bytes);
-                in_flight.push_back(download(store, &tp, r));
-            }
-            let Some(item) = in_flight.next().await else {
-                break;
-            };
-            let (range, bytes) = match item {
+        for range in &ranges {
+            let applied = self.apply_range(range, &mut rx, ctx.stream_above).await;
+            let (b, n) = match applied {
                 Ok(x) => x,
                 Err(e) => {
-                    // Keep what was appended: the log is the checkpoint.
+                    // Keep the whole ranges appended before: the log is the
+                    // checkpoint.
                     if appended_any {
                         let _ = self.log.flush();
                     }
                     return Err(e);
                 }
             };
-            let appended = self.append_range(&range, &bytes);
-            drop(bytes);
-            in_flight_bytes = in_flight_bytes.saturating_sub(range.bytes);
-            let (b, n) = appended?;
             self.appended.0 += b;
             self.appended.1 += n;
             report.batches += b;
             report.bytes += n;
             appended_any |= b > 0;
         }
-        drop(in_flight);
+        drop(fetcher);
         // Epoch starts that fall in compaction gaps come from the manifest.
         self.log.adopt_lineage(&m.lineage).map_err(self.log_err())?;
         if appended_any || report.truncated != 0 {
@@ -340,15 +333,220 @@ impl Mirror {
         Ok(report)
     }
 
-    /// Appends the batches of one verified range that continue the log.
+    /// Appends one range as its pieces arrive from [`fetch_ranges`]:
+    /// buffered whole and checked before any append when it is small,
+    /// streamed under the `applying` marker when it is not. Returns the
+    /// batches and bytes appended.
+    async fn apply_range(
+        &mut self,
+        range: &ShippedRange,
+        rx: &mut tokio::sync::mpsc::Receiver<Piece>,
+        stream_above: u64,
+    ) -> Result<(u64, u64), MirrorError> {
+        let mut run = RangeRun {
+            check: RangeCheck::new(range),
+            pending: BytesMut::new(),
+            streaming: false,
+            log_end_before: self.log.log_end_offset(),
+            appended: (0, 0),
+        };
+        let result = self.feed_range(range, rx, &mut run, stream_above).await;
+        if run.streaming {
+            if result.is_err() {
+                self.undo_range(range, run.log_end_before)?;
+            }
+            applying::end(self.log.dir()).map_err(|e| self.marker_err(e))?;
+        }
+        result.map(|()| run.appended)
+    }
+
+    async fn feed_range(
+        &mut self,
+        range: &ShippedRange,
+        rx: &mut tokio::sync::mpsc::Receiver<Piece>,
+        run: &mut RangeRun,
+        stream_above: u64,
+    ) -> Result<(), MirrorError> {
+        loop {
+            let Some(piece) = rx.recv().await else {
+                return Err(MirrorError::Store {
+                    tp: self.tp.clone(),
+                    source: manifest::store::StoreError::Store {
+                        op: "get",
+                        key: range.key.clone(),
+                        source: object_store::Error::Generic {
+                            store: "segmirror",
+                            source: "the download task ended early".into(),
+                        },
+                    },
+                });
+            };
+            match piece {
+                Piece::Failed(e) => return Err(e),
+                Piece::Data(bytes) => {
+                    if !run.streaming && range.bytes > stream_above {
+                        applying::begin(
+                            self.log.dir(),
+                            &applying::Applying {
+                                key: range.key.clone(),
+                                base_offset: range.base_offset,
+                                last_offset: range.last_offset,
+                                log_end_before: run.log_end_before,
+                            },
+                        )
+                        .map_err(|e| self.marker_err(e))?;
+                        run.streaming = true;
+                    }
+                    if !run.streaming {
+                        run.pending.extend_from_slice(&bytes);
+                    } else if run.pending.is_empty() {
+                        // Most pieces start at a batch boundary: no copy.
+                        let taken = self.append_whole_batches(range, run, &bytes)?;
+                        run.pending.extend_from_slice(&bytes[taken..]);
+                    } else {
+                        run.pending.extend_from_slice(&bytes);
+                        let pending = std::mem::take(&mut run.pending);
+                        let taken = self.append_whole_batches(range, run, &pending)?;
+                        run.pending = pending;
+                        let _ = run.pending.split_to(taken);
+                    }
+                }
+                Piece::End { crc, len } => {
+                    let corrupt = |detail: String| MirrorError::ObjectCorrupt {
+                        tp: self.tp.clone(),
+                        key: range.key.clone(),
+                        detail,
+                    };
+                    if !run.streaming {
+                        // Small: every check before the first append.
+                        verify_object_crc(&self.tp, range, &run.pending, len, crc)?;
+                        let pending = std::mem::take(&mut run.pending);
+                        let taken = self.append_whole_batches(range, run, &pending)?;
+                        debug_assert_eq!(taken, pending.len());
+                        return Ok(());
+                    }
+                    if len != range.bytes {
+                        return Err(corrupt(format!(
+                            "size {len} where the manifest says {}",
+                            range.bytes
+                        )));
+                    }
+                    if crc != range.crc32c {
+                        return Err(corrupt(format!(
+                            "CRC-32C {crc:#010x} where the manifest says {:#010x}; the range's batches appended so far were removed",
+                            range.crc32c
+                        )));
+                    }
+                    if !run.pending.is_empty() {
+                        return Err(corrupt(format!(
+                            "the object ends inside a batch at byte {}",
+                            run.check.accepted()
+                        )));
+                    }
+                    return run.check.finish().map_err(corrupt);
+                }
+            }
+        }
+    }
+
+    /// Checks the whole batches at the start of `bytes` against the range
+    /// and appends those that continue the log; returns how many bytes
+    /// they took.
+    fn append_whole_batches(
+        &mut self,
+        range: &ShippedRange,
+        run: &mut RangeRun,
+        bytes: &[u8],
+    ) -> Result<usize, MirrorError> {
+        let whole =
+            run.check
+                .whole_batches(bytes)
+                .map_err(|detail| MirrorError::ObjectCorrupt {
+                    tp: self.tp.clone(),
+                    key: range.key.clone(),
+                    detail,
+                })?;
+        let (b, n) = self.append_range(range, &bytes[..whole.len])?;
+        run.appended.0 += b;
+        run.appended.1 += n;
+        Ok(whole.len)
+    }
+
+    /// Truncates the log back to where a streamed range started.
+    fn undo_range(&mut self, range: &ShippedRange, log_end_before: i64) -> Result<(), MirrorError> {
+        let leo = self.log.log_end_offset();
+        if leo > log_end_before {
+            let cut = leo
+                - self
+                    .log
+                    .truncate_to(log_end_before)
+                    .map_err(self.log_err())?;
+            self.log.flush().map_err(self.log_err())?;
+            tracing::warn!(partition = %self.tp, key = %range.key, offset = log_end_before, cut, "removed the batches of a range that failed its checks");
+        }
+        Ok(())
+    }
+
+    fn marker_err(&self, e: std::io::Error) -> MirrorError {
+        MirrorError::Log {
+            tp: self.tp.clone(),
+            source: kafkalog::Error::Io {
+                op: "write",
+                path: self.log.dir().join(applying::APPLYING_FILE),
+                source: e,
+            },
+        }
+    }
+
+    /// At open: cuts the part of a range that was being streamed in when
+    /// the applier stopped (see `applying`), so the log ends where the
+    /// range started, a boundary the manifest names. Returns the offsets
+    /// cut.
+    pub fn undo_partial_range(&mut self) -> Result<i64, MirrorError> {
+        let dir = self.log.dir().to_path_buf();
+        let marker = applying::read(&dir).map_err(|e| self.marker_err(e))?;
+        let Some(marker) = marker else {
+            return Ok(0);
+        };
+        let mut cut = 0;
+        match marker {
+            Err(torn) => {
+                tracing::warn!(partition = %self.tp, marker = %torn, "removed a torn marker of a range being applied (none of its batches was written)");
+            }
+            Ok(a) => {
+                let owned = !matches!(
+                    self.record.state.state(),
+                    PartitionState::Stopping | PartitionState::Stopped
+                );
+                let leo = self.log.log_end_offset();
+                if owned
+                    && leo > a.log_end_before
+                    && a.log_end_before >= self.log.log_start_offset()
+                {
+                    let end = self
+                        .log
+                        .truncate_to(a.log_end_before)
+                        .map_err(self.log_err())?;
+                    cut = leo - end;
+                    self.log.flush().map_err(self.log_err())?;
+                    tracing::warn!(partition = %self.tp, key = %a.key, from = a.log_end_before, to = leo, "cut a range that was being applied when the applier stopped; it is fetched again");
+                }
+            }
+        }
+        applying::clear(&dir).map_err(|e| self.marker_err(e))?;
+        Ok(cut)
+    }
+
+    /// Appends the batches of `bytes` (whole batches of a range, checked
+    /// against it) that continue the log; the log checks each one's CRC.
     fn append_range(
         &mut self,
         range: &ShippedRange,
-        bytes: &Bytes,
+        bytes: &[u8],
     ) -> Result<(u64, u64), MirrorError> {
         let leo = self.log.log_end_offset();
         let mut start = None;
-        for item in kafkalog::batch::BatchIter::verified(bytes, 0) {
+        for item in kafkalog::batch::BatchIter::new(bytes, 0) {
             let (h, _) = item.map_err(|source| MirrorError::BadBatch {
                 tp: self.tp.clone(),
                 key: range.key.clone(),
@@ -535,24 +733,121 @@ pub fn refuse_topic(tp: &TopicPartition) -> Result<(), MirrorError> {
     })
 }
 
-/// Downloads one object whole and verifies it against its manifest entry.
-async fn download(
-    store: &ManifestStore,
-    tp: &TopicPartition,
-    r: ShippedRange,
-) -> Result<(ShippedRange, Bytes), MirrorError> {
-    // A body cut short in transit is read again by `ManifestStore::get`
-    // (its length is checked against what the store announced); a body of
-    // another size than the manifest's is then a different object.
-    let bytes = store
-        .get(&r.key)
-        .await
-        .map_err(|source| MirrorError::Store {
+/// Objects of up to this size are downloaded whole and checked before any
+/// of their batches is appended; larger ones are appended as they arrive,
+/// under the `applying` marker.
+pub const STREAM_ABOVE: u64 = 4 << 20;
+
+/// Pieces of at least this size go to the appending side as they are;
+/// smaller ones (an HTTP body's frames) are gathered up to it first.
+pub const PIECE: usize = manifest::store::READ_PIECE;
+
+/// What the download task hands the appending side, object after object,
+/// in the ranges' order.
+#[derive(Debug)]
+enum Piece {
+    /// The next bytes of the current object.
+    Data(Bytes),
+    /// The current object ended: its length and CRC-32C as downloaded.
+    End { crc: u32, len: u64 },
+    /// The download failed; nothing follows.
+    Failed(MirrorError),
+}
+
+/// One range being appended.
+struct RangeRun {
+    check: RangeCheck,
+    /// Bytes downloaded and not appended yet (from a batch boundary).
+    pending: BytesMut,
+    /// Appending as it downloads, under the marker.
+    streaming: bool,
+    log_end_before: i64,
+    appended: (u64, u64),
+}
+
+/// Aborts the download task when the apply ends early.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Downloads `ranges`' objects in order into `tx`, `prefetch` requests
+/// ahead, computing each object's CRC-32C on the way. Stops at the first
+/// failure (sent as [`Piece::Failed`]) or when the receiver is gone.
+async fn fetch_ranges(
+    store: ManifestStore,
+    tp: TopicPartition,
+    ranges: Vec<ShippedRange>,
+    prefetch: usize,
+    tx: tokio::sync::mpsc::Sender<Piece>,
+) {
+    let opened = futures::stream::iter(ranges)
+        .map(|r| {
+            let store = store.clone();
+            async move {
+                let body = store.get_stream(&r.key).await;
+                (r, body)
+            }
+        })
+        .buffered(prefetch);
+    futures::pin_mut!(opened);
+    let failed = |source| {
+        Piece::Failed(MirrorError::Store {
             tp: tp.clone(),
             source,
-        })?;
-    verify_object(tp, &r, &bytes)?;
-    Ok((r, bytes))
+        })
+    };
+    while let Some((range, body)) = opened.next().await {
+        let mut body = match body {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = tx.send(failed(e)).await;
+                return;
+            }
+        };
+        let mut crc = kafkalog::batch::Crc32cDigest::new();
+        let mut len = 0u64;
+        let mut gathered = BytesMut::new();
+        while let Some(piece) = body.pieces.next().await {
+            let piece = match piece {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = tx.send(failed(e)).await;
+                    return;
+                }
+            };
+            crc.update(&piece);
+            len += piece.len() as u64;
+            let out = if gathered.is_empty() && piece.len() >= PIECE {
+                Some(piece)
+            } else {
+                gathered.extend_from_slice(&piece);
+                (gathered.len() >= PIECE).then(|| gathered.split().freeze())
+            };
+            if let Some(out) = out
+                && tx.send(Piece::Data(out)).await.is_err()
+            {
+                return;
+            }
+            if len > range.bytes {
+                // Longer than the manifest's object: no need to read on.
+                break;
+            }
+        }
+        if !gathered.is_empty() && tx.send(Piece::Data(gathered.freeze())).await.is_err() {
+            return;
+        }
+        let end = Piece::End {
+            crc: crc.value(),
+            len,
+        };
+        if tx.send(end).await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Checks an object's size and CRC-32C against its manifest entry.
@@ -561,14 +856,26 @@ pub fn verify_object(
     r: &ShippedRange,
     bytes: &[u8],
 ) -> Result<(), MirrorError> {
-    if bytes.len() as u64 != r.bytes {
+    let crc = kafkalog::batch::crc32c(bytes);
+    verify_object_crc(tp, r, bytes, bytes.len() as u64, crc)
+}
+
+/// [`verify_object`] with the length and CRC-32C computed as the object
+/// was downloaded.
+fn verify_object_crc(
+    tp: &TopicPartition,
+    r: &ShippedRange,
+    bytes: &[u8],
+    len: u64,
+    crc: u32,
+) -> Result<(), MirrorError> {
+    if len != r.bytes {
         return Err(MirrorError::ObjectCorrupt {
             tp: tp.clone(),
             key: r.key.clone(),
-            detail: format!("size {} where the manifest says {}", bytes.len(), r.bytes),
+            detail: format!("size {len} where the manifest says {}", r.bytes),
         });
     }
-    let crc = kafkalog::batch::crc32c(bytes);
     if crc != r.crc32c {
         return Err(MirrorError::ObjectCorrupt {
             tp: tp.clone(),
@@ -580,62 +887,11 @@ pub fn verify_object(
             ),
         });
     }
-    check_batches_against_range(r, bytes).map_err(|detail| MirrorError::ObjectCorrupt {
+    range_check::check_whole(r, bytes).map_err(|detail| MirrorError::ObjectCorrupt {
         tp: tp.clone(),
         key: r.key.clone(),
         detail,
     })
-}
-
-/// Checks the batch headers of an object against its manifest entry:
-/// offsets strictly increasing from the range's base offset to its last
-/// offset, the range's batch count, and each batch's leader epoch the one
-/// the range's epochs assign to its base offset. Base offsets and leader
-/// epochs lie outside a batch's own CRC, so this catches what the
-/// object's CRC-32C cannot when the corruption happened before it was
-/// computed (a bad disk at the source, a bug in a shipper).
-fn check_batches_against_range(r: &ShippedRange, bytes: &[u8]) -> Result<(), String> {
-    let mut next = r.base_offset;
-    let mut count = 0u32;
-    let mut last = None;
-    for item in kafkalog::batch::BatchIter::new(bytes, 0) {
-        let (h, _) = item.map_err(|e| format!("batch header: {e}"))?;
-        if count == 0 && h.base_offset != r.base_offset {
-            return Err(format!(
-                "first batch at offset {} where the manifest's range starts at {}",
-                h.base_offset, r.base_offset
-            ));
-        }
-        if h.base_offset < next || h.last_offset() > r.last_offset {
-            return Err(format!(
-                "batch at offset {} (byte {}) is out of order or outside the range {}..={}",
-                h.base_offset, h.position, r.base_offset, r.last_offset
-            ));
-        }
-        let epoch = h.partition_leader_epoch;
-        if epoch >= 0 && !r.epochs.is_empty() {
-            let assigned = r.epoch_at(h.base_offset);
-            if assigned != Some(epoch) {
-                return Err(format!(
-                    "batch at offset {} has leader epoch {epoch} where the manifest's range says {}",
-                    h.base_offset,
-                    assigned.map_or("none".to_string(), |e| e.to_string())
-                ));
-            }
-        }
-        next = h.last_offset().saturating_add(1);
-        last = Some(h.last_offset());
-        count += 1;
-    }
-    if last != Some(r.last_offset) || count != r.batches {
-        return Err(format!(
-            "{count} batches ending at offset {} where the manifest says {} ending at {}",
-            last.map_or("-".to_string(), |o| o.to_string()),
-            r.batches,
-            r.last_offset
-        ));
-    }
-    Ok(())
 }
 
 /// Names the first batch of an object whose CRC-32C mismatched that does

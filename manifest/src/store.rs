@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
@@ -241,6 +241,66 @@ impl ManifestStore {
             .put_multipart_opts(&Path::from(key), Default::default())
             .await
             .map_err(|e| self.store_err("put_multipart", key, e))
+    }
+
+    /// Opens an object for reading in pieces, for objects too large to hold
+    /// whole. One GET, as [`ManifestStore::get`]. The body's length is what
+    /// the store announced; a body that ends short or runs long is the
+    /// reader's to detect (it knows the length it expects). Local files are
+    /// read in [`READ_PIECE`] pieces on the blocking pool (object_store's own
+    /// file stream reads 8 KiB at a time).
+    pub async fn get_stream(&self, key: &str) -> Result<ObjectBody, StoreError> {
+        let result = self
+            .store
+            .get(&Path::from(key))
+            .await
+            .map_err(|e| self.store_err("get", key, e))?;
+        let len = result.range.end.saturating_sub(result.range.start);
+        let pieces = match result.payload {
+            object_store::GetResultPayload::File(file, path) => {
+                file_pieces(file, path, result.range.start, len)
+            }
+            object_store::GetResultPayload::Stream(s) => s,
+        };
+        let this = self.clone();
+        let owned_key = key.to_string();
+        // A body that ends short of (or runs past) what the store announced
+        // is a transport fault, reported as a store error at its end, as
+        // [`ManifestStore::get`] reports a second short body.
+        let checked =
+            futures::stream::unfold((pieces, 0u64, false), move |(mut pieces, mut got, done)| {
+                let this = this.clone();
+                let key = owned_key.clone();
+                async move {
+                    if done {
+                        return None;
+                    }
+                    match pieces.next().await {
+                        Some(Ok(piece)) => {
+                            got += piece.len() as u64;
+                            Some((Ok(piece), (pieces, got, false)))
+                        }
+                        Some(Err(e)) => {
+                            Some((Err(this.store_err("get", &key, e)), (pieces, got, true)))
+                        }
+                        None if got == len => None,
+                        None => {
+                            let e = object_store::Error::Generic {
+                                store: "segmirror",
+                                source: format!(
+                                    "body of {got} bytes where the store announced {len}"
+                                )
+                                .into(),
+                            };
+                            Some((Err(this.store_err("get", &key, e)), (pieces, got, true)))
+                        }
+                    }
+                }
+            });
+        Ok(ObjectBody {
+            len,
+            pieces: checked.boxed(),
+        })
     }
 
     /// Reads a whole object. A body of another length than the store
@@ -739,4 +799,73 @@ impl ManifestStore {
             attempts: MAX_COMMIT_ATTEMPTS,
         })
     }
+}
+
+/// Size of the pieces a local file is read in by [`ManifestStore::get_stream`].
+pub const READ_PIECE: usize = 1 << 20;
+
+/// An object being read in pieces: see [`ManifestStore::get_stream`].
+pub struct ObjectBody {
+    /// The length the store announced.
+    pub len: u64,
+    /// The body, in order.
+    pub pieces: futures::stream::BoxStream<'static, Result<Bytes, StoreError>>,
+}
+
+impl std::fmt::Debug for ObjectBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectBody")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+/// A local file's bytes `[start, start + len)` in [`READ_PIECE`] pieces,
+/// each read on the blocking pool.
+fn file_pieces(
+    file: std::fs::File,
+    path: std::path::PathBuf,
+    start: u64,
+    len: u64,
+) -> futures::stream::BoxStream<'static, object_store::Result<Bytes>> {
+    use std::os::unix::fs::FileExt;
+    let state = (Arc::new(file), Arc::new(path), start, len);
+    futures::stream::try_unfold(state, |(file, path, at, left)| async move {
+        if left == 0 {
+            return Ok(None);
+        }
+        let want = left.min(READ_PIECE as u64) as usize;
+        let (f, p) = (Arc::clone(&file), Arc::clone(&path));
+        let piece = tokio::task::spawn_blocking(move || {
+            let mut buf = vec![0u8; want];
+            let mut got = 0;
+            while got < want {
+                match f.read_at(&mut buf[got..], at + got as u64) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            buf.truncate(got);
+            Ok(buf)
+        })
+        .await
+        .map_err(|e| object_store::Error::Generic {
+            store: "LocalFileSystem",
+            source: e.into(),
+        })?
+        .map_err(|e| object_store::Error::Generic {
+            store: "LocalFileSystem",
+            source: format!("read {}: {e}", p.display()).into(),
+        })?;
+        if piece.is_empty() {
+            // The file is shorter than announced: end here, the reader
+            // sees a short body.
+            return Ok(None);
+        }
+        let n = piece.len() as u64;
+        Ok(Some((Bytes::from(piece), (file, path, at + n, left - n))))
+    })
+    .boxed()
 }

@@ -83,6 +83,10 @@ pub struct CorruptOptions {
     pub json_samples: usize,
     /// Run the defence-in-depth layer too.
     pub depth: bool,
+    /// The applier's `stream_above`: 0 appends every object as it
+    /// downloads (the mismatch found at its end undoes it); `None`: the
+    /// applier's default (the harness's objects are then checked whole).
+    pub stream_above: Option<u64>,
 }
 
 impl Default for CorruptOptions {
@@ -93,6 +97,7 @@ impl Default for CorruptOptions {
             samples: 2,
             json_samples: 60,
             depth: true,
+            stream_above: None,
         }
     }
 }
@@ -342,9 +347,11 @@ struct Setup {
     /// Index of the victim's middle range.
     range: usize,
     object: Bytes,
+    /// The applier's options in every trial.
+    applier: PairOptions,
 }
 
-async fn setup(root: &Path) -> anyhow::Result<Setup> {
+async fn setup(root: &Path, stream_above: Option<u64>) -> anyhow::Result<Setup> {
     let source = root.join("source");
     let bucket: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let mut spec = SourceSpec::small(3);
@@ -386,6 +393,10 @@ async fn setup(root: &Path) -> anyhow::Result<Setup> {
     let head_key = store.layout().head_key(seq);
     let head_bytes = store.get(&head_key).await?;
     Ok(Setup {
+        applier: PairOptions {
+            stream_above,
+            ..PairOptions::default()
+        },
         source,
         bucket,
         store,
@@ -671,7 +682,7 @@ async fn trial(
         put(&s.bucket, &k, b).await?;
     }
     let dest = scratch.join(format!("dest-{n}"));
-    let opts = applier_options(&dest, &PairOptions::default())?;
+    let opts = applier_options(&dest, &s.applier)?;
     let mut a = Applier::open(opts, Some(Arc::clone(&s.bucket)))?;
     let pre = preclassify(s, target, &corrupted_copy);
     let check = judge(s, &dest, target, object_base, pre, &mut a).await?;
@@ -680,7 +691,7 @@ async fn trial(
     if target != "data" {
         drop(a);
         a = Applier::open(
-            applier_options(&dest, &PairOptions::default())?,
+            applier_options(&dest, &s.applier)?,
             Some(Arc::clone(&s.bucket)),
         )?;
     }
@@ -694,7 +705,7 @@ async fn trial(
 pub async fn run(o: &CorruptOptions) -> anyhow::Result<CorruptReport> {
     let started = Instant::now();
     let scratch = crate::scratch_dir()?;
-    let s = setup(scratch.path()).await?;
+    let s = setup(scratch.path(), o.stream_above).await?;
     let mut rng = Rng::new(o.seed);
     let masks: [u8; 3] = [0x01, 0x80, 0xff];
     let object_key = s.manifest.ranges[s.range].key.clone();

@@ -161,6 +161,20 @@ fn s3_store(bucket: &str, endpoint: &str) -> anyhow::Result<Arc<dyn ObjectStore>
     Ok(Arc::new(b.build().context("S3 client")?))
 }
 
+/// The objects `cluster_id` shipped under `prefix` in an S3 bucket.
+pub fn s3_manifest_store(
+    bucket: &str,
+    endpoint: &str,
+    prefix: &str,
+    cluster_id: &str,
+) -> anyhow::Result<manifest::store::ManifestStore> {
+    let layout = manifest::layout::ClusterLayout::new(prefix, cluster_id).context("layout")?;
+    Ok(manifest::store::ManifestStore::new(
+        s3_store(bucket, endpoint)?,
+        layout,
+    ))
+}
+
 /// Runs the harness; fails when the S3 environment is not set.
 pub async fn run(o: &NetOptions) -> anyhow::Result<NetReport> {
     let Some((bucket, endpoint)) = s3_env() else {
@@ -204,6 +218,9 @@ pub async fn run(o: &NetOptions) -> anyhow::Result<NetReport> {
         // S3 parts are at least 5 MiB.
         part_size: 5 * 1024 * 1024,
         max_object_size: 64 * 1024,
+        // Objects over 32 KiB are appended as they download: a response
+        // cut in the middle of one undoes what it appended.
+        stream_above: Some(32 * 1024),
     };
     let run = tokio::time::timeout(
         o.deadline,

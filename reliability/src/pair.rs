@@ -39,6 +39,9 @@ pub struct PairOptions {
     pub part_size: usize,
     /// Largest object.
     pub max_object_size: u64,
+    /// The applier's `stream_above` (objects larger are appended as they
+    /// download); `None`: the applier's default.
+    pub stream_above: Option<u64>,
 }
 
 impl Default for PairOptions {
@@ -47,6 +50,7 @@ impl Default for PairOptions {
             prefix: String::new(),
             part_size: 8 * 1024,
             max_object_size: 64 * 1024,
+            stream_above: None,
         }
     }
 }
@@ -157,6 +161,9 @@ pub fn applier_options(dest: &Path, o: &PairOptions) -> anyhow::Result<ApplierOp
     a.topics = Some(regex::Regex::new("^.*$").context("regex")?);
     a.base_backoff = Duration::from_millis(1);
     a.max_backoff = Duration::from_millis(8);
+    if let Some(bytes) = o.stream_above {
+        a.stream_above = bytes;
+    }
     Ok(a)
 }
 

@@ -40,6 +40,9 @@ pub struct ProxyPlan {
     pub delay_range: (Duration, Duration),
     /// Share of requests whose response is cut short.
     pub cut: f64,
+    /// Responses forwarded at most this many bytes per second on each
+    /// connection (a slow link), when set.
+    pub throttle: Option<u64>,
 }
 
 impl ProxyPlan {
@@ -52,6 +55,15 @@ impl ProxyPlan {
             delay: share * 0.3,
             delay_range: (Duration::from_millis(20), Duration::from_millis(300)),
             cut: share * 0.3,
+            throttle: None,
+        }
+    }
+
+    /// No faults; responses forwarded at `bytes_per_sec` per connection.
+    pub fn throttled(bytes_per_sec: u64) -> ProxyPlan {
+        ProxyPlan {
+            throttle: Some(bytes_per_sec.max(1)),
+            ..ProxyPlan::share(0, 0.0)
         }
     }
 }
@@ -268,6 +280,9 @@ async fn serve(
                     cut = Some(k - n);
                 }
                 client.write_all(&sbuf[..n]).await?;
+                if let Some(rate) = plan.throttle {
+                    tokio::time::sleep(Duration::from_secs_f64(n as f64 / rate as f64)).await;
+                }
             }
         }
     }

@@ -29,3 +29,25 @@ async fn every_flipped_byte_of_a_shipped_object_is_detected_and_repaired() {
         r.render()
     );
 }
+
+/// The same flips with every object appended as it downloads (issue 16):
+/// a mismatch found at the object's end truncates the batches it already
+/// appended, so the verdicts are the same, nothing of the object stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_flipped_byte_is_detected_when_objects_are_appended_as_they_download() {
+    let o = CorruptOptions {
+        samples: 2,
+        json_samples: 0,
+        depth: false,
+        stream_above: Some(0),
+        ..CorruptOptions::default()
+    };
+    let r = run(&o).await.expect("harness");
+    println!("{}", r.render());
+    let (detected, tried) = r.data_detection();
+    assert!(tried >= 100, "{tried} data flips");
+    assert_eq!(detected, tried, "{}", r.render());
+    for t in r.trials.iter().filter(|t| t.target == "data") {
+        assert!(t.repaired, "not repaired: {t:?}");
+    }
+}

@@ -197,6 +197,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
                 samples,
                 json_samples,
                 depth: true,
+                stream_above: None,
             };
             let r = corrupt::run(&o).await.context("corruption harness")?;
             if verbose {

@@ -99,6 +99,11 @@ pub(crate) struct Common {
     /// being appended; at least one object, whatever its size) [default: 32MiB].
     #[arg(long, value_name = "SIZE", env = "SEGMIRROR_DOWNLOAD_MEMORY")]
     download_memory: Option<ByteSize>,
+    /// Objects larger than this are appended while they download (a restart
+    /// cuts an unfinished one); smaller ones are checked whole first, e.g.
+    /// 4MiB [default: 4MiB].
+    #[arg(long, value_name = "SIZE", env = "SEGMIRROR_STREAM_ABOVE")]
+    stream_above: Option<ByteSize>,
     /// Kept free in <log-dir>/.segmirror/reserve so that a full disk's
     /// failures can still be recorded; nothing is appended without it, e.g.
     /// 1MiB (0: off) [default: 1MiB].
@@ -153,6 +158,7 @@ impl Common {
             poll_interval_ms: self.poll_interval_ms,
             download_concurrency: self.download_concurrency,
             download_memory: self.download_memory,
+            stream_above: self.stream_above,
             disk_reserve,
             tiered_topics: self.tiered_topics.clone(),
             metrics_addr: self.metrics_addr.clone(),
