@@ -83,6 +83,44 @@ pub fn write_atomic(path: &Path, contents: &[u8], sync: bool) -> Result<()> {
     Ok(())
 }
 
+/// Writes `contents` into `path` in place (no temporary file, no rename),
+/// for files the log's own recovery checks and rebuilds (segment indexes):
+/// the bytes from `unchanged` on are written (the caller knows the file
+/// already holds `contents[..unchanged]`), the file is cut to
+/// `contents.len()`, and fsynced (deferred inside a [`DeferredSync`]
+/// scope). Returns true when the file was created: its directory then needs
+/// an fsync for the name to be durable.
+pub fn write_in_place(path: &Path, contents: &[u8], unchanged: usize) -> Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let (file, created) = match OpenOptions::new().write(true).open(path) {
+        Ok(f) => (f, false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .map_err(Error::io("create", path))?,
+            true,
+        ),
+        Err(e) => return Err(Error::io("open", path)(e)),
+    };
+    let from = if created {
+        0
+    } else {
+        unchanged.min(contents.len())
+    };
+    file.write_all_at(&contents[from..], from as u64)
+        .map_err(Error::io("write", path))?;
+    let len = file.metadata().map_err(Error::io("stat", path))?.len();
+    if len != contents.len() as u64 {
+        file.set_len(contents.len() as u64)
+            .map_err(Error::io("truncate", path))?;
+    }
+    sync_file(&file, path, true)?;
+    Ok(created)
+}
+
 /// [`write_atomic`] with the file fsynced but not its directory: the new
 /// content is durable, its name only once the caller fsyncs the parent
 /// directory (one [`fsync_dir`] for several files written together). Until

@@ -254,6 +254,9 @@ struct ActiveSegment {
     max_timestamp: i64,
     offset_of_max_timestamp: i64,
     roll_base_ms: Option<i64>,
+    /// Lengths of the index files as this process last wrote them (see
+    /// [`write_index_files`]); `None` until it wrote them.
+    indexes_written: Option<[usize; 3]>,
 }
 
 impl ActiveSegment {
@@ -278,25 +281,31 @@ impl ActiveSegment {
             max_timestamp: -1,
             offset_of_max_timestamp: base,
             roll_base_ms: None,
+            indexes_written: None,
         })
     }
 
     /// Writes its index files as they stand (the transaction index only
     /// when it has entries); see [`write_index_files`] for `sync_dir`.
-    fn write_indexes(&self, dir: &Path, sync_dir: bool) -> Result<()> {
+    fn write_indexes(&mut self, dir: &Path, sync_dir: bool) -> Result<()> {
         let txn = if self.txn_index.is_empty() {
             None
         } else {
             Some(&self.txn_index)
         };
-        write_index_files(
+        // A failed write leaves the files' lengths unknown: the next write
+        // is whole.
+        let written = self.indexes_written.take();
+        self.indexes_written = Some(write_index_files(
             dir,
             self.base_offset,
             &self.offset_index,
             &self.time_index,
             txn,
             sync_dir,
-        )
+            written,
+        )?);
+        Ok(())
     }
 }
 
@@ -477,7 +486,9 @@ impl PartitionLog {
             let next_base = bases[i + 1];
             let index_ok = Self::rolled_index_is_sane(&dir, base, next_base)?;
             let size = fs::metadata(&path).map_err(Error::io("stat", &path))?.len();
-            if next_base > recovery_point && index_ok {
+            // Wholly below the recovery point: flushed, with its indexes,
+            // before the checkpoint named it; trusted as Kafka trusts it.
+            if next_base <= recovery_point && index_ok {
                 rolled.insert(base, size);
                 continue;
             }
@@ -563,6 +574,7 @@ impl PartitionLog {
             max_timestamp: max_ts,
             offset_of_max_timestamp: offset_of_max_ts,
             roll_base_ms: state.first_max_timestamp.or(Some(now_ms())),
+            indexes_written: None,
         };
         let first_base = *bases.first().unwrap_or(&active_base);
         let log_start_offset = log_start_hint
@@ -956,8 +968,9 @@ impl PartitionLog {
     /// in-memory indexes again: rewritten, or removed when that fails (open
     /// rebuilds an active segment's indexes from its batches). Returns false
     /// when neither worked.
-    fn restore_active_index_files(&self) -> bool {
-        let a = &self.active;
+    fn restore_active_index_files(&mut self) -> bool {
+        let a = &mut self.active;
+        a.indexes_written = None;
         let txn_path = segment::file_path(&self.dir, a.base_offset, TXN_INDEX_SUFFIX);
         let rewritten = a.write_indexes(&self.dir, true).and_then(|()| {
             if a.txn_index.is_empty() {
@@ -1240,14 +1253,21 @@ impl PartitionLog {
     /// a Kafka broker could start on the dir) and updates the log dir's
     /// recovery point and log start checkpoints.
     pub fn flush(&mut self) -> Result<()> {
-        let a = &self.active;
+        let a = &mut self.active;
         fsutil::sync_file(&a.file, &a.path, false)?;
         a.write_indexes(&self.dir, true)?;
+        let first_base = self
+            .rolled
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(self.active.base_offset);
         self.shared.update_checkpoints(
             &self.tp,
             self.log_end_offset(),
             self.log_start_offset,
             self.log_end_offset(),
+            first_base,
         )
     }
 
@@ -1391,7 +1411,7 @@ impl PartitionLog {
         fsutil::fsync_dir(&self.dir)?;
         self.log_start_offset = offset;
         self.shared
-            .update_checkpoints(&self.tp, offset, offset, offset)?;
+            .update_checkpoints(&self.tp, offset, offset, offset, offset)?;
         self.reopen()
     }
 
@@ -1604,7 +1624,16 @@ impl BuiltIndexes {
     /// Writes them as the index files of segment `base` in `dir` (no
     /// transaction index; the dir fsynced).
     fn write_files(&self, dir: &Path, base: i64) -> Result<()> {
-        write_index_files(dir, base, &self.offset_index, &self.time_index, None, true)
+        write_index_files(
+            dir,
+            base,
+            &self.offset_index,
+            &self.time_index,
+            None,
+            true,
+            None,
+        )
+        .map(drop)
     }
 }
 
@@ -1628,10 +1657,15 @@ fn build_indexes(path: &Path, base: i64, interval: u64) -> Result<BuiltIndexes> 
     })
 }
 
-/// Writes a segment's index files, each atomically and fsynced, then
-/// fsyncs the partition dir once for all of them (unless `sync_dir` is
-/// false: the caller fsyncs the dir itself, as a roll does after creating
-/// the next segment).
+/// Writes a segment's index files in place and fsyncs them (see
+/// [`fsutil::write_in_place`]: the log's recovery checks index files and
+/// rebuilds them, so they need no temporary file and rename), then fsyncs
+/// the partition dir when a file was created (unless `sync_dir` is false:
+/// the caller fsyncs the dir itself, as a roll does after creating the next
+/// segment). `written` holds the lengths the files had when this process
+/// last wrote them (entries are only ever appended to a segment's indexes
+/// while it is open): only what follows is written, and a file whose
+/// length did not change is left alone. Returns the lengths now written.
 fn write_index_files(
     dir: &Path,
     base: i64,
@@ -1639,25 +1673,29 @@ fn write_index_files(
     time_index: &TimeIndex,
     txn: Option<&TransactionIndex>,
     sync_dir: bool,
-) -> Result<()> {
-    fsutil::write_atomic_dir_unsynced(
-        &segment::file_path(dir, base, INDEX_SUFFIX),
-        &offset_index.to_bytes(),
-    )?;
-    fsutil::write_atomic_dir_unsynced(
-        &segment::file_path(dir, base, TIME_INDEX_SUFFIX),
-        &time_index.to_bytes(),
-    )?;
-    if let Some(txn) = txn {
-        fsutil::write_atomic_dir_unsynced(
-            &segment::file_path(dir, base, TXN_INDEX_SUFFIX),
-            &txn.to_bytes(),
-        )?;
+    written: Option<[usize; 3]>,
+) -> Result<[usize; 3]> {
+    let files: [(&str, Option<Vec<u8>>); 3] = [
+        (INDEX_SUFFIX, Some(offset_index.to_bytes())),
+        (TIME_INDEX_SUFFIX, Some(time_index.to_bytes())),
+        (TXN_INDEX_SUFFIX, txn.map(TransactionIndex::to_bytes)),
+    ];
+    let mut now = [0usize; 3];
+    let mut created = false;
+    for (i, (suffix, bytes)) in files.iter().enumerate() {
+        let Some(bytes) = bytes else { continue };
+        now[i] = bytes.len();
+        let before = written.map(|w| w[i]);
+        if before == Some(bytes.len()) {
+            continue;
+        }
+        let path = segment::file_path(dir, base, suffix);
+        created |= fsutil::write_in_place(&path, bytes, before.unwrap_or(0))?;
     }
-    if sync_dir {
+    if sync_dir && created {
         fsutil::fsync_dir(dir)?;
     }
-    Ok(())
+    Ok(now)
 }
 
 fn truncate_file(path: &Path, len: u64) -> Result<()> {
@@ -2343,6 +2381,38 @@ mod tests {
     }
 
     #[test]
+    fn open_scans_rolled_segments_above_the_recovery_point_and_trusts_those_below() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::open(root.path()).expect("open");
+        let mut log = dir
+            .open_or_create_partition(&tp(), None, small())
+            .expect("create");
+        // Two batches of ~110 bytes per 300-byte segment.
+        let all: Vec<(i64, i32)> = (0..9).map(|i| (i * 2, 0)).collect();
+        log.append_replicated(&batches(&all[..6])).expect("append");
+        log.flush().expect("flush: recovery point 12");
+        log.append_replicated(&batches(&all[6..])).expect("append");
+        let bases = log.segment_base_offsets();
+        assert_eq!(bases, vec![0, 4, 8, 12, 16], "{bases:?}");
+        drop(log);
+        // A record byte flipped in a flushed segment (0) and in one rolled
+        // after the flush (12).
+        for base in [0, 12] {
+            let path = segment::file_path(&root.path().join(tp().dir_name()), base, LOG_SUFFIX);
+            let mut bytes = std::fs::read(&path).expect("read");
+            bytes[80] ^= 0x01;
+            std::fs::write(&path, bytes).expect("write");
+        }
+        let log = dir.open_partition(&tp(), small()).expect("reopen");
+        // Segment 0 is trusted, as Kafka trusts what lies below the recovery
+        // point (no CRC scan at open); segment 12 is scanned and cut.
+        assert_eq!(log.log_end_offset(), 12, "{:?}", log.recovery_report());
+        assert_eq!(log.segment_base_offsets(), vec![0, 4, 8, 12]);
+        let reason = log.recovery_report().cut_reason.clone().expect("a cut");
+        assert!(reason.contains("00000000000000000012.log"), "{reason}");
+    }
+
+    #[test]
     fn a_failed_roll_leaves_no_half_created_segment() {
         let root = tempfile::tempdir().expect("tempdir");
         let dir = LogDir::open(root.path()).expect("open");
@@ -2352,10 +2422,10 @@ mod tests {
         log.append_replicated(&batches(&[(0, 0)])).expect("append");
         let before = observe(&log);
         // 2 joins segment 0 (adding an index entry), then the roll for 4
-        // writes segment 0's `.index` and fails on its `.timeindex`.
-        let tmp = log
-            .dir()
-            .join(format!("{}.tmp", segment::file_name(0, TIME_INDEX_SUFFIX)));
+        // writes segment 0's `.index` and fails on its `.timeindex` (a
+        // directory stands where the file goes).
+        let tmp = segment::file_path(log.dir(), 0, TIME_INDEX_SUFFIX);
+        let _ = std::fs::remove_file(&tmp);
         std::fs::create_dir(&tmp).expect("block the time index");
         let more = batches(&[(2, 0), (4, 0)]);
         assert!(matches!(

@@ -93,12 +93,20 @@ impl Shared {
         recovery_point: i64,
         log_start: i64,
         high_watermark: i64,
+        first_segment_base: i64,
     ) -> Result<()> {
         let mut c = self.lock();
         // A log start that moves or a recovery point that goes back (a
         // truncation) is written at once even when deferred: only a
-        // recovery point that lags the flushed data is harmless.
-        let must_write = c.log_start.get(tp) != Some(&log_start)
+        // recovery point that lags the flushed data is harmless. A new
+        // partition's first entry whose log start is where its first
+        // segment starts can wait too: without an entry, open starts the
+        // log there.
+        let log_start_moved = match c.log_start.get(tp) {
+            Some(&recorded) => recorded != log_start,
+            None => log_start != first_segment_base,
+        };
+        let must_write = log_start_moved
             || c.recovery_point
                 .get(tp)
                 .is_some_and(|&p| recovery_point < p);
@@ -303,10 +311,13 @@ mod tests {
         let input: Vec<u8> = (0..4)
             .flat_map(|i| raw_batch(i * 2, 0, 1, &[b'x'; 40]))
             .collect();
-        // A partition's first flush records its log start: written at once.
+        // A new partition's first flush, its log start where its first
+        // segment starts: deferred too (open would start the log there).
         log.append_replicated(&input[..input.len() / 2])
             .expect("append");
         log.flush().expect("flush");
+        assert_eq!(recovery_points(root.path()).get(&tp), None, "deferred");
+        assert!(dir.write_checkpoints().expect("write"));
         assert_eq!(recovery_points(root.path()).get(&tp), Some(&4));
         log.append_replicated(&input[input.len() / 2..])
             .expect("append");
@@ -323,6 +334,21 @@ mod tests {
         log.truncate_to(4).expect("truncate");
         log.flush().expect("flush");
         assert_eq!(recovery_points(root.path()).get(&tp), Some(&4));
+
+        // A log start raised by a restart inside it is written at once.
+        let other = TopicPartition::new("orders", 1).expect("valid");
+        let mut log2 = dir
+            .open_or_create_partition(&other, None, LogConfig::default())
+            .expect("create");
+        log2.truncate_fully_and_start_at(10).expect("restart at 10");
+        log2.append_replicated(&raw_batch(10, 0, 1, &[b'z'; 40]))
+            .expect("append");
+        log2.raise_log_start(11).expect("raise");
+        log2.flush().expect("flush");
+        let starts =
+            checkpoint::read_offset_checkpoint(&root.path().join(LOG_START_OFFSET_CHECKPOINT))
+                .expect("read");
+        assert_eq!(starts.get(&other), Some(&11));
 
         // Turning deferral off writes what was recorded.
         log.append_replicated(&raw_batch(4, 0, 1, &[b'y'; 40]))
