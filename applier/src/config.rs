@@ -72,8 +72,8 @@ poll_interval = "1s"
 # Objects downloaded ahead of the one being appended (1 to 64). Default: 4.
 download_concurrency = 4
 
-# Downloaded objects held in memory at once (at least one object, whatever
-# its size; 1MiB to 64GiB). Default: 32MiB.
+# Bytes downloaded ahead of the appends (at least one object of up to
+# stream_above, whatever its size; 1MiB to 64GiB). Default: 32MiB.
 download_memory = "32MiB"
 
 # Objects larger than this are appended while they download, under a
@@ -613,7 +613,7 @@ mod tests {
             .keys()
             .map(String::as_str)
             .collect();
-        assert_eq!(keys.len(), 15, "{value}");
+        assert_eq!(keys.len(), 16, "{value}");
         for key in keys {
             let shown = EXAMPLE.lines().any(|l| {
                 let l = l.strip_prefix("# ").unwrap_or(l);
