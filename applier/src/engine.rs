@@ -141,11 +141,14 @@ const LIVE_REFRESH: Duration = Duration::from_secs(30);
 const METRICS_REFRESH: Duration = Duration::from_secs(10);
 
 /// Mirror partitions that must stay on their source's segment boundaries:
-/// the destination never rolls by size or time on its own.
+/// the destination never rolls by size or time on its own. Their fsyncs
+/// happen at each pass's flush, a roll's included (group commit:
+/// `FlushPolicy::OnFlush`).
 pub fn mirror_log_config() -> LogConfig {
     LogConfig {
         segment_bytes: u64::MAX,
         segment_ms: None,
+        flush: kafkalog::FlushPolicy::OnFlush,
         ..LogConfig::default()
     }
 }

@@ -309,6 +309,65 @@ impl Drop for DeferredSync {
     }
 }
 
+/// Fsyncs kept for later: what a segment roll leaves for the log's next
+/// flush under [`crate::FlushPolicy::OnFlush`] (the applier's group
+/// commit). Done files first, then directories, from several threads.
+#[derive(Debug, Default)]
+pub struct SyncLater {
+    files: BTreeSet<PathBuf>,
+    dirs: BTreeSet<PathBuf>,
+}
+
+impl SyncLater {
+    /// Nothing kept.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.dirs.is_empty()
+    }
+
+    /// Runs `f` with this thread's fsyncs kept here instead of done, unless
+    /// a [`DeferredSync`] scope is open (its barrier does them, as for any
+    /// other write in the scope).
+    pub fn keep<T>(&mut self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        if deferred() {
+            return f();
+        }
+        struct Depth;
+        impl Drop for Depth {
+            fn drop(&mut self) {
+                DEFERRED.with(|d| {
+                    let mut d = d.borrow_mut();
+                    d.depth = d.depth.saturating_sub(1);
+                });
+            }
+        }
+        fn take_pending(d: &mut Pending) -> (BTreeSet<PathBuf>, BTreeSet<PathBuf>) {
+            (std::mem::take(&mut d.files), std::mem::take(&mut d.dirs))
+        }
+        DEFERRED.with(|d| d.borrow_mut().depth += 1);
+        let guard = Depth;
+        let result = f();
+        let (files, dirs) = DEFERRED.with(|d| take_pending(&mut d.borrow_mut()));
+        drop(guard);
+        self.files.extend(files);
+        self.dirs.extend(dirs);
+        result
+    }
+
+    /// Does the kept fsyncs; on an error they are kept for the next try.
+    pub fn sync(&mut self) -> Result<()> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        let files: Vec<(PathBuf, bool)> = self.files.iter().map(|p| (p.clone(), false)).collect();
+        let dirs: Vec<(PathBuf, bool)> = self.dirs.iter().map(|p| (p.clone(), true)).collect();
+        sync_all_paths(&files)?;
+        self.files.clear();
+        sync_all_paths(&dirs)?;
+        self.dirs.clear();
+        Ok(())
+    }
+}
+
 /// Reads a whole file, or returns `None` when it does not exist.
 pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
     match fs::read(path) {

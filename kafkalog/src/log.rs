@@ -72,7 +72,9 @@
 //! lost); with [`FlushPolicy::OnRoll`] (Kafka's default, which leaves flushing
 //! to the OS and to replication) a segment is fsynced when it rolls and on
 //! [`PartitionLog::flush`]/close, so a power loss can lose the unflushed tail,
-//! which recovery then cuts cleanly. Metadata (epoch checkpoint, write guard,
+//! which recovery then cuts cleanly; with [`FlushPolicy::OnFlush`] a roll's
+//! fsyncs wait for the next flush too (open scans the rolled segments above
+//! the recovery point, so what a power loss tore there is cut the same way). Metadata (epoch checkpoint, write guard,
 //! root checkpoints, segment creation and deletion) is always written
 //! atomically and fsynced.
 
@@ -110,6 +112,12 @@ pub enum FlushPolicy {
     /// fsync when a segment rolls, on flush and on close (Kafka's default).
     #[default]
     OnRoll,
+    /// fsync on flush and on close only: a rolled segment's fsyncs (its
+    /// data, its index files, the dir) wait for the next flush and are then
+    /// done together, from several threads (the applier's group commit).
+    /// Open scans every rolled segment above the recovery point, so a
+    /// power loss before that flush is recovered like a torn tail.
+    OnFlush,
 }
 
 /// Per-log settings (Kafka's `segment.bytes`, `segment.ms`,
@@ -375,6 +383,9 @@ pub struct PartitionLog {
     /// Undoing a failed append failed and so did reopening the log: the
     /// next write reopens it (recovery) before anything else.
     needs_reopen: bool,
+    /// Fsyncs of rolled segments waiting for the next flush
+    /// ([`FlushPolicy::OnFlush`]).
+    sync_later: fsutil::SyncLater,
     /// Test hook: bytes segment writes may still write before failing as a
     /// full disk would (`None`: no limit).
     #[cfg(test)]
@@ -599,6 +610,7 @@ impl PartitionLog {
             recovery: report,
             epoch_checkpoint_stale: false,
             needs_reopen: false,
+            sync_later: fsutil::SyncLater::default(),
             #[cfg(test)]
             write_budget: None,
         };
@@ -1075,9 +1087,23 @@ impl PartitionLog {
     /// again, so a failed roll leaves no half-created segment behind and the
     /// old segment stays active.
     fn roll(&mut self, new_base: i64) -> Result<ActiveSegment> {
-        self.finish_active()?;
+        let mut later = std::mem::take(&mut self.sync_later);
+        let on_flush = self.config.flush == FlushPolicy::OnFlush;
+        let finished = if on_flush {
+            later.keep(|| self.finish_active())
+        } else {
+            self.finish_active()
+        };
+        self.sync_later = later;
+        finished?;
         let fresh = ActiveSegment::create(&self.dir, new_base)?;
-        if let Err(e) = fsutil::fsync_dir(&self.dir) {
+        let dir_synced = if on_flush {
+            let dir = self.dir.clone();
+            self.sync_later.keep(|| fsutil::fsync_dir(&dir))
+        } else {
+            fsutil::fsync_dir(&self.dir)
+        };
+        if let Err(e) = dir_synced {
             let path = fresh.path.clone();
             drop(fresh);
             let _ = remove_if_exists(&path);
@@ -1253,6 +1279,7 @@ impl PartitionLog {
     /// a Kafka broker could start on the dir) and updates the log dir's
     /// recovery point and log start checkpoints.
     pub fn flush(&mut self) -> Result<()> {
+        self.sync_later.sync()?;
         let a = &mut self.active;
         fsutil::sync_file(&a.file, &a.path, false)?;
         a.write_indexes(&self.dir, true)?;
@@ -2410,6 +2437,42 @@ mod tests {
         assert_eq!(log.segment_base_offsets(), vec![0, 4, 8, 12]);
         let reason = log.recovery_report().cut_reason.clone().expect("a cut");
         assert!(reason.contains("00000000000000000012.log"), "{reason}");
+    }
+
+    #[test]
+    fn on_flush_a_roll_leaves_its_fsyncs_to_the_next_flush() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::open(root.path()).expect("open");
+        let config = LogConfig {
+            flush: FlushPolicy::OnFlush,
+            ..small()
+        };
+        let mut log = dir
+            .open_or_create_partition(&tp(), None, config.clone())
+            .expect("create");
+        let all: Vec<(i64, i32)> = (0..6).map(|i| (i * 2, 0)).collect();
+        log.append_replicated(&batches(&all)).expect("append");
+        assert_eq!(log.segment_base_offsets(), vec![0, 4, 8]);
+        // The rolled segments' data, indexes and the dir wait.
+        assert!(!log.sync_later.is_empty());
+        log.flush().expect("flush");
+        assert!(log.sync_later.is_empty(), "done at the flush");
+        drop(log);
+        let log = dir.open_partition(&tp(), config).expect("reopen");
+        assert!(
+            log.recovery_report().is_clean(),
+            "{:?}",
+            log.recovery_report()
+        );
+        assert_eq!(log.log_end_offset(), 12);
+        // Inside a deferred scope, the scope's barrier does them instead.
+        let mut log = log;
+        let scope = fsutil::DeferredSync::begin();
+        log.append_replicated(&batches(&[(12, 0), (14, 0), (16, 0)]))
+            .expect("append");
+        assert!(log.sync_later.is_empty(), "the scope's");
+        scope.finish().expect("barrier");
+        assert_verifies(root.path());
     }
 
     #[test]
