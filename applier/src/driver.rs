@@ -133,6 +133,10 @@ impl MirrorSlot {
             self.pending = None;
         }
         self.mirror.record.state = next;
+        if self.state() == PartitionState::Stopping && actions.contains(&Action::RunFailover) {
+            // The stop's LME goes in the same write as STOPPING.
+            self.mirror.plan_stop_in_record();
+        }
         if let Err(failed) = self.perform(&actions, env) {
             tracing::error!(partition = %self.tp(), error = %failed, "a state action failed");
             self.record_action_failure(failed, env);

@@ -688,15 +688,27 @@ impl Mirror {
     /// the log (so a retry is the same stop: the plan is computed again
     /// from the record).
     pub fn record_stop(&mut self) -> Result<(), MirrorError> {
-        let plan = self.stop_plan();
-        if plan.record_stop || plan.record_stop_epoch {
-            self.record.lme = plan.lme;
-            self.record.stopped_at_offset = Some(plan.stopped_at_offset);
-            self.record.stop_epoch = Some(plan.stop_epoch);
-            self.record.stopped_source_cluster_id = Some(self.record.source_cluster_id.clone());
+        if self.plan_stop_in_record() {
             self.save()?;
         }
         Ok(())
+    }
+
+    /// Puts the stop's LME, offset and epoch in the record in memory
+    /// (keeping those of a stop already recorded); true when it changed.
+    /// The transition to STOPPING calls it before its own write of the
+    /// record, so one write carries both and [`Mirror::record_stop`] then
+    /// has nothing to write.
+    pub fn plan_stop_in_record(&mut self) -> bool {
+        let plan = self.stop_plan();
+        if !(plan.record_stop || plan.record_stop_epoch) {
+            return false;
+        }
+        self.record.lme = plan.lme;
+        self.record.stopped_at_offset = Some(plan.stopped_at_offset);
+        self.record.stop_epoch = Some(plan.stop_epoch);
+        self.record.stopped_source_cluster_id = Some(self.record.source_cluster_id.clone());
+        true
     }
 
     /// Failover's second half: the epoch raised to the recorded stop
