@@ -20,7 +20,7 @@
 //! - [`reserve`]: the disk reserve that keeps room to record a full disk's
 //!   failures.
 
-pub mod applying;
+pub use manifest::applying;
 pub mod commands;
 pub mod config;
 pub mod driver;

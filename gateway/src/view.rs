@@ -149,18 +149,24 @@ impl LogView {
         let lineage = self.lineage(&reader)?;
         let record = MirrorRecord::read(reader.dir())
             .map_err(|e| ViewError::Record(format!("{tp}: {e}")))?;
+        // A range being appended as it downloads is not served before it
+        // is whole and verified: the log ends where it started.
+        let log_end_offset = match manifest::applying::read(reader.dir()) {
+            Ok(Some(Ok(a))) => tail.next_offset.min(a.log_end_before.max(log_start_offset)),
+            _ => tail.next_offset,
+        };
         let last_stable_offset = tail
             .open
             .values()
             .copied()
             .min()
-            .unwrap_or(tail.next_offset)
-            .min(tail.next_offset);
+            .unwrap_or(log_end_offset)
+            .min(log_end_offset);
         Ok(PartitionInfo {
             tp: tp.clone(),
             topic_id: reader.metadata()?.map(|m| m.topic_id),
             log_start_offset,
-            log_end_offset: tail.next_offset,
+            log_end_offset,
             last_stable_offset,
             leader_epoch: lineage.latest_epoch().unwrap_or(0).max(0),
             mirror_state: record.map(|r| r.state.state()),
@@ -403,4 +409,46 @@ fn scan_tail(tail: &mut Tail, path: &Path) -> Result<(), ViewError> {
     tail.next_offset = next;
     tail.open = open;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
+    use kafkalog::{LogConfig, LogDir};
+
+    #[test]
+    fn a_range_being_streamed_in_is_not_served_before_it_is_whole() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::open(root.path()).expect("log dir");
+        let tp = TopicPartition::new("orders", 0).expect("tp");
+        let mut log = dir
+            .open_or_create_partition(&tp, None, LogConfig::default())
+            .expect("partition");
+        for _ in 0..3 {
+            let records: Vec<RecordInput> = (0..2)
+                .map(|i| RecordInput {
+                    timestamp: 1_700_000_000_000 + i,
+                    key: None,
+                    value: Some(b"v".to_vec()),
+                    headers: vec![],
+                })
+                .collect();
+            let mut b = build_batch(&BatchSpec::new(0, 0), &records).expect("batch");
+            log.append_as_leader(&mut b, 0).expect("append");
+        }
+        let view = LogView::new(root.path());
+        assert_eq!(view.info(&tp).expect("info").log_end_offset, 6);
+        let marker = manifest::applying::Applying {
+            key: "k".into(),
+            base_offset: 2,
+            last_offset: 9,
+            log_end_before: 2,
+        };
+        manifest::applying::begin(log.dir(), &marker).expect("marker");
+        let info = view.info(&tp).expect("info");
+        assert_eq!((info.log_end_offset, info.last_stable_offset), (2, 2));
+        manifest::applying::end(log.dir()).expect("end");
+        assert_eq!(view.info(&tp).expect("info").log_end_offset, 6);
+    }
 }

@@ -40,6 +40,7 @@
 //! - [`topic_pattern`]: the `topics`/`exclude` regexes both services take,
 //!   matched against whole topic names.
 
+pub mod applying;
 pub mod bucket;
 pub mod clock;
 pub mod codec;

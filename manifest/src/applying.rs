@@ -1,8 +1,9 @@
 //! The range being streamed into a partition's log, on disk, so that a
 //! crash in the middle of it leaves nothing of it once the partition is
-//! opened again.
+//! opened again, and so that readers of the log (the Kafka gateway) serve
+//! nothing of it before it is whole.
 //!
-//! A large object is appended while it downloads (see `mirror`), before
+//! A large object is appended while it downloads (see `applier::mirror`), before
 //! its size and CRC-32C can be checked at its end. Before the first of its
 //! batches is written, `segmirror-applying.json` in the partition dir
 //! names the range and the log end offset before it, and is made durable
@@ -15,6 +16,9 @@
 //! range boundary of the manifest), and the range is fetched again. A
 //! marker that does not parse was being written when the applier stopped,
 //! so no batch of its range was written yet: it is removed.
+//!
+//! While a marker is there, the gateway ends the partition's log at the
+//! marker's `log_end_before` (see `gateway::view`).
 //!
 //! Kafka ignores files of other names in a partition dir.
 
