@@ -214,6 +214,7 @@ mod tests {
     fn the_budget_is_upload_memory_in_parts_and_at_least_two() {
         assert_eq!(PartBuffers::new(8 << 20).parts(), 4);
         assert_eq!(PartBuffers::new(2 << 20).parts(), 16);
+        assert_eq!(PartBuffers::new(1 << 20).parts(), 32);
         assert_eq!(PartBuffers::new(64 << 20).parts(), 2);
     }
 }

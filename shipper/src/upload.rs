@@ -31,7 +31,7 @@
 //! Memory: a piece is read only with a permit of the budget all uploads
 //! share ([`crate::buffers`]), held until its request has finished, so
 //! all uploads together hold at most [`crate::buffers::UPLOAD_MEMORY`] of pieces
-//! (32 MiB: 4 parts of 8 MiB on S3, 16 of 2 MiB on `file://`), plus one
+//! (32 MiB: 4 parts of 8 MiB on S3, 32 of 1 MiB on `file://`), plus one
 //! carry buffer of one batch per upload. A small object (up to a quarter
 //! of the part size) is copied out of its piece into a `Bytes` of its own
 //! size before its PUT, so that a store keeping what it was given (an
