@@ -7,6 +7,8 @@
 # per-object buffers cost) and with glibc's mmap threshold pinned.
 #   BENCH_RUNS=3 (default) runs of each variant, ~2 min.
 #   bash bench/rss.sh
+# bench/rss_ship.sh: the shipper at 256 MiB segments and objects, to
+# file:// and S3.
 source "$(dirname "$0")/lib.sh"
 build
 src=$DATA/big-1g
@@ -41,7 +43,7 @@ echo
 echo "| command | peak RSS MiB, median | runs (MiB) | wall s | user s | sys s | goal |"
 echo "|---|---:|---|---:|---:|---:|---|"
 row() { printf '| `%s` | %.1f | %s | %s | %s | %s | <= 64 MiB |\n' "$2" "$(awk -v k="$(median "$1" 5)" 'BEGIN{print k/1024}')" "$(awk -v n="$1" '$1==n{printf "%s%.0f", s, $5/1024; s=", "}' "$TIMES")" "$(median "$1" 2)" "$(median "$1" 3)" "$(median "$1" 4)"; }
-row shipper 'shipper once (defaults: upload_concurrency 4, part_size 2 MiB on file://, max_object_size 64 MiB)'
+row shipper 'shipper once (defaults: upload_concurrency 4, part_size 1 MiB on file://, max_object_size 64 MiB)'
 row shipper_c1 'shipper once --upload-concurrency 1'
 row shipper_mmap 'MALLOC_MMAP_THRESHOLD_=131072 shipper once (defaults)'
 row applier 'applier once (defaults: download_concurrency 4)'

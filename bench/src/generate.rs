@@ -8,7 +8,8 @@
 //!   from 512 KiB to 1 GiB and batches from ~0.5 KiB to ~17 KiB (table in
 //!   [`MIXED`]).
 //! - `big` (default 1280 MiB): one partition with 1 GiB segments (one
-//!   rolled 1 GiB segment and the rest active).
+//!   rolled 1 GiB segment and the rest active); `--segment-mib N` sets
+//!   another `segment.bytes` (say 256: rolled 256 MiB segments).
 //! - `small` (default 10,000 partitions): 100 topics of `N / 100`
 //!   partitions, each partition one batch of 10 records of 100 bytes. One
 //!   partition is written with the library, the others are copies of it
@@ -113,10 +114,15 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
     let out = PathBuf::from(o.str("out").context("--out DIR is required")?);
     let layout = o.str("layout").unwrap_or("mixed");
     let params = match layout {
-        "mixed" | "big" => {
-            let default = if layout == "mixed" { 2048 } else { 1280 };
-            format!("v1 {layout} total_mib={}", o.num("total-mib", default)?)
-        }
+        "mixed" => format!("v1 mixed total_mib={}", o.num("total-mib", 2048u64)?),
+        "big" => match o.num("segment-mib", 1024u64)? {
+            // The default keeps the cache key of dirs generated before the flag.
+            1024 => format!("v1 big total_mib={}", o.num("total-mib", 1280u64)?),
+            seg => format!(
+                "v1 big total_mib={} segment_mib={seg}",
+                o.num("total-mib", 1280u64)?
+            ),
+        },
         "small" => format!("v1 small partitions={}", o.num("partitions", 10_000u32)?),
         _ => anyhow::bail!("--layout: mixed, big or small"),
     };
@@ -131,7 +137,13 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
     let t = Instant::now();
     match layout {
         "mixed" => write_layout(&out, MIXED, o.num("total-mib", 2048u64)? * MIB)?,
-        "big" => write_layout(&out, BIG, o.num("total-mib", 1280u64)? * MIB)?,
+        "big" => {
+            let big = PartSpec {
+                segment_bytes: o.num("segment-mib", 1024u64)? * MIB,
+                ..BIG[0]
+            };
+            write_layout(&out, &[big], o.num("total-mib", 1280u64)? * MIB)?
+        }
         _ => write_small(&out, o.num("partitions", 10_000u32)?)?,
     }
     // The params file is not a partition dir: the log dir reader skips it.

@@ -24,7 +24,7 @@ use manifest::layout::{ClusterLayout, PartitionKey, new_upload_id};
 use manifest::store::{ManifestStore, StoreError};
 use object_store::ObjectStore;
 
-use crate::chunks::ChunkPool;
+use crate::buffers::PartBuffers;
 use crate::clock::{Clock, SystemClock};
 use crate::commit::{self, CommitCtx, CommitOutcome, load_page};
 use crate::config::ShipperOptions;
@@ -137,8 +137,9 @@ pub struct Shipper {
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     limiter: Option<Arc<RateLimiter>>,
-    /// The chunk buffers all uploads share (`crate::chunks`).
-    chunks: Arc<ChunkPool>,
+    /// The part buffers and memory budget all uploads share
+    /// (`crate::buffers`).
+    buffers: Arc<PartBuffers>,
     /// One slot per partition known.
     partitions: BTreeMap<TopicPartition, PartitionState>,
     /// The change feed's head and the entries for the next one.
@@ -252,11 +253,7 @@ impl Shipper {
             clock,
             metrics: Arc::new(Metrics::new(None)),
             limiter,
-            chunks: ChunkPool::for_uploads(
-                opts.upload_concurrency,
-                crate::upload::CHANNEL,
-                opts.part_size,
-            ),
+            buffers: PartBuffers::new(opts.part_size),
             partitions: BTreeMap::new(),
             feed: Feed::default(),
             groups: GroupSync::default(),
@@ -648,7 +645,7 @@ impl Shipper {
         let store = &self.store;
         let part_size = self.opts.part_size;
         let limiter = self.limiter.clone();
-        let chunks = &self.chunks;
+        let buffers = &self.buffers;
         let mut uploads = futures::stream::iter(jobs.into_iter().map(|(wi, ji, plan, tp, pk)| {
             let limiter = limiter.clone();
             async move {
@@ -668,7 +665,7 @@ impl Shipper {
                             key,
                             part_size,
                             limiter.as_deref(),
-                            chunks,
+                            buffers,
                         )
                         .await
                     }

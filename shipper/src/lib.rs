@@ -173,7 +173,7 @@
 //! - [`status`]: what `shipper status` shows; [`metrics`]: Prometheus
 //!   metrics; [`clock`]: injectable time.
 
-mod chunks;
+mod buffers;
 pub mod clock;
 mod commit;
 pub mod config;

@@ -1,15 +1,21 @@
 //! Uploading one planned range: the segment's bytes, unchanged, streamed
 //! with bounded memory.
 //!
-//! A blocking reader reads the range batch by batch, checks every CRC
-//! again and recomputes what the plan said (offsets, count, epochs,
-//! timestamps), and hands chunks through a small channel to the uploader,
-//! which computes the object's CRC-32C on the way and writes:
-//! - objects up to the part size with one create-if-absent PUT;
-//! - larger ones as a multipart upload of `part_size` parts, two in
-//!   flight. If anything fails (the store, or the reader finding that the
-//!   file changed since it was planned), the upload is aborted before it is
-//!   completed, so no object appears.
+//! The range is read in pieces of exactly `part_size` bytes (the last one
+//! shorter), each with one positional read into a buffer of its own from
+//! [`PartBuffers`] on a blocking thread. Every batch's CRC is checked again
+//! in place as its last byte arrives (a batch cut by a piece's end is
+//! completed from the next piece in a small carry buffer), and what the
+//! plan said is recomputed (offsets, count, epochs, timestamps); the
+//! object's CRC-32C is computed piece by piece. Then:
+//! - an object up to the part size is one piece and one create-if-absent
+//!   PUT;
+//! - a larger one is a multipart upload with one part per piece, at most
+//!   [`PARTS_IN_FLIGHT`] of them in flight. If anything fails (the store,
+//!   or the reader finding that the file changed since it was planned), the
+//!   upload is aborted before it is completed, so no object appears. All
+//!   parts have the same size but the last (some S3-compatible stores
+//!   require it).
 //!
 //! A create-if-absent PUT answered "already exists" is not a lost race:
 //! data keys hold an upload id only this upload uses, so the object there
@@ -22,17 +28,21 @@
 //! object there fails the range with [`ShipperError::ExistingObjectDiffers`]
 //! and is left alone, and no object at all leaves the original error.
 //!
-//! Memory per upload: a channel of [`CHANNEL`] chunks of 1 MiB, the part
-//! being filled and two parts in flight, so at most `upload_concurrency *
-//! (3 * part_size + 2 MiB)` for all uploads; an object of one PUT (up to
-//! `part_size`) is copied out of its chunks. The chunk buffers come from a
-//! [`ChunkPool`] shared by all uploads and are reused ([`crate::chunks`]).
-//! Multipart uploads that a crash interrupts are
-//! invisible (never completed) and hold storage until the bucket's
-//! `AbortIncompleteMultipartUpload` lifecycle rule removes them: set it (one
-//! day is plenty) on the bucket prefix.
+//! Memory: a piece is read only with a permit of the budget all uploads
+//! share ([`crate::buffers`]), held until its request has finished, so
+//! all uploads together hold at most [`crate::buffers::UPLOAD_MEMORY`] of pieces
+//! (32 MiB: 4 parts of 8 MiB on S3, 32 of 1 MiB on `file://`), plus one
+//! carry buffer of one batch per upload. A small object (up to a quarter
+//! of the part size) is copied out of its piece into a `Bytes` of its own
+//! size before its PUT, so that a store keeping what it was given (an
+//! in-memory one) does not keep a whole part buffer per small object.
+//! Multipart uploads that a crash interrupts are invisible (never
+//! completed) and hold storage until the bucket's
+//! `AbortIncompleteMultipartUpload` lifecycle rule removes them: set it
+//! (one day is plenty) on the bucket prefix.
 
-use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -40,18 +50,18 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use kafkalog::TopicPartition;
+use kafkalog::batch::{HEADER_SIZE, LOG_OVERHEAD};
 use manifest::store::{ManifestStore, StoreError};
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStoreExt, WriteMultipart};
-use tokio::sync::mpsc;
+use object_store::{MultipartUpload, ObjectStoreExt, PutPayload};
+use tokio::task::JoinSet;
 
-use crate::chunks::{CHUNK, ChunkPool};
+use crate::buffers::{PartBuf, PartBuffers, PartPermit};
 use crate::error::ShipperError;
 use crate::plan::{RangePlan, RangeSummary};
 
-/// Chunks buffered between reader and uploader.
-pub(crate) const CHANNEL: usize = 2;
-/// Multipart parts in flight per upload.
+/// Multipart parts in flight per upload (the budget shared by all uploads
+/// may allow fewer).
 const PARTS_IN_FLIGHT: usize = 2;
 
 /// A token bucket shared by all uploads: at most `rate` bytes per second
@@ -109,69 +119,191 @@ pub(crate) struct Uploaded {
     pub(crate) crc32c: u32,
 }
 
+#[derive(Debug)]
 enum ReadFailure {
     /// The file no longer holds what was planned.
     Changed(String),
     Io(std::io::Error),
-    /// The uploader went away.
-    Cancelled,
+    /// The blocking task that read failed (panicked).
+    Task(String),
 }
 
-fn read_range(
-    path: PathBuf,
-    start: u64,
+/// Checks the batches of a range as its bytes arrive, piece by piece: a
+/// batch wholly inside a piece is checked in place, one cut by a piece's
+/// end is gathered in `carry` and checked once complete.
+#[derive(Debug)]
+struct BatchWalk {
+    /// File position of the next batch (or of the one in `carry`).
+    pos: u64,
     end: u64,
-    pool: &Arc<ChunkPool>,
-    tx: mpsc::Sender<Bytes>,
-) -> Result<RangeSummary, ReadFailure> {
-    let mut file = std::fs::File::open(&path).map_err(ReadFailure::Io)?;
-    let size = file.metadata().map_err(ReadFailure::Io)?.len();
-    if size < end {
-        return Err(ReadFailure::Changed(format!(
-            "the file is now {size} bytes long"
-        )));
+    carry: Vec<u8>,
+    summary: RangeSummary,
+}
+
+impl BatchWalk {
+    fn new(start: u64, end: u64) -> BatchWalk {
+        BatchWalk {
+            pos: start,
+            end,
+            carry: Vec::new(),
+            summary: RangeSummary::new(),
+        }
     }
-    file.seek(SeekFrom::Start(start)).map_err(ReadFailure::Io)?;
-    let mut reader = BufReader::with_capacity(CHUNK, file);
-    let mut summary = RangeSummary::new();
-    let mut out = pool.take();
-    let mut pos = start;
-    while pos < end {
-        let mut prefix = [0u8; kafkalog::batch::LOG_OVERHEAD];
-        reader.read_exact(&mut prefix).map_err(ReadFailure::Io)?;
+
+    /// A batch's whole size from its first 12 bytes, checked against the
+    /// planned range.
+    fn batch_size(&self, prefix: &[u8]) -> Result<usize, ReadFailure> {
         let length = i32::from_be_bytes([prefix[8], prefix[9], prefix[10], prefix[11]]);
-        let total = i64::from(length) + kafkalog::batch::LOG_OVERHEAD as i64;
-        if total < kafkalog::batch::HEADER_SIZE as i64 || pos + total as u64 > end {
+        let total = i64::from(length) + LOG_OVERHEAD as i64;
+        if total < HEADER_SIZE as i64 || self.pos + total as u64 > self.end {
             return Err(ReadFailure::Changed(format!(
-                "no batch boundary where the plan had one (byte {pos})"
+                "no batch boundary where the plan had one (byte {})",
+                self.pos
             )));
         }
-        // The batch is read straight into the chunk: one copy per byte.
-        let buf = out.buf();
-        let at = buf.len();
-        buf.extend_from_slice(&prefix);
-        buf.resize(at + total as usize, 0);
-        reader
-            .read_exact(&mut buf[at + kafkalog::batch::LOG_OVERHEAD..])
-            .map_err(ReadFailure::Io)?;
-        let h = kafkalog::batch::parse_batch(&buf[at..], pos).map_err(|e| {
-            ReadFailure::Changed(format!("the batch at byte {pos} is now invalid: {e}"))
+        Ok(total as usize)
+    }
+
+    fn check(&mut self, batch: &[u8]) -> Result<(), ReadFailure> {
+        let h = kafkalog::batch::parse_batch(batch, self.pos).map_err(|e| {
+            ReadFailure::Changed(format!(
+                "the batch at byte {} is now invalid: {e}",
+                self.pos
+            ))
         })?;
-        summary.add(&h);
-        pos += total as u64;
-        if out.len() >= CHUNK && pos < end {
-            // Hand the chunk over, then wait for a buffer for the next one
-            // (the pool bounds what all uploads hold).
-            let full = std::mem::replace(&mut out, pool.take());
-            tx.blocking_send(full.into_bytes())
-                .map_err(|_| ReadFailure::Cancelled)?;
+        self.summary.add(&h);
+        self.pos += batch.len() as u64;
+        Ok(())
+    }
+
+    /// The next bytes of the range.
+    fn feed(&mut self, mut piece: &[u8]) -> Result<(), ReadFailure> {
+        while !piece.is_empty() {
+            if self.carry.is_empty() && piece.len() >= LOG_OVERHEAD {
+                let total = self.batch_size(piece)?;
+                if piece.len() >= total {
+                    let (batch, rest) = piece.split_at(total);
+                    self.check(batch)?;
+                    piece = rest;
+                    continue;
+                }
+            }
+            // A batch cut by the piece's end: gather its prefix, then the
+            // rest of it.
+            if self.carry.len() < LOG_OVERHEAD {
+                let n = (LOG_OVERHEAD - self.carry.len()).min(piece.len());
+                self.carry.extend_from_slice(&piece[..n]);
+                piece = &piece[n..];
+                if self.carry.len() < LOG_OVERHEAD {
+                    break;
+                }
+            }
+            let total = self.batch_size(&self.carry[..LOG_OVERHEAD])?;
+            let n = (total - self.carry.len()).min(piece.len());
+            self.carry.extend_from_slice(&piece[..n]);
+            piece = &piece[n..];
+            if self.carry.len() == total {
+                let batch = std::mem::take(&mut self.carry);
+                let checked = self.check(&batch);
+                self.carry = batch;
+                self.carry.clear();
+                checked?;
+            }
         }
+        Ok(())
     }
-    if !out.is_empty() {
-        tx.blocking_send(out.into_bytes())
-            .map_err(|_| ReadFailure::Cancelled)?;
+}
+
+/// The file being read and how far: moved to a blocking thread for each
+/// piece and back.
+#[derive(Debug)]
+struct ReadState {
+    file: File,
+    /// File position of the next piece.
+    next: u64,
+    walk: BatchWalk,
+}
+
+impl ReadState {
+    fn open(path: PathBuf, start: u64, end: u64) -> Result<ReadState, ReadFailure> {
+        let file = File::open(&path).map_err(ReadFailure::Io)?;
+        let size = file.metadata().map_err(ReadFailure::Io)?.len();
+        if size < end {
+            return Err(ReadFailure::Changed(format!(
+                "the file is now {size} bytes long"
+            )));
+        }
+        Ok(ReadState {
+            file,
+            next: start,
+            walk: BatchWalk::new(start, end),
+        })
     }
-    Ok(summary)
+
+    /// Reads the next piece into `buf` (one positional read of all its
+    /// bytes) and checks the batches it completes.
+    fn read(&mut self, buf: &mut PartBuf) -> Result<(), ReadFailure> {
+        let piece = buf.as_mut_slice();
+        self.file
+            .read_exact_at(piece, self.next)
+            .map_err(ReadFailure::Io)?;
+        self.next += piece.len() as u64;
+        self.walk.feed(piece)
+    }
+
+    /// What the range held, once every piece was read.
+    fn finish(self) -> Result<RangeSummary, ReadFailure> {
+        if !self.walk.carry.is_empty() || self.walk.pos != self.walk.end {
+            return Err(ReadFailure::Changed(format!(
+                "no batch boundary where the plan had one (byte {})",
+                self.walk.pos
+            )));
+        }
+        Ok(self.walk.summary)
+    }
+}
+
+/// Runs `f` on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ReadFailure> + Send + 'static,
+) -> Result<T, ReadFailure> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(ReadFailure::Task(e.to_string())))
+}
+
+/// Reads a range piece by piece, each read on the blocking pool.
+struct RangeReader {
+    state: Option<ReadState>,
+}
+
+impl RangeReader {
+    async fn open(plan: &RangePlan) -> Result<RangeReader, ReadFailure> {
+        let (path, start, end) = (plan.path.clone(), plan.start, plan.end);
+        let state = blocking(move || ReadState::open(path, start, end)).await?;
+        Ok(RangeReader { state: Some(state) })
+    }
+
+    /// The next piece, read into `buf`.
+    async fn read(&mut self, mut buf: PartBuf) -> Result<PartBuf, ReadFailure> {
+        let mut state = self
+            .state
+            .take()
+            .ok_or_else(|| ReadFailure::Task("a failed reader was used again".into()))?;
+        let (state, buf) = blocking(move || {
+            state.read(&mut buf)?;
+            Ok((state, buf))
+        })
+        .await?;
+        self.state = Some(state);
+        Ok(buf)
+    }
+
+    fn finish(self) -> Result<RangeSummary, ReadFailure> {
+        self.state
+            .ok_or_else(|| ReadFailure::Task("a failed reader was used again".into()))?
+            .finish()
+    }
 }
 
 /// Uploads `plan` to `key`. See the module docs.
@@ -182,13 +314,8 @@ pub(crate) async fn upload_range(
     key: String,
     part_size: usize,
     limiter: Option<&RateLimiter>,
-    pool: &Arc<ChunkPool>,
+    buffers: &Arc<PartBuffers>,
 ) -> Result<Uploaded, ShipperError> {
-    let (tx, mut rx) = mpsc::channel::<Bytes>(CHANNEL);
-    let (path, start, end) = (plan.path.clone(), plan.start, plan.end);
-    let reader_pool = Arc::clone(pool);
-    let reader =
-        tokio::task::spawn_blocking(move || read_range(path, start, end, &reader_pool, tx));
     let changed = |reason: String| ShipperError::SourceChanged {
         tp: tp.clone(),
         path: plan.path.clone(),
@@ -196,100 +323,181 @@ pub(crate) async fn upload_range(
         end: plan.end,
         reason,
     };
+    let read_err = |f: ReadFailure| match f {
+        ReadFailure::Changed(reason) => changed(reason),
+        ReadFailure::Io(e) => changed(format!("read error: {e}")),
+        ReadFailure::Task(e) => changed(format!("reader task failed: {e}")),
+    };
+    let check_summary = |r: Result<RangeSummary, ReadFailure>| match r {
+        Ok(summary) if summary == plan.summary => Ok(()),
+        Ok(summary) => Err(changed(format!(
+            "it now holds offsets {}..={} in {} batches where {}..={} in {} were planned",
+            summary.base_offset,
+            summary.last_offset,
+            summary.batches,
+            plan.summary.base_offset,
+            plan.summary.last_offset,
+            plan.summary.batches
+        ))),
+        Err(f) => Err(read_err(f)),
+    };
     let store_err = |source: StoreError| ShipperError::store(tp.to_string(), source);
-    let finish_reader =
-        |r: Result<Result<RangeSummary, ReadFailure>, tokio::task::JoinError>| match r {
-            Ok(Ok(summary)) if summary == plan.summary => Ok(()),
-            Ok(Ok(summary)) => Err(changed(format!(
-                "it now holds offsets {}..={} in {} batches where {}..={} in {} were planned",
-                summary.base_offset,
-                summary.last_offset,
-                summary.batches,
-                plan.summary.base_offset,
-                plan.summary.last_offset,
-                plan.summary.batches
-            ))),
-            Ok(Err(ReadFailure::Changed(reason))) => Err(changed(reason)),
-            Ok(Err(ReadFailure::Io(e))) => Err(changed(format!("read error: {e}"))),
-            Ok(Err(ReadFailure::Cancelled)) => Err(changed("upload cancelled".into())),
-            Err(e) => Err(changed(format!("reader task failed: {e}"))),
+    let size = plan.bytes();
+    let part_size = part_size.max(1);
+    if size <= part_size as u64 {
+        let permit = buffers.permit().await;
+        let mut reader = RangeReader::open(plan).await.map_err(read_err)?;
+        let piece = reader
+            .read(buffers.take(size as usize))
+            .await
+            .map_err(read_err)?;
+        check_summary(reader.finish())?;
+        let crc = kafkalog::batch::crc32c(&piece);
+        let bytes = if piece.len() <= part_size / 4 {
+            Bytes::copy_from_slice(&piece)
+        } else {
+            piece.into_bytes()
         };
-    let crc;
-    let mut total = 0u64;
-    if plan.bytes() <= part_size as u64 {
-        // Copied out of the chunks, which go back to the pool at once: a
-        // store may keep the `Bytes` of a PUT (an in-memory one does).
-        let mut buf = Vec::with_capacity(plan.bytes() as usize);
-        while let Some(chunk) = rx.recv().await {
-            buf.extend_from_slice(&chunk);
-        }
-        finish_reader(reader.await)?;
-        let bytes = Bytes::from(buf);
-        crc = kafkalog::batch::crc32c(&bytes);
-        total = bytes.len() as u64;
         if let Some(l) = limiter {
-            l.acquire(total).await;
+            l.acquire(size).await;
         }
-        match store.put_new(&key, bytes).await {
+        let put = store.put_new(&key, bytes).await;
+        drop(permit);
+        match put {
             Ok(()) => {}
             Err(e @ StoreError::Conflict { .. }) => {
-                match verify_own_object(store, tp, &key, total, crc, &e).await? {
+                match verify_own_object(store, tp, &key, size, crc, &e).await? {
                     Found::Ours => {}
                     Found::Nothing => return Err(store_err(e)),
                 }
             }
             Err(e) => return Err(store_err(e)),
         }
-    } else {
-        let upload = store.put_multipart_new(&key).await.map_err(store_err)?;
-        let mut writer = WriteMultipart::new_with_chunk_size(upload, part_size);
-        let mut digest = kafkalog::batch::Crc32cDigest::new();
-        let mut failure: Option<ShipperError> = None;
-        while let Some(chunk) = rx.recv().await {
-            digest.update(&chunk);
-            total += chunk.len() as u64;
-            if let Some(l) = limiter {
-                l.acquire(chunk.len() as u64).await;
-            }
-            if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
-                failure = Some(store_err(StoreError::Store {
-                    op: "put_part",
-                    key: key.clone(),
-                    source: e,
-                }));
-                break;
-            }
-            writer.put(chunk);
-        }
-        drop(rx);
-        crc = digest.value();
-        let read = finish_reader(reader.await);
-        if let Some(f) = failure.or(read.err()) {
-            if let Err(e) = writer.abort().await {
+        return Ok(Uploaded {
+            key,
+            bytes: size,
+            crc32c: crc,
+        });
+    }
+    let mut upload = store.put_multipart_new(&key).await.map_err(store_err)?;
+    let mut parts = JoinSet::new();
+    let sent = send_parts(
+        upload.as_mut(),
+        &mut parts,
+        plan,
+        part_size,
+        limiter,
+        buffers,
+    )
+    .await;
+    let crc = match sent {
+        Ok((summary, crc)) => check_summary(Ok(summary)).map(|()| crc),
+        Err(Failure::Read(f)) => Err(read_err(f)),
+        Err(Failure::Store(op, e)) => Err(store_err(StoreError::Store {
+            op,
+            key: key.clone(),
+            source: e,
+        })),
+    };
+    let crc = match crc {
+        Ok(crc) => crc,
+        Err(failure) => {
+            parts.shutdown().await;
+            if let Err(e) = upload.abort().await {
                 tracing::warn!(key, error = %e, "could not abort a multipart upload (a lifecycle rule will)");
             }
-            return Err(f);
+            return Err(failure);
         }
-        // `finish` aborts the upload when the completion fails and then
-        // returns the abort's error if that fails too, as it does when the
-        // completion landed: whatever the error, look at the key.
-        if let Err(e) = writer.finish().await {
-            let e = StoreError::Store {
-                op: "complete_multipart",
-                key: key.clone(),
-                source: e,
-            };
-            match verify_own_object(store, tp, &key, total, crc, &e).await? {
-                Found::Ours => {}
-                Found::Nothing => return Err(store_err(e)),
-            }
+    };
+    // A completion that fails may have landed (its answer lost): abort
+    // (which fails if it landed), then whatever the error, look at the key.
+    if let Err(e) = upload.complete().await {
+        if let Err(abort) = upload.abort().await {
+            tracing::debug!(key, error = %abort, "abort after a failed completion");
+        }
+        let e = StoreError::Store {
+            op: "complete_multipart",
+            key: key.clone(),
+            source: e,
+        };
+        match verify_own_object(store, tp, &key, size, crc, &e).await? {
+            Found::Ours => {}
+            Found::Nothing => return Err(store_err(e)),
         }
     }
     Ok(Uploaded {
         key,
-        bytes: total,
+        bytes: size,
         crc32c: crc,
     })
+}
+
+/// Why [`send_parts`] stopped.
+enum Failure {
+    Read(ReadFailure),
+    Store(&'static str, object_store::Error),
+}
+
+/// A part's request finished: its result.
+fn part_done(
+    r: Option<Result<Result<(), object_store::Error>, tokio::task::JoinError>>,
+) -> Result<(), Failure> {
+    match r {
+        None | Some(Ok(Ok(()))) => Ok(()),
+        Some(Ok(Err(e))) => Err(Failure::Store("put_part", e)),
+        Some(Err(e)) => Err(Failure::Store(
+            "put_part",
+            object_store::Error::Generic {
+                store: "shipper",
+                source: format!("a part's upload task failed: {e}").into(),
+            },
+        )),
+    }
+}
+
+/// Reads the range piece by piece and sends each as a part, at most
+/// [`PARTS_IN_FLIGHT`] at once, each holding a permit of `buffers` until
+/// its request has finished; waits for every part. Returns what the range
+/// held and the object's CRC-32C.
+async fn send_parts(
+    upload: &mut dyn MultipartUpload,
+    parts: &mut JoinSet<Result<(), object_store::Error>>,
+    plan: &RangePlan,
+    part_size: usize,
+    limiter: Option<&RateLimiter>,
+    buffers: &Arc<PartBuffers>,
+) -> Result<(RangeSummary, u32), Failure> {
+    let mut reader = RangeReader::open(plan).await.map_err(Failure::Read)?;
+    let mut digest = kafkalog::batch::Crc32cDigest::new();
+    let size = plan.bytes();
+    let mut sent = 0u64;
+    while sent < size {
+        while parts.len() >= PARTS_IN_FLIGHT {
+            part_done(parts.join_next().await)?;
+        }
+        let permit: PartPermit = buffers.permit().await;
+        let n = (size - sent).min(part_size as u64);
+        let piece = reader
+            .read(buffers.take(n as usize))
+            .await
+            .map_err(Failure::Read)?;
+        digest.update(&piece);
+        sent += n;
+        if let Some(l) = limiter {
+            l.acquire(n).await;
+        }
+        let request = upload.put_part(PutPayload::from_bytes(piece.into_bytes()));
+        parts.spawn(async move {
+            let r = request.await;
+            drop(permit);
+            r
+        });
+    }
+    let summary = reader.finish().map_err(Failure::Read)?;
+    while !parts.is_empty() {
+        part_done(parts.join_next().await)?;
+    }
+    Ok((summary, digest.value()))
 }
 
 /// What [`verify_own_object`] found at a data key.
@@ -388,6 +596,79 @@ async fn verify_own_object(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
+
+    /// `n` batches of 1 to 3 records with values of a few hundred bytes,
+    /// offsets from 0, epoch 3 then 4: the bytes and their summary.
+    fn batches(n: i64) -> (Vec<u8>, RangeSummary) {
+        let (mut bytes, mut summary, mut offset) = (Vec::new(), RangeSummary::new(), 0i64);
+        for i in 0..n {
+            let records: Vec<RecordInput> = (0..1 + i % 3)
+                .map(|r| RecordInput {
+                    timestamp: 1_000 + offset + r,
+                    value: Some(vec![b'a' + (i % 26) as u8; 100 + 37 * i as usize]),
+                    ..RecordInput::default()
+                })
+                .collect();
+            let b = build_batch(
+                &BatchSpec::new(offset, if i < n / 2 { 3 } else { 4 }),
+                &records,
+            )
+            .expect("batch");
+            let h = kafkalog::batch::parse_batch(&b, bytes.len() as u64).expect("valid");
+            summary.add(&h);
+            offset = h.last_offset() + 1;
+            bytes.extend_from_slice(&b);
+        }
+        (bytes, summary)
+    }
+
+    #[test]
+    fn pieces_of_any_size_check_every_batch_once_even_cut_anywhere() {
+        let (bytes, summary) = batches(20);
+        // Smaller than a batch's 12-byte prefix, than a header, than a
+        // batch; about a batch; several batches; the whole range at once.
+        for piece in [1, 5, 12, 13, 61, 300, 997, 4096, bytes.len()] {
+            let mut walk = BatchWalk::new(0, bytes.len() as u64);
+            for p in bytes.chunks(piece) {
+                walk.feed(p).expect("valid batches");
+            }
+            assert!(walk.carry.is_empty(), "piece {piece}: nothing left over");
+            assert_eq!(walk.pos, bytes.len() as u64, "piece {piece}");
+            assert_eq!(walk.summary, summary, "piece {piece}");
+        }
+    }
+
+    #[test]
+    fn a_flipped_byte_or_a_range_not_ending_on_a_batch_is_a_changed_source() {
+        let (bytes, summary) = batches(6);
+        for piece in [7, 100, bytes.len()] {
+            for at in [0, 9, 14, 20, 70, bytes.len() / 2, bytes.len() - 1] {
+                let mut bad = bytes.clone();
+                bad[at] ^= 0x40;
+                let mut walk = BatchWalk::new(0, bad.len() as u64);
+                let r: Result<(), ReadFailure> = bad.chunks(piece).try_for_each(|p| walk.feed(p));
+                // The base offset and the leader epoch lie outside the
+                // CRC: those show in the summary, which the uploader
+                // compares with the plan's.
+                let outside_crc = at < 8 || (12..16).contains(&at);
+                assert!(
+                    matches!(r, Err(ReadFailure::Changed(_)))
+                        || (outside_crc && r.is_ok() && walk.summary != summary),
+                    "piece {piece}, byte {at} flipped: {r:?}"
+                );
+            }
+            // A plan ending inside the last batch.
+            let mut walk = BatchWalk::new(0, bytes.len() as u64 - 1);
+            let r: Result<(), ReadFailure> = bytes[..bytes.len() - 1]
+                .chunks(piece)
+                .try_for_each(|p| walk.feed(p));
+            assert!(
+                matches!(r, Err(ReadFailure::Changed(_))),
+                "piece {piece}: {r:?}"
+            );
+        }
+    }
 
     #[test]
     fn the_token_bucket_allows_a_burst_then_the_rate() {

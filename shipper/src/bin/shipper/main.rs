@@ -86,7 +86,7 @@ pub(crate) struct Common {
     /// Objects uploaded at once [env: SEGMIRROR_UPLOAD_CONCURRENCY] [default: 4].
     #[arg(long, value_name = "N")]
     upload_concurrency: Option<usize>,
-    /// Multipart part size, at least 5MiB on S3 [env: SEGMIRROR_PART_SIZE] [default: 8MiB on S3, 2MiB on file:// and memory://].
+    /// Multipart part size, at least 5MiB on S3 [env: SEGMIRROR_PART_SIZE] [default: 8MiB on S3, 1MiB on file:// and memory://].
     #[arg(long, value_name = "SIZE")]
     part_size: Option<ByteSize>,
     /// Largest object: longer spans are split on batch boundaries [env: SEGMIRROR_MAX_OBJECT_SIZE] [default: 64MiB].
