@@ -44,7 +44,6 @@ use manifest::layout::PartitionKey;
 use manifest::mirror_state::MirrorRecord;
 use manifest::partition::{PartitionManifest, ShippedRange};
 use manifest::reconcile::{self, LocalLog, Plan, Refusal, Step, Surroundings};
-use manifest::state::PartitionState;
 use manifest::store::ManifestStore;
 
 use crate::applying;
@@ -425,18 +424,7 @@ impl Mirror {
                         debug_assert_eq!(taken, pending.len());
                         return Ok(());
                     }
-                    if len != range.bytes {
-                        return Err(corrupt(format!(
-                            "size {len} where the manifest says {}",
-                            range.bytes
-                        )));
-                    }
-                    if crc != range.crc32c {
-                        return Err(corrupt(format!(
-                            "CRC-32C {crc:#010x} where the manifest says {:#010x}; the range's batches appended so far were removed",
-                            range.crc32c
-                        )));
-                    }
+                    check_size_and_crc(&self.tp, range, len, crc, None)?;
                     if !run.pending.is_empty() {
                         return Err(corrupt(format!(
                             "the object ends inside a batch at byte {}",
@@ -514,22 +502,13 @@ impl Mirror {
                 tracing::warn!(partition = %self.tp, marker = %torn, "removed a torn marker of a range being applied (none of its batches was written)");
             }
             Ok(a) => {
-                let owned = !matches!(
-                    self.record.state.state(),
-                    PartitionState::Stopping | PartitionState::Stopped
-                );
                 let leo = self.log.log_end_offset();
-                if owned
-                    && leo > a.log_end_before
-                    && a.log_end_before >= self.log.log_start_offset()
-                {
-                    let end = self
-                        .log
-                        .truncate_to(a.log_end_before)
-                        .map_err(self.log_err())?;
+                let state = self.record.state.state();
+                if let Some(to) = applying::cut_to(&a, state, self.log.log_start_offset(), leo) {
+                    let end = self.log.truncate_to(to).map_err(self.log_err())?;
                     cut = leo - end;
                     self.log.flush().map_err(self.log_err())?;
-                    tracing::warn!(partition = %self.tp, key = %a.key, from = a.log_end_before, to = leo, "cut a range that was being applied when the applier stopped; it is fetched again");
+                    tracing::warn!(partition = %self.tp, key = %a.key, from = to, to = leo, "cut a range that was being applied when the applier stopped; it is fetched again");
                 }
             }
         }
@@ -881,29 +860,46 @@ fn verify_object_crc(
     len: u64,
     crc: u32,
 ) -> Result<(), MirrorError> {
-    if len != r.bytes {
-        return Err(MirrorError::ObjectCorrupt {
-            tp: tp.clone(),
-            key: r.key.clone(),
-            detail: format!("size {len} where the manifest says {}", r.bytes),
-        });
-    }
-    if crc != r.crc32c {
-        return Err(MirrorError::ObjectCorrupt {
-            tp: tp.clone(),
-            key: r.key.clone(),
-            detail: format!(
-                "CRC-32C {crc:#010x} where the manifest says {:#010x}; {}",
-                r.crc32c,
-                locate_corruption(r, bytes)
-            ),
-        });
-    }
+    check_size_and_crc(tp, r, len, crc, Some(bytes))?;
     range_check::check_whole(r, bytes).map_err(|detail| MirrorError::ObjectCorrupt {
         tp: tp.clone(),
         key: r.key.clone(),
         detail,
     })
+}
+
+/// An object's length and CRC-32C against its manifest entry; a CRC
+/// mismatch names the corrupt batch when the object is at hand (`whole`),
+/// else says that what it appended was removed (a streamed range).
+fn check_size_and_crc(
+    tp: &TopicPartition,
+    r: &ShippedRange,
+    len: u64,
+    crc: u32,
+    whole: Option<&[u8]>,
+) -> Result<(), MirrorError> {
+    let corrupt = |detail: String| MirrorError::ObjectCorrupt {
+        tp: tp.clone(),
+        key: r.key.clone(),
+        detail,
+    };
+    if len != r.bytes {
+        return Err(corrupt(format!(
+            "size {len} where the manifest says {}",
+            r.bytes
+        )));
+    }
+    if crc != r.crc32c {
+        let where_ = whole.map_or_else(
+            || "the range's batches appended so far were removed".to_string(),
+            |bytes| locate_corruption(r, bytes),
+        );
+        return Err(corrupt(format!(
+            "CRC-32C {crc:#010x} where the manifest says {:#010x}; {where_}",
+            r.crc32c
+        )));
+    }
+    Ok(())
 }
 
 /// Names the first batch of an object whose CRC-32C mismatched that does

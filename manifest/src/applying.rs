@@ -45,6 +45,23 @@ pub struct Applying {
     pub log_end_before: i64,
 }
 
+/// Where to cut a partition's log that a marker was left in (pure): at
+/// the marker's `log_end_before` when the log went past it, the applier
+/// owns the log (not STOPPING or STOPPED: a stopped partition's log is its
+/// writers', and its stop already decided what it holds) and the cut is
+/// not below the log start; `None` when nothing is to be cut.
+pub fn cut_to(
+    a: &Applying,
+    state: crate::state::PartitionState,
+    log_start: i64,
+    log_end: i64,
+) -> Option<i64> {
+    use crate::state::PartitionState::{Stopped, Stopping};
+    let owned = !matches!(state, Stopping | Stopped);
+    (owned && log_end > a.log_end_before && a.log_end_before >= log_start)
+        .then_some(a.log_end_before)
+}
+
 fn path(dir: &Path) -> PathBuf {
     dir.join(APPLYING_FILE)
 }
@@ -97,6 +114,33 @@ pub fn clear(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::PartitionState;
+
+    #[test]
+    fn an_unfinished_range_is_cut_only_where_the_applier_owns_the_log() {
+        let a = Applying {
+            key: "k".into(),
+            base_offset: 100,
+            last_offset: 199,
+            log_end_before: 100,
+        };
+        assert_eq!(cut_to(&a, PartitionState::Mirroring, 0, 150), Some(100));
+        assert_eq!(cut_to(&a, PartitionState::Paused, 0, 150), Some(100));
+        assert_eq!(cut_to(&a, PartitionState::Failed, 0, 150), Some(100));
+        assert_eq!(cut_to(&a, PartitionState::Preparing, 0, 150), Some(100));
+        assert_eq!(
+            cut_to(&a, PartitionState::Mirroring, 0, 100),
+            None,
+            "nothing written"
+        );
+        assert_eq!(cut_to(&a, PartitionState::Stopping, 0, 150), None);
+        assert_eq!(cut_to(&a, PartitionState::Stopped, 0, 150), None);
+        assert_eq!(
+            cut_to(&a, PartitionState::Mirroring, 120, 150),
+            None,
+            "below the log start"
+        );
+    }
 
     #[test]
     fn a_marker_is_read_back_and_a_torn_one_is_told_apart() {

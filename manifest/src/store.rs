@@ -262,38 +262,30 @@ impl ManifestStore {
             }
             object_store::GetResultPayload::Stream(s) => s,
         };
-        let this = self.clone();
-        let owned_key = key.to_string();
         // A body that ends short of (or runs past) what the store announced
         // is a transport fault, reported as a store error at its end, as
-        // [`ManifestStore::get`] reports a second short body.
+        // [`ManifestStore::get`] reports a second short body. The store and
+        // key ride in the state (moved, not cloned per piece).
+        let state = (pieces, 0u64, Some((self.clone(), key.to_string())));
         let checked =
-            futures::stream::unfold((pieces, 0u64, false), move |(mut pieces, mut got, done)| {
-                let this = this.clone();
-                let key = owned_key.clone();
-                async move {
-                    if done {
-                        return None;
+            futures::stream::unfold(state, move |(mut pieces, mut got, ctx)| async move {
+                let (this, key) = ctx?;
+                match pieces.next().await {
+                    Some(Ok(piece)) => {
+                        got += piece.len() as u64;
+                        Some((Ok(piece), (pieces, got, Some((this, key)))))
                     }
-                    match pieces.next().await {
-                        Some(Ok(piece)) => {
-                            got += piece.len() as u64;
-                            Some((Ok(piece), (pieces, got, false)))
-                        }
-                        Some(Err(e)) => {
-                            Some((Err(this.store_err("get", &key, e)), (pieces, got, true)))
-                        }
-                        None if got == len => None,
-                        None => {
-                            let e = object_store::Error::Generic {
-                                store: "segmirror",
-                                source: format!(
-                                    "body of {got} bytes where the store announced {len}"
-                                )
+                    Some(Err(e)) => {
+                        Some((Err(this.store_err("get", &key, e)), (pieces, got, None)))
+                    }
+                    None if got == len => None,
+                    None => {
+                        let e = object_store::Error::Generic {
+                            store: "segmirror",
+                            source: format!("body of {got} bytes where the store announced {len}")
                                 .into(),
-                            };
-                            Some((Err(this.store_err("get", &key, e)), (pieces, got, true)))
-                        }
+                        };
+                        Some((Err(this.store_err("get", &key, e)), (pieces, got, None)))
                     }
                 }
             });

@@ -405,3 +405,44 @@ fn first_epoch() -> EpochLineage {
     }])
     .expect("valid lineage")
 }
+
+/// `get_stream` hands back an object's bytes whole and in order (local
+/// files in `READ_PIECE` pieces), one GET, and a missing object is
+/// NotFound, as `get` says.
+#[tokio::test]
+async fn an_object_read_as_a_stream_is_the_object() {
+    use futures::StreamExt;
+    for Backend {
+        name,
+        store,
+        prefix,
+        ..
+    } in backends()
+    {
+        let ms = ManifestStore::new(store.clone(), layout(&prefix, ""));
+        let body: Vec<u8> = (0..(manifest::store::READ_PIECE * 2 + 12345))
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let key = format!("{prefix}streamed/object");
+        ms.put_new(&key, body.clone().into()).await.expect("put");
+        let mut got = ms.get_stream(&key).await.expect("get_stream");
+        assert_eq!(got.len, body.len() as u64, "{name}");
+        let mut read = Vec::new();
+        let mut pieces = 0;
+        while let Some(piece) = got.pieces.next().await {
+            let piece = piece.expect("piece");
+            assert!(!piece.is_empty(), "{name}");
+            read.extend_from_slice(&piece);
+            pieces += 1;
+        }
+        assert_eq!(read, body, "{name}");
+        if name == "file" {
+            assert_eq!(pieces, 3, "file pieces of READ_PIECE");
+        }
+        let e = ms
+            .get_stream(&format!("{key}-missing"))
+            .await
+            .expect_err("missing");
+        assert!(matches!(e, StoreError::NotFound { .. }), "{name}: {e}");
+    }
+}
