@@ -832,3 +832,40 @@ fn client_certificates_are_required_when_a_client_ca_is_given() {
     assert!(got["error"].is_null(), "{got}");
     assert_eq!(triples(&got["records"]).len(), 1, "{got}");
 }
+
+/// A range being appended as it downloads (the `segmirror-applying.json`
+/// marker names where it started) is not served to stock clients before
+/// it is whole: they read up to the marker's offset, and everything once
+/// the marker is gone.
+#[test]
+fn stock_clients_read_nothing_of_a_range_still_being_streamed_in() {
+    if !kcat_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("mirror");
+    let values: Vec<String> = (0..20).map(|i| format!("v{i}")).collect();
+    write_log(&logs, "streamed", &values, 2);
+    let partition_dir = logs.join(tp("streamed").dir_name());
+    let marker = manifest::applying::Applying {
+        key: "bucket/key/of/the/range".into(),
+        base_offset: 10,
+        last_offset: 29,
+        log_end_before: 10,
+    };
+    manifest::applying::begin(&partition_dir, &marker).expect("marker");
+    let port = free_port();
+    let _serve = serve(&logs, port, &[]);
+    for who in ["kafka-python", "kcat"] {
+        let got = consume(who, port, "streamed", 0, 0, "read_uncommitted");
+        assert!(got["error"].is_null(), "{who}: {got}");
+        let offsets: Vec<i64> = triples(&got["records"]).iter().map(|t| t.0).collect();
+        assert_eq!(offsets, (0..10).collect::<Vec<i64>>(), "{who}");
+    }
+    manifest::applying::end(&partition_dir).expect("end");
+    for who in ["kafka-python", "kcat"] {
+        let got = consume(who, port, "streamed", 0, 0, "read_uncommitted");
+        let offsets: Vec<i64> = triples(&got["records"]).iter().map(|t| t.0).collect();
+        assert_eq!(offsets, (0..20).collect::<Vec<i64>>(), "{who}");
+    }
+}
