@@ -673,17 +673,141 @@ impl Applier {
         slot.pending = None;
         slot.waiting = None;
         match slot.mirror.prepare(&manifest, &ctx) {
-            Ok(_) => {
-                self.tell_truncated(tp);
-                if let Err(e) = self.transition(tp, Event::Prepared) {
-                    tracing::debug!(partition = %tp, error = %e, "preparation finished in another state");
-                }
-            }
+            Ok(_) => self.finish_preparation(tp),
             Err(e) => {
                 self.fail(tp, e);
             }
         }
         true
+    }
+
+    /// After a preparation's plan was executed (and made durable): readers
+    /// told of a cut, and MIRRORING, whose record write also carries what
+    /// the preparation cleared in the record.
+    fn finish_preparation(&mut self, tp: &TopicPartition) {
+        self.tell_truncated(tp);
+        if let Err(e) = self.transition(tp, Event::Prepared) {
+            tracing::debug!(partition = %tp, error = %e, "preparation finished in another state");
+            if let Some(slot) = self.slot_mut(tp)
+                && let Err(e) = slot.mirror.save()
+            {
+                tracing::warn!(partition = %tp, error = %e, "could not record the preparation");
+            }
+        }
+    }
+
+    /// PREPARING's work for every partition that queued it, all together
+    /// (a first apply of many partitions, `start --all`): the manifests
+    /// (read at discovery, else one GET each), then every plan executed,
+    /// one barrier ([`kafkalog::fsutil::DeferredSync`]), then every
+    /// transition to MIRRORING (the records), one barrier. Each partition
+    /// still has its log cut durably before its record says MIRRORING.
+    async fn prepare_all(&mut self, tps: &[TopicPartition]) {
+        let mut ready: Vec<(TopicPartition, PartitionManifest)> = Vec::new();
+        for tp in tps {
+            let queued = self
+                .slots
+                .get(tp)
+                .and_then(Slot::mirror)
+                .is_some_and(|s| s.pending == Some(Work::Prepare));
+            if !queued {
+                continue;
+            }
+            match self.manifest_for(tp).await {
+                Ok(Some(m)) => ready.push((tp.clone(), m)),
+                // No bucket: preparation waits for one.
+                Ok(None) => {}
+                Err(e) => {
+                    self.fail(tp, e);
+                }
+            }
+        }
+        if ready.is_empty() {
+            return;
+        }
+        // No `.await` from here on: the deferred scope is this thread's.
+        let scope = kafkalog::fsutil::DeferredSync::begin();
+        let mut prepared: Vec<TopicPartition> = Vec::new();
+        for (tp, manifest) in ready {
+            let ctx = self.context(&tp);
+            let Some(slot) = self.slot_mut(&tp) else {
+                continue;
+            };
+            slot.pending = None;
+            slot.waiting = None;
+            match slot.mirror.prepare(&manifest, &ctx) {
+                Ok(_) => prepared.push(tp),
+                Err(e) => {
+                    self.fail(&tp, e);
+                }
+            }
+        }
+        if let Err(e) = scope.barrier() {
+            tracing::error!(error = %e, "making the preparations' cuts durable failed");
+            for tp in prepared {
+                self.fail(&tp, durability(&tp, "preparation", &e));
+            }
+            return;
+        }
+        for tp in &prepared {
+            self.finish_preparation(tp);
+        }
+        if let Err(e) = scope.finish() {
+            tracing::error!(error = %e, "recording the preparations durably failed");
+            for tp in prepared {
+                self.fail(&tp, durability(&tp, "preparation", &e));
+            }
+        }
+    }
+
+    /// The cycle's group commit of what [`Mirror::apply`] appended: every
+    /// such log flushed, one barrier, then every record naming the
+    /// manifest version applied, one barrier. One durability point per
+    /// cycle for all partitions instead of one per partition, and no
+    /// record names data before that data is durable.
+    fn commit_applied(&mut self) {
+        let tps: Vec<TopicPartition> = self
+            .mirror_slots()
+            .filter(|s| s.mirror.uncommitted)
+            .map(|s| s.mirror.tp.clone())
+            .collect();
+        if tps.is_empty() {
+            return;
+        }
+        let scope = kafkalog::fsutil::DeferredSync::begin();
+        let mut flushed: Vec<TopicPartition> = Vec::new();
+        for tp in tps {
+            let Some(slot) = self.slot_mut(&tp) else {
+                continue;
+            };
+            match slot.mirror.flush_applied() {
+                Ok(()) => flushed.push(tp),
+                Err(e) => {
+                    self.fail(&tp, e);
+                }
+            }
+        }
+        if let Err(e) = scope.barrier() {
+            tracing::error!(error = %e, "making the applied batches durable failed");
+            for tp in flushed {
+                self.fail(&tp, durability(&tp, "apply", &e));
+            }
+            return;
+        }
+        for tp in &flushed {
+            let Some(slot) = self.slot_mut(tp) else {
+                continue;
+            };
+            if let Err(e) = slot.mirror.save_applied() {
+                self.fail(tp, e);
+            }
+        }
+        if let Err(e) = scope.finish() {
+            tracing::error!(error = %e, "recording the applied versions durably failed");
+            for tp in flushed {
+                self.fail(&tp, durability(&tp, "apply", &e));
+            }
+        }
     }
 
     /// MIRRORING's work: apply the latest manifest from the local log end.
@@ -795,6 +919,7 @@ impl Applier {
             .filter(|(_, s)| s.mirror().is_some())
             .map(|(tp, _)| tp.clone())
             .collect();
+        self.prepare_all(&tps).await;
         for tp in tps {
             for _ in 0..8 {
                 let before = self.state_of(&tp);
@@ -807,6 +932,7 @@ impl Applier {
                 }
             }
         }
+        self.commit_applied();
         // The source's consumer-group offsets, onto what was just applied.
         self.sync_groups(&report).await;
         // Once per cycle for every partition flushed in it.
@@ -1376,6 +1502,15 @@ impl Applier {
                 }
             }
         }
+    }
+}
+
+/// A failed group-commit barrier, as `tp`'s error.
+fn durability(tp: &TopicPartition, phase: &'static str, e: &kafkalog::Error) -> MirrorError {
+    MirrorError::Durability {
+        tp: tp.clone(),
+        phase,
+        reason: e.to_string(),
     }
 }
 

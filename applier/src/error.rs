@@ -86,6 +86,18 @@ pub enum MirrorError {
         #[source]
         source: manifest::mirror_state::MirrorRecordError,
     },
+    /// A group commit's barrier (the fsyncs shared by every partition of a
+    /// cycle or a command) failed: this partition's writes of that phase
+    /// may not be durable.
+    #[error("{tp}: making the writes of this {phase} durable failed: {reason}")]
+    Durability {
+        /// The partition.
+        tp: TopicPartition,
+        /// The phase (`"apply"`, `"preparation"`).
+        phase: &'static str,
+        /// The barrier's error.
+        reason: String,
+    },
 }
 
 impl MirrorError {
@@ -112,7 +124,9 @@ impl MirrorError {
                 source,
                 kafkalog::Error::Io { .. } | kafkalog::Error::Locked { .. }
             ),
-            MirrorError::Record { .. } | MirrorError::DiskReserve { .. } => true,
+            MirrorError::Record { .. }
+            | MirrorError::DiskReserve { .. }
+            | MirrorError::Durability { .. } => true,
             MirrorError::ObjectCorrupt { .. }
             | MirrorError::BadBatch { .. }
             | MirrorError::Refused { .. } => false,

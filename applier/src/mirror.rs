@@ -94,6 +94,10 @@ pub struct Mirror {
     /// as they are appended (a pass that fails part-way still counts what
     /// it appended before the failure).
     pub appended: (u64, u64),
+    /// What [`Mirror::apply`] appended or recorded in memory and left for
+    /// the cycle's group commit ([`Mirror::flush_applied`], then
+    /// [`Mirror::save_applied`]).
+    pub uncommitted: bool,
     /// The clock that stamps the record and control batches.
     pub clock: Arc<dyn Clock>,
 }
@@ -124,6 +128,7 @@ impl Mirror {
             record,
             unsaved: None,
             appended: (0, 0),
+            uncommitted: false,
             clock,
         }
     }
@@ -235,7 +240,8 @@ impl Mirror {
     /// PREPARING's work: plans (identity and loop checks, the history step
     /// of failback or of a resume after a stop, the follower step, the
     /// source's log start), executes the plan, and clears what the record
-    /// kept of the last stop. Returns the offsets cut.
+    /// kept of the last stop, in memory: the transition to MIRRORING writes
+    /// the record (after the cut is durable). Returns the offsets cut.
     pub fn prepare(
         &mut self,
         m: &PartitionManifest,
@@ -249,7 +255,6 @@ impl Mirror {
         self.record.stop_epoch = None;
         self.record.stopped_source_cluster_id = None;
         self.record.failback_pending = false;
-        self.save()?;
         Ok(StepReport {
             truncated: leo_before - self.log.log_end_offset(),
             ..StepReport::default()
@@ -258,7 +263,10 @@ impl Mirror {
 
     /// MIRRORING's work for one manifest version: reconcile (source
     /// divergence, retention), replace compacted segments, then fetch and
-    /// append every range from the local log end on.
+    /// append every range from the local log end on. The flush and the
+    /// record naming the version are left to the cycle's group commit
+    /// ([`Mirror::flush_applied`], [`Mirror::save_applied`]); `uncommitted`
+    /// says there is one to do.
     pub async fn apply(
         &mut self,
         store: &ManifestStore,
@@ -323,13 +331,33 @@ impl Mirror {
         // Epoch starts that fall in compaction gaps come from the manifest.
         self.log.adopt_lineage(&m.lineage).map_err(self.log_err())?;
         if appended_any || report.truncated != 0 {
-            self.log.flush().map_err(self.log_err())?;
+            self.uncommitted = true;
         }
         if self.record.applied_manifest_version != m.version {
             self.record.applied_manifest_version = m.version;
-            self.save()?;
+            self.uncommitted = true;
         }
         Ok(report)
+    }
+
+    /// The group commit's first half, after [`Mirror::apply`]: the log
+    /// flushed (inside the engine's `DeferredSync` scope, its fsyncs wait
+    /// for the barrier shared by every partition of the cycle).
+    pub fn flush_applied(&mut self) -> Result<(), MirrorError> {
+        if self.uncommitted {
+            self.log.flush().map_err(self.log_err())?;
+        }
+        Ok(())
+    }
+
+    /// The group commit's second half, once the flush is durable: the
+    /// record naming the manifest version applied.
+    pub fn save_applied(&mut self) -> Result<(), MirrorError> {
+        if self.uncommitted {
+            self.save()?;
+            self.uncommitted = false;
+        }
+        Ok(())
     }
 
     /// Appends one range as its pieces arrive from [`fetch_ranges`]:

@@ -25,10 +25,16 @@
 //! done, and [`DeferredSync::barrier`] does them all at once, from several
 //! threads (ext4 and XFS then share journal commits between them). Only
 //! the files and directories written are synced, never the whole
-//! filesystem. The temporary file of [`write_atomic`] is still fsynced
-//! before its rename, so a replaced file is whole, old or new, after a
-//! power loss on any filesystem; what waits for the barrier is the rename's
-//! directory entry. A caller whose protocol needs "A durable before B" (the
+//! filesystem. A [`write_atomic`] inside a scope writes its temporary file
+//! and leaves the rest to the barrier, which fsyncs every temporary file,
+//! then renames each over its target, then fsyncs the directories: a
+//! replaced file is still whole, old or new, after a power loss on any
+//! filesystem (its temporary copy is durable before the rename), and the
+//! serial fsync-then-rename of each file becomes one parallel pass. Until
+//! the barrier the target keeps its old content on disk; this thread's
+//! [`read_optional`] and [`remove_file`] see the pending content, and
+//! [`write_atomic_visible`] is for a file its writer reads back at once. A
+//! caller whose protocol needs "A durable before B" (the
 //! applier's record before the log changes) puts a barrier between the two
 //! phases: applied to 1,000 partitions, a few barriers replace thousands of
 //! serial fsyncs, and each partition still sees its writes made durable in
@@ -41,7 +47,7 @@
 //!   still runs a barrier, best effort.
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
@@ -129,7 +135,78 @@ pub fn write_atomic_dir_unsynced(path: &Path, contents: &[u8]) -> Result<()> {
     replace(path, contents, true)
 }
 
+/// [`write_atomic`] that replaces `path` before it returns, also inside a
+/// [`DeferredSync`] scope (only the directory fsync waits for the
+/// barrier): for a file its writer reads back by path at once (a replaced
+/// segment whose indexes are built from it).
+pub fn write_atomic_visible(path: &Path, contents: &[u8]) -> Result<()> {
+    replace_now(path, contents, true)?;
+    fsync_dir(parent_dir(path))
+}
+
 fn replace(path: &Path, contents: &[u8], sync: bool) -> Result<()> {
+    if sync && defer_replace(path, contents)? {
+        return Ok(());
+    }
+    replace_now(path, contents, sync)
+}
+
+/// Inside a [`DeferredSync`] scope: writes `path`'s temporary file and
+/// records its fsync and rename for the barrier. False when no scope is
+/// open (the caller replaces now).
+fn defer_replace(path: &Path, contents: &[u8]) -> Result<bool> {
+    if !DEFERRED.with(|d| {
+        let d = d.borrow();
+        d.depth > 0 && d.keeping == 0
+    }) {
+        return Ok(false);
+    }
+    let tmp = tmp_path(path)?;
+    if let Err(e) = write_file(&tmp, contents, false) {
+        let _ = fs::remove_file(&tmp);
+        DEFERRED.with(|d| d.borrow_mut().renames.remove(path));
+        return Err(e);
+    }
+    DEFERRED.with(|d| {
+        let mut d = d.borrow_mut();
+        d.files.insert(tmp.clone());
+        d.renames.insert(path.to_path_buf(), tmp);
+    });
+    Ok(true)
+}
+
+/// The temporary file a barrier of this thread will rename over `path`.
+fn pending_tmp(path: &Path) -> Option<PathBuf> {
+    DEFERRED.with(|d| d.borrow().renames.get(path).cloned())
+}
+
+/// Whether a [`write_atomic`] of `path` on this thread waits for its
+/// barrier (the barrier then fsyncs it: a caller that only wants `path`
+/// durable has nothing to do).
+pub fn replace_pending(path: &Path) -> bool {
+    pending_tmp(path).is_some()
+}
+
+/// Removes `path`, and a replacement of it still waiting for this thread's
+/// barrier (which would otherwise bring it back). A missing file is not an
+/// error; the directory's fsync is the caller's.
+pub fn remove_file(path: &Path) -> Result<()> {
+    if let Some(tmp) = DEFERRED.with(|d| d.borrow_mut().renames.remove(path)) {
+        DEFERRED.with(|d| d.borrow_mut().files.remove(&tmp));
+        match fs::remove_file(&tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove", &tmp)(e)),
+        }
+    }
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove", path)(e)),
+    }
+}
+
+fn replace_now(path: &Path, contents: &[u8], sync: bool) -> Result<()> {
     let tmp = tmp_path(path)?;
     if let Err(e) = write_file(&tmp, contents, sync) {
         // Best effort: the original error is the one worth reporting.
@@ -178,6 +255,11 @@ struct Pending {
     depth: u32,
     files: BTreeSet<PathBuf>,
     dirs: BTreeSet<PathBuf>,
+    /// Target → its temporary file, renamed at the barrier.
+    renames: BTreeMap<PathBuf, PathBuf>,
+    /// Open [`SyncLater::keep`] calls: their fsyncs are kept, but their
+    /// renames are done at once (nothing would rename them later).
+    keeping: u32,
 }
 
 thread_local! {
@@ -250,6 +332,43 @@ fn sync_all_paths(paths: &[(PathBuf, bool)]) -> Result<()> {
     results.into_iter().collect()
 }
 
+/// Renames each `(target, tmp)` from up to [`BARRIER_THREADS`] threads; a
+/// temporary file gone since it was written (its directory removed or
+/// renamed later in the scope) is skipped. The first error, naming its
+/// target.
+fn rename_all(renames: &[(PathBuf, PathBuf)]) -> Result<()> {
+    if renames.is_empty() {
+        return Ok(());
+    }
+    let per_thread = renames.len().div_ceil(BARRIER_THREADS);
+    let results: Vec<Result<()>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = renames
+            .chunks(per_thread)
+            .map(|chunk| {
+                scope.spawn(move || -> Result<()> {
+                    for (path, tmp) in chunk {
+                        match fs::rename(tmp, path) {
+                            Ok(()) => {}
+                            Err(e) if e.kind() == ErrorKind::NotFound => {}
+                            Err(e) => return Err(Error::io("rename", path)(e)),
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::InvalidArgument("a rename thread panicked".into()))
+                })
+            })
+            .collect()
+    });
+    results.into_iter().collect()
+}
+
 /// A scope in which this thread's fsyncs wait for a barrier (see the
 /// module docs).
 #[derive(Debug)]
@@ -278,13 +397,24 @@ impl DeferredSync {
     /// fsyncs not done are forgotten: the caller must not report the writes
     /// as durable.
     pub fn barrier(&self) -> Result<()> {
-        let (files, dirs) = DEFERRED.with(|d| {
+        let (files, mut dirs, renames) = DEFERRED.with(|d| {
             let mut d = d.borrow_mut();
-            (std::mem::take(&mut d.files), std::mem::take(&mut d.dirs))
+            (
+                std::mem::take(&mut d.files),
+                std::mem::take(&mut d.dirs),
+                std::mem::take(&mut d.renames),
+            )
         });
         let files: Vec<(PathBuf, bool)> = files.into_iter().map(|p| (p, false)).collect();
-        let dirs: Vec<(PathBuf, bool)> = dirs.into_iter().map(|p| (p, true)).collect();
         sync_all_paths(&files)?;
+        let renames: Vec<(PathBuf, PathBuf)> = renames.into_iter().collect();
+        rename_all(&renames)?;
+        dirs.extend(
+            renames
+                .iter()
+                .map(|(path, _)| parent_dir(path).to_path_buf()),
+        );
+        let dirs: Vec<(PathBuf, bool)> = dirs.into_iter().map(|p| (p, true)).collect();
         sync_all_paths(&dirs)
     }
 
@@ -337,13 +467,18 @@ impl SyncLater {
                 DEFERRED.with(|d| {
                     let mut d = d.borrow_mut();
                     d.depth = d.depth.saturating_sub(1);
+                    d.keeping = d.keeping.saturating_sub(1);
                 });
             }
         }
         fn take_pending(d: &mut Pending) -> (BTreeSet<PathBuf>, BTreeSet<PathBuf>) {
             (std::mem::take(&mut d.files), std::mem::take(&mut d.dirs))
         }
-        DEFERRED.with(|d| d.borrow_mut().depth += 1);
+        DEFERRED.with(|d| {
+            let mut d = d.borrow_mut();
+            d.depth += 1;
+            d.keeping += 1;
+        });
         let guard = Depth;
         let result = f();
         let (files, dirs) = DEFERRED.with(|d| take_pending(&mut d.borrow_mut()));
@@ -370,6 +505,8 @@ impl SyncLater {
 
 /// Reads a whole file, or returns `None` when it does not exist.
 pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
+    // A replacement waiting for this thread's barrier is the content.
+    let path = &pending_tmp(path).unwrap_or_else(|| path.to_path_buf());
     match fs::read(path) {
         Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
@@ -421,20 +558,25 @@ mod tests {
                 assert!(deferred());
             }
             assert!(deferred(), "the outer scope is still open");
-            write_atomic(&dir.path().join("a"), b"x", true).expect("write");
-            let f = File::open(dir.path().join("a")).expect("open");
-            sync_file(&f, &dir.path().join("a"), true).expect("recorded");
+            let a = dir.path().join("a");
+            write_atomic(&a, b"x", true).expect("write");
+            assert!(!a.exists(), "the rename waits for the barrier");
+            assert_eq!(read_optional(&a).expect("read"), Some(b"x".to_vec()));
+            let in_place = dir.path().join("b");
+            write_in_place(&in_place, b"z", 0).expect("write");
             let pending = DEFERRED.with(|d| {
                 let d = d.borrow();
-                (d.files.len(), d.dirs.len())
+                (d.files.len(), d.dirs.len(), d.renames.len())
             });
-            assert_eq!(pending, (1, 1), "one file and its dir wait");
+            assert_eq!(pending, (2, 1, 1), "two files, one dir, one rename wait");
             // A file deleted before the barrier needs no fsync.
             let gone = dir.path().join("gone");
-            write_atomic(&gone, b"y", true).expect("write");
+            fs::write(&gone, b"y").expect("write");
             sync_file(&File::open(&gone).expect("open"), &gone, false).expect("recorded");
             fs::remove_file(&gone).expect("remove");
             scope.barrier().expect("barrier");
+            assert_eq!(fs::read(&a).expect("renamed"), b"x");
+            assert!(!dir.path().join("a.tmp").exists());
             let pending = DEFERRED.with(|d| d.borrow().files.len() + d.borrow().dirs.len());
             assert_eq!(pending, 0, "the barrier did them all");
             scope.finish().expect("finish");
@@ -444,6 +586,51 @@ mod tests {
         // Another thread is not deferred.
         let _scope = DeferredSync::begin();
         assert!(!std::thread::spawn(deferred).join().expect("thread"));
+    }
+
+    #[test]
+    fn a_deferred_replace_keeps_the_old_file_until_the_barrier_and_a_removal_cancels_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("record");
+        write_atomic(&path, b"old", true).expect("seed");
+        let scope = DeferredSync::begin();
+        write_atomic(&path, b"new", true).expect("write");
+        write_atomic(&path, b"newer", true).expect("rewrite");
+        assert_eq!(fs::read(&path).expect("on disk"), b"old");
+        assert_eq!(read_optional(&path).expect("read"), Some(b"newer".to_vec()));
+        assert!(replace_pending(&path));
+        // Removed before the barrier: the barrier must not bring it back.
+        let guard = dir.path().join("guard");
+        write_atomic(&guard, b"set", true).expect("set");
+        remove_file(&guard).expect("clear");
+        assert!(!replace_pending(&guard));
+        // Its directory gone before the barrier: nothing to rename.
+        let sub = dir.path().join("sub");
+        fs::create_dir(&sub).expect("mkdir");
+        write_atomic(&sub.join("f"), b"x", true).expect("write");
+        fs::rename(&sub, dir.path().join("sub-delete")).expect("move away");
+        // Read back by its writer at once: replaced now.
+        let seg = dir.path().join("seg");
+        write_atomic_visible(&seg, b"batches").expect("visible");
+        assert_eq!(fs::read(&seg).expect("there"), b"batches");
+        scope.finish().expect("barrier");
+        assert_eq!(fs::read(&path).expect("replaced"), b"newer");
+        assert!(!guard.exists() && !dir.path().join("guard.tmp").exists());
+        assert!(!path.with_extension("tmp").exists());
+        assert!(!dir.path().join("sub").exists());
+    }
+
+    #[test]
+    fn a_rename_kept_by_sync_later_is_done_at_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("snapshot");
+        let mut later = SyncLater::default();
+        later
+            .keep(|| write_atomic(&path, b"s", true))
+            .expect("write");
+        assert_eq!(fs::read(&path).expect("renamed at once"), b"s");
+        assert!(!later.is_empty(), "its directory's fsync is kept");
+        later.sync().expect("sync");
     }
 
     #[test]

@@ -49,6 +49,10 @@ pub fn set(dir: &Path, reason: &str) -> Result<()> {
     })
     .map_err(|e| Error::InvalidArgument(format!("encoding write guard: {e}")))?;
     if fsutil::read_optional(&path)?.as_deref() == Some(body.as_slice()) {
+        if fsutil::replace_pending(&path) {
+            // This thread's barrier writes it durably.
+            return Ok(());
+        }
         let file = std::fs::File::open(&path).map_err(Error::io("open", &path))?;
         return fsutil::sync_file(&file, &path, false);
     }
@@ -58,11 +62,13 @@ pub fn set(dir: &Path, reason: &str) -> Result<()> {
 /// Removes the read-only mark (no-op when absent).
 pub fn clear(dir: &Path) -> Result<()> {
     let path = dir.join(GUARD_FILE);
-    match std::fs::remove_file(&path) {
-        Ok(()) => fsutil::fsync_dir(dir),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io("remove", path)(e)),
+    // Also a mark set earlier in this thread's deferred scope.
+    let present = fsutil::replace_pending(&path) || path.exists();
+    fsutil::remove_file(&path)?;
+    if present {
+        fsutil::fsync_dir(dir)?;
     }
+    Ok(())
 }
 
 #[cfg(test)]

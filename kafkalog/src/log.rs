@@ -1267,7 +1267,7 @@ impl PartitionLog {
             prev_last = h.last_offset();
         }
         let path = segment::file_path(&self.dir, base, LOG_SUFFIX);
-        fsutil::write_atomic(&path, batches, true)?;
+        fsutil::write_atomic_visible(&path, batches)?;
         let built = build_indexes(&path, base, self.config.index_interval_bytes)?;
         built.write_files(&self.dir, base)?;
         remove_if_exists(&segment::file_path(&self.dir, base, TXN_INDEX_SUFFIX))?;
@@ -1745,11 +1745,7 @@ fn truncate_file_or_create(path: &Path) -> Result<()> {
 }
 
 fn remove_if_exists(path: &Path) -> Result<()> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io("remove", path)(e)),
-    }
+    fsutil::remove_file(path)
 }
 
 /// Deletes a segment's files: indexes first, the `.log` last, so that a

@@ -154,11 +154,7 @@ pub fn remove_above(dir: &Path, end: i64) -> Result<()> {
     for offset in list_snapshots(dir)? {
         if offset > end {
             let path = crate::segment::file_path(dir, offset, crate::segment::SNAPSHOT_SUFFIX);
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io("remove", &path)(e)),
-            }
+            crate::fsutil::remove_file(&path)?;
         }
     }
     Ok(())
