@@ -8,7 +8,7 @@
 //! | action | performed as |
 //! | --- | --- |
 //! | `SetWriteGuard` / `ClearWriteGuard` | the guard file in the partition dir |
-//! | `PersistState` | the mirror record, written atomically (the disk reserve is released once on a full disk) |
+//! | `PersistState` | the mirror record, written atomically (the disk reserve is released once on a full disk); after a preparation run for many partitions together, left to the cycle's group commit (`persist_at_commit`) |
 //! | `RunPreparation` / `RunFailover` | the work is queued on the slot (`pending`); the engine runs it and reports `Prepared` / `Stopped` or `Error` |
 //! | `CancelPreparation` | the queued preparation is dropped (nothing runs concurrently here) |
 //! | `StartFetching` / `StopFetching` | the slot's `fetching` flag, which the engine's MIRRORING step obeys |
@@ -277,6 +277,10 @@ impl MirrorSlot {
     }
 
     fn persist(&mut self, env: &mut Env<'_>) -> Result<(), String> {
+        if std::mem::take(&mut self.persist_at_commit) {
+            self.mirror.record_dirty = true;
+            return Ok(());
+        }
         // `save` stamps the record with the mirror's clock: a failure's
         // time is the time its retry is scheduled from.
         match self.mirror.save() {

@@ -673,7 +673,7 @@ impl Applier {
         slot.pending = None;
         slot.waiting = None;
         match slot.mirror.prepare(&manifest, &ctx) {
-            Ok(_) => self.finish_preparation(tp),
+            Ok(_) => self.finish_preparation(tp, false),
             Err(e) => {
                 self.fail(tp, e);
             }
@@ -683,10 +683,18 @@ impl Applier {
 
     /// After a preparation's plan was executed (and made durable): readers
     /// told of a cut, and MIRRORING, whose record write also carries what
-    /// the preparation cleared in the record.
-    fn finish_preparation(&mut self, tp: &TopicPartition) {
+    /// the preparation cleared in the record (at the cycle's group commit
+    /// when `at_commit`).
+    fn finish_preparation(&mut self, tp: &TopicPartition, at_commit: bool) {
         self.tell_truncated(tp);
-        if let Err(e) = self.transition(tp, Event::Prepared) {
+        if let Some(slot) = self.slot_mut(tp) {
+            slot.persist_at_commit = at_commit;
+        }
+        let moved = self.transition(tp, Event::Prepared);
+        if let Some(slot) = self.slot_mut(tp) {
+            slot.persist_at_commit = false;
+        }
+        if let Err(e) = moved {
             tracing::debug!(partition = %tp, error = %e, "preparation finished in another state");
             if let Some(slot) = self.slot_mut(tp)
                 && let Err(e) = slot.mirror.save()
@@ -700,8 +708,10 @@ impl Applier {
     /// (a first apply of many partitions, `start --all`): the manifests
     /// (read at discovery, else one GET each), then every plan executed,
     /// one barrier ([`kafkalog::fsutil::DeferredSync`]), then every
-    /// transition to MIRRORING (the records), one barrier. Each partition
-    /// still has its log cut durably before its record says MIRRORING.
+    /// transition to MIRRORING, whose record waits for the cycle's group
+    /// commit ([`Applier::commit_applied`]: one record write per partition
+    /// for its preparation and its first apply). Each partition still has
+    /// its log cut durably before its record says MIRRORING.
     async fn prepare_all(&mut self, tps: &[TopicPartition]) {
         let mut ready: Vec<(TopicPartition, PartitionManifest)> = Vec::new();
         for tp in tps {
@@ -750,10 +760,10 @@ impl Applier {
             return;
         }
         for tp in &prepared {
-            self.finish_preparation(tp);
+            self.finish_preparation(tp, true);
         }
         if let Err(e) = scope.finish() {
-            tracing::error!(error = %e, "recording the preparations durably failed");
+            tracing::error!(error = %e, "making the preparations durable failed");
             for tp in prepared {
                 self.fail(&tp, durability(&tp, "preparation", &e));
             }
@@ -761,14 +771,15 @@ impl Applier {
     }
 
     /// The cycle's group commit of what [`Mirror::apply`] appended: every
-    /// such log flushed, one barrier, then every record naming the
-    /// manifest version applied, one barrier. One durability point per
+    /// such log flushed, one barrier, then every record that changed in
+    /// memory (the manifest version applied, MIRRORING after a
+    /// preparation), one barrier. One durability point per
     /// cycle for all partitions instead of one per partition, and no
     /// record names data before that data is durable.
     fn commit_applied(&mut self) {
         let tps: Vec<TopicPartition> = self
             .mirror_slots()
-            .filter(|s| s.mirror.uncommitted)
+            .filter(|s| s.mirror.unflushed || s.mirror.record_dirty)
             .map(|s| s.mirror.tp.clone())
             .collect();
         if tps.is_empty() {

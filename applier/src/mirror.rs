@@ -94,10 +94,13 @@ pub struct Mirror {
     /// as they are appended (a pass that fails part-way still counts what
     /// it appended before the failure).
     pub appended: (u64, u64),
-    /// What [`Mirror::apply`] appended or recorded in memory and left for
-    /// the cycle's group commit ([`Mirror::flush_applied`], then
-    /// [`Mirror::save_applied`]).
-    pub uncommitted: bool,
+    /// Whether [`Mirror::apply`] changed the log since the last flush: the
+    /// cycle's group commit flushes it ([`Mirror::flush_applied`]).
+    pub unflushed: bool,
+    /// Whether the record in memory is newer than the file, for the
+    /// cycle's group commit to write once the flush is durable
+    /// ([`Mirror::save_applied`]); cleared by every successful write.
+    pub record_dirty: bool,
     /// The clock that stamps the record and control batches.
     pub clock: Arc<dyn Clock>,
 }
@@ -128,7 +131,8 @@ impl Mirror {
             record,
             unsaved: None,
             appended: (0, 0),
-            uncommitted: false,
+            unflushed: false,
+            record_dirty: false,
             clock,
         }
     }
@@ -159,6 +163,9 @@ impl Mirror {
                 source,
             });
         self.unsaved = result.as_ref().err().map(ToString::to_string);
+        if result.is_ok() {
+            self.record_dirty = false;
+        }
         result
     }
 
@@ -265,8 +272,8 @@ impl Mirror {
     /// divergence, retention), replace compacted segments, then fetch and
     /// append every range from the local log end on. The flush and the
     /// record naming the version are left to the cycle's group commit
-    /// ([`Mirror::flush_applied`], [`Mirror::save_applied`]); `uncommitted`
-    /// says there is one to do.
+    /// ([`Mirror::flush_applied`], [`Mirror::save_applied`]); `unflushed`
+    /// and `record_dirty` say what there is to do.
     pub async fn apply(
         &mut self,
         store: &ManifestStore,
@@ -331,11 +338,11 @@ impl Mirror {
         // Epoch starts that fall in compaction gaps come from the manifest.
         self.log.adopt_lineage(&m.lineage).map_err(self.log_err())?;
         if appended_any || report.truncated != 0 {
-            self.uncommitted = true;
+            self.unflushed = true;
         }
         if self.record.applied_manifest_version != m.version {
             self.record.applied_manifest_version = m.version;
-            self.uncommitted = true;
+            self.record_dirty = true;
         }
         Ok(report)
     }
@@ -344,18 +351,19 @@ impl Mirror {
     /// flushed (inside the engine's `DeferredSync` scope, its fsyncs wait
     /// for the barrier shared by every partition of the cycle).
     pub fn flush_applied(&mut self) -> Result<(), MirrorError> {
-        if self.uncommitted {
+        if self.unflushed {
             self.log.flush().map_err(self.log_err())?;
+            self.unflushed = false;
         }
         Ok(())
     }
 
     /// The group commit's second half, once the flush is durable: the
-    /// record naming the manifest version applied.
+    /// record (naming the manifest version applied, and MIRRORING after a
+    /// preparation of the same cycle), when it changed.
     pub fn save_applied(&mut self) -> Result<(), MirrorError> {
-        if self.uncommitted {
+        if self.record_dirty {
             self.save()?;
-            self.uncommitted = false;
         }
         Ok(())
     }

@@ -55,6 +55,12 @@ pub struct MirrorSlot {
     /// An action that failed in a state where no error can be recorded
     /// (STOPPED), shown by `status` until it succeeds.
     pub(crate) action_error: Option<String>,
+    /// One-shot: the next `PersistState` leaves the record to the cycle's
+    /// group commit (`record_dirty`) instead of writing it now. Set only for
+    /// the transition to MIRRORING after a preparation, whose record may
+    /// wait: a crash before the commit leaves PREPARING, which prepares
+    /// again (the cut is idempotent and already durable).
+    pub(crate) persist_at_commit: bool,
 }
 
 impl MirrorSlot {
@@ -69,6 +75,7 @@ impl MirrorSlot {
             fetching: false,
             guard_set: None,
             action_error: None,
+            persist_at_commit: false,
         }
     }
 
