@@ -18,28 +18,36 @@ if [ "$(cat "$bucket.params" 2>/dev/null)" != "$(cat "$src/params")" ]; then
   cp "$src/params" "$bucket.params"
 fi
 WORK=$ROOT/target/bench-tmp/stop-start
-rm -rf "$WORK"; mkdir -p "$WORK"
+# (A previous run's log dirs are removed 31 s before the first run: see below.)
+if [ -d "$WORK" ]; then rm -rf "$WORK"; sync; sleep 31; fi
+mkdir -p "$WORK"
 TIMES=$WORK/times
 identity=(--bucket "file://$bucket" --source-cluster-id bench --cluster-id mirror)
 load_start=$(loadavg)
 wait_quiet
+# Each run gets a new log dir, and all are removed at the end: ext4 does
+# not reuse an inode within 30 s of its deletion and scans past every such
+# inode at each file creation (`recently_deleted` in a profile), so
+# deleting the last run's thousands of files just before a run would time
+# the filesystem's cleanup, not the applier.
 for i in $(seq 1 "$RUNS"); do
-  rm -rf "$WORK/out"; sync
-  timed first_apply "$BIN/applier" once --log-dir "$WORK/out" "${identity[@]}" --topics '.*'
+  out=$WORK/out-$i
   sync
-  timed stop_all "$BIN/applier" stop --log-dir "$WORK/out" --all
-  stopped=$("$BIN/applier" status --log-dir "$WORK/out" --json | grep -o '"state":"STOPPED"' | wc -l)
+  timed first_apply "$BIN/applier" once --log-dir "$out" "${identity[@]}" --topics '.*'
+  sync
+  timed stop_all "$BIN/applier" stop --log-dir "$out" --all
+  stopped=$("$BIN/applier" status --log-dir "$out" --json | grep -o '"state":"STOPPED"' | wc -l)
   [ "$stopped" -eq "$n" ] || { echo "after stop --all: $stopped of $n STOPPED" >&2; exit 1; }
   sync
-  timed start_all "$BIN/applier" start --log-dir "$WORK/out" "${identity[@]}" --all
+  timed start_all "$BIN/applier" start --log-dir "$out" "${identity[@]}" --all
 done
 fsyncs=-
 if command -v strace >/dev/null; then
-  "$BIN/applier" once --log-dir "$WORK/out" "${identity[@]}" --topics '.*' >/dev/null 2>&1 || true
-  strace -f -c -o "$WORK/strace.txt" "$BIN/applier" stop --log-dir "$WORK/out" --all >/dev/null 2>&1 || true
+  "$BIN/applier" once --log-dir "$out" "${identity[@]}" --topics '.*' >/dev/null 2>&1 || true
+  strace -f -c -o "$WORK/strace.txt" "$BIN/applier" stop --log-dir "$out" --all >/dev/null 2>&1 || true
   fsyncs=$(awk '$NF=="fsync" || $NF=="fdatasync" || $NF=="syncfs" {s+=$4} END{print s+0}' "$WORK/strace.txt")
 fi
-rm -rf "$WORK/out"
+rm -rf "$WORK"/out-*
 echo
 echo "## stop and start of $n partitions (one batch each), $RUNS runs, median"
 echo

@@ -1,6 +1,7 @@
 //! Request accounting: what the bucket is asked, counted by a
 //! `CountingStore` around every backend. An idle applier poll over 100
-//! partitions is one GET; an idle shipper cycle makes no request; shipping
+//! partitions is one GET; a restart reads each manifest once; an idle
+//! shipper cycle makes no request; shipping
 //! costs one PUT per object plus one manifest PUT per partition per cycle
 //! and one head PUT per cycle. The figures printed here are recorded in
 //! BENCHMARKS.md (run with `--nocapture`).
@@ -72,6 +73,48 @@ async fn idle_polls_and_cycles_cost_constant_requests_for_100_partitions() {
             "[{}] one GET per idle poll: {applier_idle:?}",
             b.name
         );
+        // The first apply's group commit left every record durable,
+        // MIRRORING and naming the version applied.
+        for p in 0..100 {
+            let tp = TopicPartition::new("many", p).expect("tp");
+            let record = manifest::mirror_state::MirrorRecord::read(&dest.join(tp.dir_name()))
+                .expect("read record")
+                .expect("a record");
+            assert_eq!(
+                (
+                    record.state.state().as_str(),
+                    record.applied_manifest_version
+                ),
+                ("MIRRORING", 1),
+                "[{}] {tp}",
+                b.name
+            );
+        }
+
+        // A restart reads each partition's manifest once (read together,
+        // not one after the other), and nothing else but the feed.
+        drop(applier);
+        let before = counting.snapshot();
+        let mut applier = Applier::open(
+            applier_options(&b, &dest, "src", "dst"),
+            Some(store.clone()),
+        )
+        .expect("applier");
+        let restart = applier.run_once().await;
+        assert_eq!(
+            (restart.batches, restart.transitions),
+            (0, 0),
+            "[{}] {restart:?}",
+            b.name
+        );
+        let restarted = counting.snapshot().since(&before);
+        assert_eq!(
+            (restarted.get, restarted.list, restarted.total()),
+            (101, 1, 102),
+            "[{}] a restart: the feed (1 LIST, 1 GET) and each manifest once: {restarted:?}",
+            b.name
+        );
+
         println!(
             "[{}] 100 partitions: initial ship {} requests ({} PUT), initial apply {} requests ({} GET, {} LIST); idle shipper cycle {} requests; idle applier poll {} request",
             b.name,
