@@ -32,7 +32,8 @@
 //! filesystem (its temporary copy is durable before the rename), and the
 //! serial fsync-then-rename of each file becomes one parallel pass. Until
 //! the barrier the target keeps its old content on disk; this thread's
-//! [`read_optional`] and [`remove_file`] see the pending content, and
+//! [`read_optional`] and [`remove_file`] see the pending content,
+//! [`remove_at_barrier`] removes a file after the renames, and
 //! [`write_atomic_visible`] is for a file its writer reads back at once. A
 //! caller whose protocol needs "A durable before B" (the
 //! applier's record before the log changes) puts a barrier between the two
@@ -170,9 +171,41 @@ fn defer_replace(path: &Path, contents: &[u8]) -> Result<bool> {
     DEFERRED.with(|d| {
         let mut d = d.borrow_mut();
         d.files.insert(tmp.clone());
+        d.removals.remove(path);
         d.renames.insert(path.to_path_buf(), tmp);
     });
     Ok(true)
+}
+
+/// Removes `path` (a missing file is not an error), at this thread's
+/// barrier when a [`DeferredSync`] scope is open: after the scope's renames,
+/// so that a file whose presence allows something (the write guard's
+/// absence allows writes) goes only once the records written before it in
+/// the scope are in place, also after a kill -9. A later [`write_atomic`]
+/// of `path` in the scope cancels the removal. The directory's fsync is the
+/// caller's.
+pub fn remove_at_barrier(path: &Path) -> Result<()> {
+    let deferred = DEFERRED.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.depth == 0 || d.keeping > 0 {
+            return false;
+        }
+        if let Some(tmp) = d.renames.remove(path) {
+            d.files.remove(&tmp);
+            let _ = fs::remove_file(&tmp);
+        }
+        d.removals.insert(path.to_path_buf());
+        true
+    });
+    if deferred {
+        return Ok(());
+    }
+    remove_file(path)
+}
+
+/// Whether `path` is to be removed at this thread's barrier.
+fn removal_pending(path: &Path) -> bool {
+    DEFERRED.with(|d| d.borrow().removals.contains(path))
 }
 
 /// The temporary file a barrier of this thread will rename over `path`.
@@ -257,6 +290,9 @@ struct Pending {
     dirs: BTreeSet<PathBuf>,
     /// Target → its temporary file, renamed at the barrier.
     renames: BTreeMap<PathBuf, PathBuf>,
+    /// Files removed at the barrier, after the renames
+    /// ([`remove_at_barrier`]).
+    removals: BTreeSet<PathBuf>,
     /// Open [`SyncLater::keep`] calls: their fsyncs are kept, but their
     /// renames are done at once (nothing would rename them later).
     keeping: u32,
@@ -397,18 +433,22 @@ impl DeferredSync {
     /// fsyncs not done are forgotten: the caller must not report the writes
     /// as durable.
     pub fn barrier(&self) -> Result<()> {
-        let (files, mut dirs, renames) = DEFERRED.with(|d| {
+        let (files, mut dirs, renames, removals) = DEFERRED.with(|d| {
             let mut d = d.borrow_mut();
             (
                 std::mem::take(&mut d.files),
                 std::mem::take(&mut d.dirs),
                 std::mem::take(&mut d.renames),
+                std::mem::take(&mut d.removals),
             )
         });
         let files: Vec<(PathBuf, bool)> = files.into_iter().map(|p| (p, false)).collect();
         sync_all_paths(&files)?;
         let renames: Vec<(PathBuf, PathBuf)> = renames.into_iter().collect();
         rename_all(&renames)?;
+        for path in &removals {
+            remove_file(path)?;
+        }
         dirs.extend(
             renames
                 .iter()
@@ -505,7 +545,11 @@ impl SyncLater {
 
 /// Reads a whole file, or returns `None` when it does not exist.
 pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
-    // A replacement waiting for this thread's barrier is the content.
+    // A replacement or removal waiting for this thread's barrier is the
+    // content.
+    if removal_pending(path) {
+        return Ok(None);
+    }
     let path = &pending_tmp(path).unwrap_or_else(|| path.to_path_buf());
     match fs::read(path) {
         Ok(bytes) => Ok(Some(bytes)),
@@ -609,6 +653,16 @@ mod tests {
         fs::create_dir(&sub).expect("mkdir");
         write_atomic(&sub.join("f"), b"x", true).expect("write");
         fs::rename(&sub, dir.path().join("sub-delete")).expect("move away");
+        // Removed at the barrier, after the renames; a write cancels it.
+        let mark = dir.path().join("mark");
+        fs::write(&mark, b"m").expect("seed");
+        remove_at_barrier(&mark).expect("remove later");
+        assert!(mark.exists(), "still there until the barrier");
+        assert_eq!(read_optional(&mark).expect("read"), None);
+        let kept = dir.path().join("kept");
+        fs::write(&kept, b"k").expect("seed");
+        remove_at_barrier(&kept).expect("remove later");
+        write_atomic(&kept, b"again", true).expect("set again");
         // Read back by its writer at once: replaced now.
         let seg = dir.path().join("seg");
         write_atomic_visible(&seg, b"batches").expect("visible");
@@ -616,6 +670,8 @@ mod tests {
         scope.finish().expect("barrier");
         assert_eq!(fs::read(&path).expect("replaced"), b"newer");
         assert!(!guard.exists() && !dir.path().join("guard.tmp").exists());
+        assert!(!mark.exists());
+        assert_eq!(fs::read(&kept).expect("kept"), b"again");
         assert!(!path.with_extension("tmp").exists());
         assert!(!dir.path().join("sub").exists());
     }

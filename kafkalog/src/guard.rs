@@ -62,9 +62,11 @@ pub fn set(dir: &Path, reason: &str) -> Result<()> {
 /// Removes the read-only mark (no-op when absent).
 pub fn clear(dir: &Path) -> Result<()> {
     let path = dir.join(GUARD_FILE);
-    // Also a mark set earlier in this thread's deferred scope.
+    // Also a mark set earlier in this thread's deferred scope. Inside a
+    // scope the mark goes at the barrier, after the records written with
+    // it (STOPPED before writes are allowed, also after a kill -9).
     let present = fsutil::replace_pending(&path) || path.exists();
-    fsutil::remove_file(&path)?;
+    fsutil::remove_at_barrier(&path)?;
     if present {
         fsutil::fsync_dir(dir)?;
     }

@@ -812,8 +812,57 @@ impl std::fmt::Debug for ObjectBody {
     }
 }
 
+/// Piece buffers kept for reuse at most (32 MiB, the applier's default
+/// `download_memory`).
+const PIECES_KEPT: usize = 32;
+
+/// Buffers of [`READ_PIECE`] bytes for local reads, reused. A piece is
+/// read on a blocking-pool thread and dropped by the applier's appending
+/// task on another: freed to the allocator, each such thread's arena kept
+/// the freed pieces (applier peak RSS 64 to 90 MiB at the defaults, 49 MiB
+/// with one arena). A buffer goes back here when the last `Bytes` of its
+/// piece drops ([`PooledPiece`]), so the buffers ever allocated are the
+/// most pieces in flight at once.
+static PIECES: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+
+/// A buffer of [`READ_PIECE`] bytes, from [`PIECES`] when one is free,
+/// holding `want` zeroes.
+fn take_piece(want: usize) -> Vec<u8> {
+    let mut buf = PIECES
+        .lock()
+        .ok()
+        .and_then(|mut free| free.pop())
+        .unwrap_or_else(|| Vec::with_capacity(READ_PIECE));
+    buf.clear();
+    buf.resize(want, 0);
+    buf
+}
+
+/// A piece's buffer, back to [`PIECES`] when dropped.
+struct PooledPiece(Vec<u8>);
+
+impl AsRef<[u8]> for PooledPiece {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for PooledPiece {
+    fn drop(&mut self) {
+        let buf = std::mem::take(&mut self.0);
+        if buf.capacity() != READ_PIECE {
+            return;
+        }
+        if let Ok(mut free) = PIECES.lock()
+            && free.len() < PIECES_KEPT
+        {
+            free.push(buf);
+        }
+    }
+}
+
 /// A local file's bytes `[start, start + len)` in [`READ_PIECE`] pieces,
-/// each read on the blocking pool.
+/// each read on the blocking pool into a reused buffer ([`PIECES`]).
 fn file_pieces(
     file: std::fs::File,
     path: std::path::PathBuf,
@@ -829,7 +878,7 @@ fn file_pieces(
         let want = left.min(READ_PIECE as u64) as usize;
         let (f, p) = (Arc::clone(&file), Arc::clone(&path));
         let piece = tokio::task::spawn_blocking(move || {
-            let mut buf = vec![0u8; want];
+            let mut buf = take_piece(want);
             let mut got = 0;
             while got < want {
                 match f.read_at(&mut buf[got..], at + got as u64) {
@@ -857,7 +906,35 @@ fn file_pieces(
             return Ok(None);
         }
         let n = piece.len() as u64;
-        Ok(Some((Bytes::from(piece), (file, path, at + n, left - n))))
+        Ok(Some((
+            Bytes::from_owner(PooledPiece(piece)),
+            (file, path, at + n, left - n),
+        )))
     })
     .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dropped_piece_returns_its_buffer_for_the_next_read() {
+        let piece = Bytes::from_owner(PooledPiece(take_piece(READ_PIECE)));
+        let first = piece.as_ptr();
+        let slice = piece.slice(10..20);
+        drop(piece);
+        // Still referenced by a slice: not back yet.
+        let other = take_piece(5);
+        assert_ne!(other.as_ptr(), first);
+        drop(slice);
+        let again = take_piece(7);
+        assert_eq!(again.as_ptr(), first, "the same buffer, reused");
+        assert_eq!(again, vec![0u8; 7], "zeroed to the length asked");
+        // A buffer of another size is not kept.
+        drop(PooledPiece(Vec::with_capacity(10)));
+        drop(PooledPiece(again));
+        drop(PooledPiece(other));
+        assert!(PIECES.lock().expect("pool").len() <= PIECES_KEPT);
+    }
 }
