@@ -73,8 +73,8 @@ poll_interval = "1s"
 download_concurrency = 4
 
 # Bytes downloaded ahead of the appends (at least one object of up to
-# stream_above, whatever its size; 1MiB to 64GiB). Default: 32MiB.
-download_memory = "32MiB"
+# stream_above, whatever its size; 1MiB to 64GiB). Default: 16MiB.
+download_memory = "16MiB"
 
 # Objects larger than this are appended while they download, under a
 # durable marker that a restart uses to cut an unfinished one; smaller ones
@@ -451,7 +451,7 @@ mod tests {
             .expect("parse")
             .validate(false)
             .expect("valid");
-        assert_eq!(v.options.download_memory, 32 << 20);
+        assert_eq!(v.options.download_memory, 16 << 20);
         let v = ApplierConfig::from_toml("log_dir = \"/x\"\ndownload_memory = 1048576")
             .expect("parse")
             .validate(false)

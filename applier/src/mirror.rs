@@ -434,16 +434,25 @@ impl Mirror {
                     }
                     if !run.streaming {
                         run.pending.extend_from_slice(&bytes);
-                    } else if run.pending.is_empty() {
-                        // Most pieces start at a batch boundary: no copy.
-                        let taken = self.append_whole_batches(range, run, &bytes)?;
-                        run.pending.extend_from_slice(&bytes[taken..]);
                     } else {
-                        run.pending.extend_from_slice(&bytes);
-                        let pending = std::mem::take(&mut run.pending);
-                        let taken = self.append_whole_batches(range, run, &pending)?;
-                        run.pending = pending;
-                        let _ = run.pending.split_to(taken);
+                        let mut rest: &[u8] = &bytes;
+                        if !run.pending.is_empty() {
+                            // A batch straddles the pieces: copy only what
+                            // completes it, then go on without copying.
+                            let take = straddle_take(&run.pending, rest);
+                            run.pending.extend_from_slice(&rest[..take]);
+                            rest = &rest[take..];
+                            let pending = std::mem::take(&mut run.pending);
+                            let taken = self.append_whole_batches(range, run, &pending)?;
+                            run.pending = pending;
+                            let _ = run.pending.split_to(taken);
+                        }
+                        if run.pending.is_empty() {
+                            let taken = self.append_whole_batches(range, run, rest)?;
+                            run.pending.extend_from_slice(&rest[taken..]);
+                        } else {
+                            run.pending.extend_from_slice(rest);
+                        }
                     }
                 }
                 Piece::End { crc, len } => {
@@ -877,6 +886,26 @@ async fn fetch_ranges(
     }
 }
 
+/// Bytes of `next` that complete the batch `pending` begins (all of
+/// `next` when it does not): a batch is its 12-byte head (base offset,
+/// length) and `length` more bytes, and the head itself may straddle. A
+/// negative length takes nothing more than the head: the batch checks
+/// then reject it.
+fn straddle_take(pending: &[u8], next: &[u8]) -> usize {
+    const HEAD: usize = 12;
+    let mut head = [0u8; HEAD];
+    let have = pending.len().min(HEAD);
+    head[..have].copy_from_slice(&pending[..have]);
+    let from_next = (HEAD - have).min(next.len());
+    head[have..have + from_next].copy_from_slice(&next[..from_next]);
+    if have + from_next < HEAD {
+        return next.len();
+    }
+    let length = i32::from_be_bytes([head[8], head[9], head[10], head[11]]);
+    let total = HEAD + usize::try_from(length).unwrap_or(0);
+    total.saturating_sub(pending.len()).min(next.len())
+}
+
 /// Checks an object's size and CRC-32C against its manifest entry.
 pub fn verify_object(
     tp: &TopicPartition,
@@ -989,4 +1018,34 @@ pub fn new_record(
     state: manifest::state::MirrorState,
 ) -> MirrorRecord {
     MirrorRecord::new(source_cluster_id, topic_id, state, now_ms())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::straddle_take;
+
+    fn head(length: i32) -> Vec<u8> {
+        let mut h = vec![0u8; 8];
+        h.extend_from_slice(&length.to_be_bytes());
+        h
+    }
+
+    #[test]
+    fn a_straddling_batch_takes_only_what_completes_it() {
+        // Head whole in pending: 12 + 100 bytes, 40 already there.
+        let mut pending = head(100);
+        pending.extend_from_slice(&[1; 28]);
+        assert_eq!(straddle_take(&pending, &[0; 1000]), 72);
+        assert_eq!(straddle_take(&pending, &[0; 50]), 50, "not complete yet");
+        // Head split: 5 bytes in pending, 7 in the next piece.
+        let whole = head(20);
+        assert_eq!(
+            straddle_take(&whole[..5], &[&whole[5..], &[9; 100][..]].concat()),
+            7 + 20
+        );
+        // Head still incomplete: take everything.
+        assert_eq!(straddle_take(&whole[..5], &whole[5..9]), 4);
+        // A negative length: the head only, for the checks to refuse.
+        assert_eq!(straddle_take(&head(-5)[..10], &[0; 100]), 2);
+    }
 }

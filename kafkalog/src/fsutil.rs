@@ -482,16 +482,83 @@ impl Drop for DeferredSync {
 /// Fsyncs kept for later: what a segment roll leaves for the log's next
 /// flush under [`crate::FlushPolicy::OnFlush`] (the applier's group
 /// commit). Done files first, then directories, from several threads.
+/// [`SyncLater::start`] begins them on a thread of their own at once, as
+/// Kafka schedules a rolled segment's flush in the background: the disk
+/// writes the closed segment back while the next one is appended, and the
+/// flush only waits for what is left.
 #[derive(Debug, Default)]
 pub struct SyncLater {
     files: BTreeSet<PathBuf>,
     dirs: BTreeSet<PathBuf>,
+    /// Background fsyncs begun by [`SyncLater::start`], oldest first; each
+    /// gives back its paths when it failed.
+    started: std::collections::VecDeque<std::thread::JoinHandle<Started>>,
 }
 
+/// What a background fsync of [`SyncLater::start`] reports: its paths back
+/// with the error when it failed.
+type Started = std::result::Result<(), (Error, BTreeSet<PathBuf>, BTreeSet<PathBuf>)>;
+
+/// Background fsyncs of [`SyncLater::start`] running at once per log, at
+/// most; the oldest is waited for before another begins.
+const STARTED_AT_MOST: usize = 4;
+
 impl SyncLater {
-    /// Nothing kept.
+    /// Nothing kept or running.
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.dirs.is_empty()
+        self.files.is_empty() && self.dirs.is_empty() && self.started.is_empty()
+    }
+
+    /// Begins the kept fsyncs now on a thread of their own (files, then
+    /// directories); [`SyncLater::sync`] waits for them. Nothing is
+    /// reported durable before that wait returned.
+    pub fn start(&mut self) {
+        if self.files.is_empty() && self.dirs.is_empty() {
+            return;
+        }
+        while self.started.len() >= STARTED_AT_MOST {
+            self.join_oldest();
+        }
+        let files = std::mem::take(&mut self.files);
+        let dirs = std::mem::take(&mut self.dirs);
+        let spawned = std::thread::Builder::new()
+            .name("segment-fsync".into())
+            .spawn({
+                let (files, dirs) = (files.clone(), dirs.clone());
+                move || -> Started {
+                    let f: Vec<(PathBuf, bool)> =
+                        files.iter().map(|p| (p.clone(), false)).collect();
+                    let d: Vec<(PathBuf, bool)> = dirs.iter().map(|p| (p.clone(), true)).collect();
+                    sync_all_paths(&f)
+                        .and_then(|()| sync_all_paths(&d))
+                        .map_err(|e| (e, files, dirs))
+                }
+            });
+        match spawned {
+            Ok(handle) => self.started.push_back(handle),
+            // No thread: they stay kept for the flush.
+            Err(_) => {
+                self.files.extend(files);
+                self.dirs.extend(dirs);
+            }
+        }
+    }
+
+    /// Waits for the oldest background fsync; a failed one's paths are
+    /// kept again (the flush tries them once more).
+    fn join_oldest(&mut self) -> Option<Error> {
+        let handle = self.started.pop_front()?;
+        match handle.join() {
+            Ok(Ok(())) => None,
+            Ok(Err((e, files, dirs))) => {
+                self.files.extend(files);
+                self.dirs.extend(dirs);
+                Some(e)
+            }
+            Err(_) => Some(Error::InvalidArgument(
+                "a background fsync thread panicked".into(),
+            )),
+        }
     }
 
     /// Runs `f` with this thread's fsyncs kept here instead of done, unless
@@ -530,7 +597,23 @@ impl SyncLater {
 
     /// Does the kept fsyncs; on an error they are kept for the next try.
     pub fn sync(&mut self) -> Result<()> {
-        if self.is_empty() {
+        let mut first_error = None;
+        while !self.started.is_empty() {
+            if let Some(e) = self.join_oldest() {
+                first_error.get_or_insert(e);
+            }
+        }
+        if let Some(e) = first_error {
+            // A panicked thread's paths are unknown: fsync what is kept and
+            // report the error (the caller does not report durability).
+            let _ = self.sync_kept();
+            return Err(e);
+        }
+        self.sync_kept()
+    }
+
+    fn sync_kept(&mut self) -> Result<()> {
+        if self.files.is_empty() && self.dirs.is_empty() {
             return Ok(());
         }
         let files: Vec<(PathBuf, bool)> = self.files.iter().map(|p| (p.clone(), false)).collect();

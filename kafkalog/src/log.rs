@@ -1099,7 +1099,10 @@ impl PartitionLog {
         let fresh = ActiveSegment::create(&self.dir, new_base)?;
         let dir_synced = if on_flush {
             let dir = self.dir.clone();
-            self.sync_later.keep(|| fsutil::fsync_dir(&dir))
+            let kept = self.sync_later.keep(|| fsutil::fsync_dir(&dir));
+            // The closed segment is written back while the next fills.
+            self.sync_later.start();
+            kept
         } else {
             fsutil::fsync_dir(&self.dir)
         };

@@ -812,7 +812,7 @@ impl std::fmt::Debug for ObjectBody {
     }
 }
 
-/// Piece buffers kept for reuse at most (32 MiB, the applier's default
+/// Piece buffers kept for reuse at most (32 MiB, twice the applier's default
 /// `download_memory`).
 const PIECES_KEPT: usize = 32;
 

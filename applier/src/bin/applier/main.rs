@@ -95,8 +95,8 @@ pub(crate) struct Common {
     /// Objects downloaded ahead of the one being appended [default: 4].
     #[arg(long, value_name = "N", env = "SEGMIRROR_DOWNLOAD_CONCURRENCY")]
     download_concurrency: Option<usize>,
-    /// Bytes downloaded ahead of the appends, e.g. 32MiB (at least one
-    /// object of up to --stream-above, whatever its size) [default: 32MiB].
+    /// Bytes downloaded ahead of the appends, e.g. 64MiB (at least one
+    /// object of up to --stream-above, whatever its size) [default: 16MiB].
     #[arg(long, value_name = "SIZE", env = "SEGMIRROR_DOWNLOAD_MEMORY")]
     download_memory: Option<ByteSize>,
     /// Objects larger than this are appended while they download (a restart
