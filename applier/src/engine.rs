@@ -828,20 +828,14 @@ impl Applier {
             }
         }
         if let Err(e) = scope.barrier() {
-            tracing::error!(error = %e, "making the preparations' cuts durable failed");
-            for tp in prepared {
-                self.fail(&tp, durability(&tp, "preparation", &e));
-            }
+            self.fail_phase(&prepared, "preparation", &e);
             return;
         }
         for tp in &prepared {
             self.finish_preparation(tp, true);
         }
         if let Err(e) = scope.finish() {
-            tracing::error!(error = %e, "making the preparations durable failed");
-            for tp in prepared {
-                self.fail(&tp, durability(&tp, "preparation", &e));
-            }
+            self.fail_phase(&prepared, "preparation", &e);
         }
     }
 
@@ -874,10 +868,7 @@ impl Applier {
             }
         }
         if let Err(e) = scope.barrier() {
-            tracing::error!(error = %e, "making the applied batches durable failed");
-            for tp in flushed {
-                self.fail(&tp, durability(&tp, "apply", &e));
-            }
+            self.fail_phase(&flushed, "apply", &e);
             return;
         }
         for tp in &flushed {
@@ -889,10 +880,23 @@ impl Applier {
             }
         }
         if let Err(e) = scope.finish() {
-            tracing::error!(error = %e, "recording the applied versions durably failed");
-            for tp in flushed {
-                self.fail(&tp, durability(&tp, "apply", &e));
-            }
+            self.fail_phase(&flushed, "apply", &e);
+        }
+    }
+
+    /// A group-commit barrier failed: every partition whose writes it
+    /// covered is FAILED (retryable) with that error.
+    fn fail_phase(&mut self, tps: &[TopicPartition], phase: &'static str, e: &kafkalog::Error) {
+        tracing::error!(error = %e, phase, partitions = tps.len(), "making a group commit's writes durable failed");
+        for tp in tps {
+            self.fail(
+                tp,
+                MirrorError::Durability {
+                    tp: tp.clone(),
+                    phase,
+                    reason: e.to_string(),
+                },
+            );
         }
     }
 
@@ -1589,15 +1593,6 @@ impl Applier {
                 }
             }
         }
-    }
-}
-
-/// A failed group-commit barrier, as `tp`'s error.
-fn durability(tp: &TopicPartition, phase: &'static str, e: &kafkalog::Error) -> MirrorError {
-    MirrorError::Durability {
-        tp: tp.clone(),
-        phase,
-        reason: e.to_string(),
     }
 }
 

@@ -106,7 +106,7 @@ fn help_has_examples_that_paste_defaults_and_the_exit_codes() {
     for default in [
         "[default: 1s]",
         "[default: 4]",
-        "[default: 32MiB]",
+        "[default: 16MiB]",
         "[default: 1MiB]",
         "[default: 60s]",
     ] {

@@ -331,41 +331,18 @@ const BARRIER_THREADS: usize = 16;
 /// it was written (renamed or deleted later in the scope) needs none. The
 /// first error, naming its path.
 fn sync_all_paths(paths: &[(PathBuf, bool)]) -> Result<()> {
-    if paths.is_empty() {
-        return Ok(());
-    }
-    let per_thread = paths.len().div_ceil(BARRIER_THREADS);
-    let results: Vec<Result<()>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = paths
-            .chunks(per_thread)
-            .map(|chunk| {
-                scope.spawn(move || -> Result<()> {
-                    for (path, dir) in chunk {
-                        let (open_op, sync_op) = if *dir {
-                            ("open dir", "fsync dir")
-                        } else {
-                            ("open", "fsync")
-                        };
-                        match File::open(path) {
-                            Ok(f) => f.sync_all().map_err(Error::io(sync_op, path))?,
-                            Err(e) if e.kind() == ErrorKind::NotFound => {}
-                            Err(e) => return Err(Error::io(open_op, path)(e)),
-                        }
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::InvalidArgument("an fsync thread panicked".into()))
-                })
-            })
-            .collect()
-    });
-    results.into_iter().collect()
+    in_parallel(paths, "fsync", |(path, dir)| {
+        let (open_op, sync_op) = if *dir {
+            ("open dir", "fsync dir")
+        } else {
+            ("open", "fsync")
+        };
+        match File::open(path) {
+            Ok(f) => f.sync_all().map_err(Error::io(sync_op, path)),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(open_op, path)(e)),
+        }
+    })
 }
 
 /// Renames each `(target, tmp)` from up to [`BARRIER_THREADS`] threads; a
@@ -373,31 +350,38 @@ fn sync_all_paths(paths: &[(PathBuf, bool)]) -> Result<()> {
 /// renamed later in the scope) is skipped. The first error, naming its
 /// target.
 fn rename_all(renames: &[(PathBuf, PathBuf)]) -> Result<()> {
-    if renames.is_empty() {
+    in_parallel(renames, "rename", |(path, tmp)| {
+        match fs::rename(tmp, path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("rename", path)(e)),
+        }
+    })
+}
+
+/// Runs `op` on every item, the items split among up to
+/// [`BARRIER_THREADS`] threads, each stopping at its first error; the
+/// first error of all. `what` names the threads' work should one panic.
+fn in_parallel<T: Sync>(
+    items: &[T],
+    what: &str,
+    op: impl Fn(&T) -> Result<()> + Sync,
+) -> Result<()> {
+    if items.is_empty() {
         return Ok(());
     }
-    let per_thread = renames.len().div_ceil(BARRIER_THREADS);
+    let per_thread = items.len().div_ceil(BARRIER_THREADS);
+    let op = &op;
     let results: Vec<Result<()>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = renames
+        let handles: Vec<_> = items
             .chunks(per_thread)
-            .map(|chunk| {
-                scope.spawn(move || -> Result<()> {
-                    for (path, tmp) in chunk {
-                        match fs::rename(tmp, path) {
-                            Ok(()) => {}
-                            Err(e) if e.kind() == ErrorKind::NotFound => {}
-                            Err(e) => return Err(Error::io("rename", path)(e)),
-                        }
-                    }
-                    Ok(())
-                })
-            })
+            .map(|chunk| scope.spawn(move || chunk.iter().try_for_each(op)))
             .collect();
         handles
             .into_iter()
             .map(|h| {
                 h.join().unwrap_or_else(|_| {
-                    Err(Error::InvalidArgument("a rename thread panicked".into()))
+                    Err(Error::InvalidArgument(format!("a {what} thread panicked")))
                 })
             })
             .collect()
