@@ -31,6 +31,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use futures::StreamExt;
 use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
 use manifest::clock::{Clock, SystemClock};
@@ -239,9 +240,25 @@ impl Applier {
             plain: std::collections::HashMap::new(),
             group_sync: crate::group_sync::GroupSync::default(),
         };
-        for tp in applier.logdir.partitions()? {
-            applier.open_mirror(&tp);
+        // Every log opened first (recovery and unfinished ranges cut, each
+        // durable on its own), then every state's actions redone (the
+        // write guards made durable again) at one barrier.
+        let opened: Vec<_> = applier
+            .logdir
+            .partitions()?
+            .into_iter()
+            .map(|tp| {
+                let mirror = applier.open_mirror_log(&tp);
+                (tp, mirror)
+            })
+            .collect();
+        let scope = kafkalog::fsutil::DeferredSync::begin();
+        for (tp, mirror) in opened {
+            applier.restart_mirror(&tp, mirror);
         }
+        scope
+            .finish()
+            .context("making the mirror partitions' write guards durable")?;
         // An interrupted failover completes now, bucket or not.
         let stopping: Vec<_> = applier
             .mirror_slots()
@@ -288,20 +305,30 @@ impl Applier {
     /// opened fails alone (the others mirror on) and is opened again every
     /// cycle.
     fn open_mirror(&mut self, tp: &TopicPartition) {
-        let opened = (|| -> anyhow::Result<Option<Mirror>> {
-            let dir = self.logdir.root().join(tp.dir_name());
-            let Some(record) = MirrorRecord::read(&dir)? else {
-                return Ok(None);
-            };
-            let log = self.logdir.open_partition(tp, mirror_log_config())?;
-            let report = log.recovery_report();
-            if !report.is_clean() {
-                tracing::warn!(partition = %tp, recovery = %report, "recovered the local log");
-            }
-            let mut mirror = Mirror::new(tp.clone(), log, record, Arc::clone(&self.clock));
-            mirror.undo_partial_range()?;
-            Ok(Some(mirror))
-        })();
+        let opened = self.open_mirror_log(tp);
+        self.restart_mirror(tp, opened);
+    }
+
+    /// Opens a mirror partition's log and record (`None`: not a mirror),
+    /// its recovery and the cut of a range left unfinished done.
+    fn open_mirror_log(&self, tp: &TopicPartition) -> anyhow::Result<Option<Mirror>> {
+        let dir = self.logdir.root().join(tp.dir_name());
+        let Some(record) = MirrorRecord::read(&dir)? else {
+            return Ok(None);
+        };
+        let log = self.logdir.open_partition(tp, mirror_log_config())?;
+        let report = log.recovery_report();
+        if !report.is_clean() {
+            tracing::warn!(partition = %tp, recovery = %report, "recovered the local log");
+        }
+        let mut mirror = Mirror::new(tp.clone(), log, record, Arc::clone(&self.clock));
+        mirror.undo_partial_range()?;
+        Ok(Some(mirror))
+    }
+
+    /// Puts an opened mirror partition in its slot, its state's actions
+    /// performed again (`MirrorSlot::restart`).
+    fn restart_mirror(&mut self, tp: &TopicPartition, opened: anyhow::Result<Option<Mirror>>) {
         let slot = match opened {
             Ok(None) => {
                 self.slots.remove(tp);

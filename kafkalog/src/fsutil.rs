@@ -430,9 +430,8 @@ impl DeferredSync {
         sync_all_paths(&files)?;
         let renames: Vec<(PathBuf, PathBuf)> = renames.into_iter().collect();
         rename_all(&renames)?;
-        for path in &removals {
-            remove_file(path)?;
-        }
+        let removals: Vec<PathBuf> = removals.into_iter().collect();
+        in_parallel(&removals, "remove", |path| remove_file(path))?;
         dirs.extend(
             renames
                 .iter()
