@@ -175,6 +175,12 @@ pub struct Applier {
     /// The feed head `discover` last went through with no partition left
     /// to retry.
     discovered: Option<u64>,
+    /// The last cycle left every partition with nothing to do until the
+    /// feed changes or an operator acts ([`Applier::all_settled`]): the next
+    /// cycle steps none of them (an idle cycle over 10,000 partitions then
+    /// costs the feed's GET, not 10,000 lookups). Cleared by a feed change,
+    /// a command, a producer append and `retry_failures_now`.
+    pub(crate) settled: bool,
     reserve: crate::reserve::DiskReserve,
     /// The Kafka gateway served from this process, if any.
     pub(crate) gateway: Option<crate::serving::GatewayLink>,
@@ -235,6 +241,7 @@ impl Applier {
             live_dirty: true,
             last_metrics: None,
             discovered: None,
+            settled: false,
             reserve,
             gateway: None,
             plain: std::collections::HashMap::new(),
@@ -1024,33 +1031,23 @@ impl Applier {
     /// partition until nothing more can be done now.
     pub async fn run_once(&mut self) -> CycleReport {
         let mut report = CycleReport::default();
-        if let Err(e) = self.poll_feed().await {
-            report.feed_error = Some(e.to_string());
-            tracing::warn!(error = %e, "could not read the change feed; retrying next cycle");
+        match self.poll_feed().await {
+            Ok(true) => self.settled = false,
+            Ok(false) => {}
+            Err(e) => {
+                report.feed_error = Some(e.to_string());
+                tracing::warn!(error = %e, "could not read the change feed; retrying next cycle");
+            }
         }
         self.reopen_unopened();
         self.discover().await;
-        let tps: Vec<TopicPartition> = self
-            .slots
-            .iter()
-            .filter(|(_, s)| s.mirror().is_some())
-            .map(|(tp, _)| tp.clone())
-            .collect();
-        self.refresh_manifests().await;
-        self.prepare_all(&tps).await;
-        for tp in tps {
-            for _ in 0..8 {
-                let before = self.state_of(&tp);
-                let changed = self.step(&tp, &mut report).await;
-                if self.state_of(&tp) != before {
-                    report.transitions += 1;
-                }
-                if !changed {
-                    break;
-                }
-            }
+        if !self.settled {
+            self.step_all(&mut report).await;
+            self.settled = report.batches == 0
+                && report.transitions == 0
+                && report.feed_error.is_none()
+                && self.all_settled();
         }
-        self.commit_applied();
         // The source's consumer-group offsets, onto what was just applied.
         self.sync_groups(&report).await;
         // Once per cycle for every partition flushed in it.
@@ -1063,6 +1060,54 @@ impl Applier {
         self.update_group_counters();
         self.render_metrics(changed);
         report
+    }
+
+    /// Steps every mirror partition until it has nothing more to do now
+    /// (the preparations together first, the group commit last).
+    async fn step_all(&mut self, report: &mut CycleReport) {
+        let tps: Vec<TopicPartition> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.mirror().is_some())
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        self.refresh_manifests().await;
+        self.prepare_all(&tps).await;
+        for tp in tps {
+            for _ in 0..8 {
+                let before = self.state_of(&tp);
+                let changed = self.step(&tp, report).await;
+                if self.state_of(&tp) != before {
+                    report.transitions += 1;
+                }
+                if !changed {
+                    break;
+                }
+            }
+        }
+        self.commit_applied();
+    }
+
+    /// Whether every partition has nothing to do until the feed changes or
+    /// an operator acts: each mirror with no queued work, no retry, no
+    /// guard to fix, nothing to commit, not waiting for the bucket, and,
+    /// when fetching, caught up with the feed; no partition waiting for its
+    /// manifest or unopened.
+    fn all_settled(&self) -> bool {
+        self.slots.iter().all(|(tp, slot)| match slot {
+            Slot::Mirror(s) => {
+                s.pending.is_none()
+                    && s.retry_at_ms.is_none()
+                    && s.action_error.is_none()
+                    && s.waiting.is_none()
+                    && !s.mirror.unflushed
+                    && !s.mirror.record_dirty
+                    && s.guard_set == Some(s.state() != PartitionState::Stopped)
+                    && (!s.fetching || self.caught_up(tp))
+            }
+            Slot::Refused(_) => true,
+            Slot::Waiting(_) | Slot::Unopened(_) => false,
+        })
     }
 
     /// Re-renders the metrics when something they show changed, every cycle
@@ -1137,6 +1182,7 @@ impl Applier {
     /// Makes every retryable failure due now (for `applier once`, whose
     /// schedule is its backoff).
     pub fn retry_failures_now(&mut self) {
+        self.settled = false;
         let now = self.clock.now_ms();
         for slot in self.slots.values_mut().filter_map(Slot::mirror_mut) {
             if slot.retry_at_ms.is_some() {
@@ -1303,6 +1349,7 @@ impl Applier {
         targets: &[String],
         all: bool,
     ) -> Vec<CommandOutcome> {
+        self.settled = false;
         if command == Command::Start
             && let Err(e) = self.poll_feed().await
         {

@@ -121,6 +121,7 @@ impl Applier {
 
     /// Performs one producer append and answers it.
     pub(crate) fn handle_append(&mut self, request: AppendRequest) {
+        self.settled = false;
         let AppendRequest {
             tp,
             mut batches,
