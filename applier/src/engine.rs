@@ -1485,8 +1485,10 @@ impl Applier {
     /// instead of one after the other:
     /// 1. the command's transition (records, write guards);
     /// 2. for a stop: the LME and stop epoch in each record;
-    /// 3. for a stop: each log's epoch raised and open transactions aborted;
-    /// 4. for a stop: STOPPED.
+    /// 3. for a stop: each log's epoch raised and open transactions aborted,
+    ///    and STOPPED for the partitions that had none to abort (their epoch
+    ///    bump is redone at every open, so it need not be durable first);
+    /// 4. for a stop: STOPPED for the others, once their ABORT markers are.
     ///
     /// No `.await` in here: the deferred scope belongs to this thread.
     fn command_mirrors(&mut self, command: Command, tps: &[TopicPartition]) -> Vec<CommandOutcome> {
@@ -1570,20 +1572,25 @@ impl Applier {
             tracing::error!(error = %e, "recording the stops durably failed; failover resumes at the next cycle");
             return;
         }
-        let mut stopped: Vec<TopicPartition> = Vec::new();
+        let mut aborted: Vec<TopicPartition> = Vec::new();
         for tp in going {
             let Some(slot) = self.slot_mut(&tp) else {
                 continue;
             };
+            let aborts = slot.mirror.stop_aborts_transactions();
             match slot.mirror.stop_log() {
-                Ok(()) => stopped.push(tp),
+                Ok(()) if aborts => aborted.push(tp),
+                // Only the epoch changed in the log, and a STOPPED
+                // partition's epoch is raised again at every open: STOPPED
+                // shares this barrier (the guard goes after the record).
+                Ok(()) => self.finish_stop(&tp),
                 Err(e) => {
                     self.fail(&tp, e);
                 }
             }
         }
         if let Err(e) = scope.barrier() {
-            for tp in &stopped {
+            for tp in &aborted {
                 if let Some(slot) = self.slot_mut(tp) {
                     slot.pending = Some(Work::Failover);
                 }
@@ -1591,11 +1598,17 @@ impl Applier {
             tracing::error!(error = %e, "flushing the stopped logs failed; failover resumes at the next cycle");
             return;
         }
-        for tp in stopped {
-            self.tell_appended(&tp);
-            if let Err(e) = self.transition(&tp, Event::Stopped) {
-                tracing::debug!(partition = %tp, error = %e, "failover finished in another state");
-            }
+        // The ABORT markers are durable: now STOPPED.
+        for tp in aborted {
+            self.finish_stop(&tp);
+        }
+    }
+
+    /// The failover's last step: readers told, and STOPPED.
+    fn finish_stop(&mut self, tp: &TopicPartition) {
+        self.tell_appended(tp);
+        if let Err(e) = self.transition(tp, Event::Stopped) {
+            tracing::debug!(partition = %tp, error = %e, "failover finished in another state");
         }
     }
 

@@ -735,6 +735,12 @@ impl Mirror {
         true
     }
 
+    /// Whether [`Mirror::stop_log`] writes ABORT markers (the source left
+    /// transactions open): they must be durable before STOPPED.
+    pub fn stop_aborts_transactions(&self) -> bool {
+        !self.stop_plan().abort.is_empty()
+    }
+
     /// Failover's second half: the epoch raised to the recorded stop
     /// epoch, ABORT markers for the open transactions, the log flushed.
     pub fn stop_log(&mut self) -> Result<(), MirrorError> {
