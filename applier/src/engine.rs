@@ -1577,13 +1577,12 @@ impl Applier {
             let Some(slot) = self.slot_mut(&tp) else {
                 continue;
             };
-            let aborts = slot.mirror.stop_aborts_transactions();
             match slot.mirror.stop_log() {
-                Ok(()) if aborts => aborted.push(tp),
+                Ok(true) => aborted.push(tp),
                 // Only the epoch changed in the log, and a STOPPED
                 // partition's epoch is raised again at every open: STOPPED
                 // shares this barrier (the guard goes after the record).
-                Ok(()) => self.finish_stop(&tp),
+                Ok(false) => self.finish_stop(&tp),
                 Err(e) => {
                     self.fail(&tp, e);
                 }

@@ -695,7 +695,7 @@ impl Mirror {
     /// markers at the new epoch. Does not truncate; needs no bucket.
     pub fn failover(&mut self) -> Result<(), MirrorError> {
         self.record_stop()?;
-        self.stop_log()
+        self.stop_log().map(|_aborted| ())
     }
 
     fn stop_plan(&self) -> reconcile::StopPlan {
@@ -735,15 +735,11 @@ impl Mirror {
         true
     }
 
-    /// Whether [`Mirror::stop_log`] writes ABORT markers (the source left
-    /// transactions open): they must be durable before STOPPED.
-    pub fn stop_aborts_transactions(&self) -> bool {
-        !self.stop_plan().abort.is_empty()
-    }
-
     /// Failover's second half: the epoch raised to the recorded stop
     /// epoch, ABORT markers for the open transactions, the log flushed.
-    pub fn stop_log(&mut self) -> Result<(), MirrorError> {
+    /// Returns whether it wrote ABORT markers (they must be durable before
+    /// STOPPED; the epoch bump alone is redone at every open).
+    pub fn stop_log(&mut self) -> Result<bool, MirrorError> {
         let plan = self.stop_plan();
         let stop_epoch = plan.stop_epoch;
         self.log.bump_epoch(stop_epoch).map_err(self.log_err())?;
@@ -763,7 +759,7 @@ impl Mirror {
             tracing::info!(partition = %self.tp, producer_id = txn.producer_id, first_offset = txn.first_offset, "aborted a transaction the source left open");
         }
         self.log.flush().map_err(self.log_err())?;
-        Ok(())
+        Ok(!plan.abort.is_empty())
     }
 }
 
@@ -893,22 +889,21 @@ async fn fetch_ranges(
 }
 
 /// Bytes of `next` that complete the batch `pending` begins (all of
-/// `next` when it does not): a batch is its 12-byte head (base offset,
-/// length) and `length` more bytes, and the head itself may straddle. A
+/// `next` when it does not): the batch's size comes from its head
+/// ([`kafkalog::batch::framed_size`]), which may itself straddle. A
 /// negative length takes nothing more than the head: the batch checks
 /// then reject it.
 fn straddle_take(pending: &[u8], next: &[u8]) -> usize {
-    const HEAD: usize = 12;
-    let mut head = [0u8; HEAD];
-    let have = pending.len().min(HEAD);
+    use kafkalog::batch::{LOG_OVERHEAD, framed_size};
+    let mut head = [0u8; LOG_OVERHEAD];
+    let have = pending.len().min(LOG_OVERHEAD);
     head[..have].copy_from_slice(&pending[..have]);
-    let from_next = (HEAD - have).min(next.len());
+    let from_next = (LOG_OVERHEAD - have).min(next.len());
     head[have..have + from_next].copy_from_slice(&next[..from_next]);
-    if have + from_next < HEAD {
+    if have + from_next < LOG_OVERHEAD {
         return next.len();
     }
-    let length = i32::from_be_bytes([head[8], head[9], head[10], head[11]]);
-    let total = HEAD + usize::try_from(length).unwrap_or(0);
+    let total = framed_size(&head).unwrap_or(LOG_OVERHEAD);
     total.saturating_sub(pending.len()).min(next.len())
 }
 

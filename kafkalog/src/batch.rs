@@ -328,6 +328,18 @@ fn be_i16(b: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([b[at], b[at + 1]])
 }
 
+/// The whole size (base offset, length field and what the length covers)
+/// of the batch whose first [`LOG_OVERHEAD`] bytes are `head`: what a
+/// reader of a stream needs to complete a batch cut between two pieces.
+/// `None` when fewer bytes are given or the length is negative; other
+/// impossible lengths are [`parse_header`]'s to refuse.
+pub fn framed_size(head: &[u8]) -> Option<usize> {
+    let length: [u8; 4] = head.get(8..LOG_OVERHEAD)?.try_into().ok()?;
+    usize::try_from(i32::from_be_bytes(length))
+        .ok()
+        .map(|l| l + LOG_OVERHEAD)
+}
+
 /// Reads the header of the batch that starts at `buf[0]`, checking that the
 /// whole batch is inside `buf`, that it is magic 2 and that its fields are
 /// possible. Does not check the CRC: see [`verify_crc`].
@@ -577,6 +589,17 @@ pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn framed_size_reads_the_length_field() {
+        let mut head = vec![0u8; 8];
+        head.extend_from_slice(&100i32.to_be_bytes());
+        assert_eq!(framed_size(&head), Some(112));
+        assert_eq!(framed_size(&head[..11]), None, "head incomplete");
+        let mut negative = vec![0u8; 8];
+        negative.extend_from_slice(&(-1i32).to_be_bytes());
+        assert_eq!(framed_size(&negative), None);
+    }
 
     /// A minimal valid batch with `n` empty-ish records area (no real
     /// records; enough for header tests). Real batches are built by

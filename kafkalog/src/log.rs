@@ -986,7 +986,7 @@ impl PartitionLog {
         let txn_path = segment::file_path(&self.dir, a.base_offset, TXN_INDEX_SUFFIX);
         let rewritten = a.write_indexes(&self.dir, true).and_then(|()| {
             if a.txn_index.is_empty() {
-                remove_if_exists(&txn_path)
+                fsutil::remove_file(&txn_path)
             } else {
                 Ok(())
             }
@@ -997,7 +997,7 @@ impl PartitionLog {
         let mut removed = true;
         for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
             removed &=
-                remove_if_exists(&segment::file_path(&self.dir, a.base_offset, suffix)).is_ok();
+                fsutil::remove_file(&segment::file_path(&self.dir, a.base_offset, suffix)).is_ok();
         }
         removed
     }
@@ -1109,7 +1109,7 @@ impl PartitionLog {
         if let Err(e) = dir_synced {
             let path = fresh.path.clone();
             drop(fresh);
-            let _ = remove_if_exists(&path);
+            let _ = fsutil::remove_file(&path);
             return Err(e);
         }
         let old = std::mem::replace(&mut self.active, fresh);
@@ -1218,7 +1218,7 @@ impl PartitionLog {
                 // the active segment and the new one goes.
                 let path = fresh.path.clone();
                 drop(fresh);
-                let _ = remove_if_exists(&path);
+                let _ = fsutil::remove_file(&path);
                 return Err(e);
             }
             self.active = fresh;
@@ -1273,7 +1273,7 @@ impl PartitionLog {
         fsutil::write_atomic_visible(&path, batches)?;
         let built = build_indexes(&path, base, self.config.index_interval_bytes)?;
         built.write_files(&self.dir, base)?;
-        remove_if_exists(&segment::file_path(&self.dir, base, TXN_INDEX_SUFFIX))?;
+        fsutil::remove_file(&segment::file_path(&self.dir, base, TXN_INDEX_SUFFIX))?;
         self.rolled.insert(base, batches.len() as u64);
         Ok(())
     }
@@ -1402,7 +1402,7 @@ impl PartitionLog {
             truncate_file(&path, pos)?;
         }
         for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
-            remove_if_exists(&segment::file_path(&self.dir, base, suffix))?;
+            fsutil::remove_file(&segment::file_path(&self.dir, base, suffix))?;
         }
         // Producer snapshots taken above the cut describe batches that are
         // gone.
@@ -1434,7 +1434,7 @@ impl PartitionLog {
         }
         truncate_file_or_create(&new_path)?;
         for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
-            remove_if_exists(&segment::file_path(&self.dir, offset, suffix))?;
+            fsutil::remove_file(&segment::file_path(&self.dir, offset, suffix))?;
         }
         // Every producer snapshot describes batches that are gone.
         crate::snapshot::remove_above(&self.dir, -1)?;
@@ -1747,10 +1747,6 @@ fn truncate_file_or_create(path: &Path) -> Result<()> {
     fsutil::sync_file(&f, path, false)
 }
 
-fn remove_if_exists(path: &Path) -> Result<()> {
-    fsutil::remove_file(path)
-}
-
 /// Deletes a segment's files: indexes first, the `.log` last, so that a
 /// crash never leaves indexes without their log.
 fn delete_segment_files(dir: &Path, base: i64) -> Result<()> {
@@ -1761,7 +1757,7 @@ fn delete_segment_files(dir: &Path, base: i64) -> Result<()> {
         segment::SNAPSHOT_SUFFIX,
         LOG_SUFFIX,
     ] {
-        remove_if_exists(&segment::file_path(dir, base, suffix))?;
+        fsutil::remove_file(&segment::file_path(dir, base, suffix))?;
     }
     Ok(())
 }
