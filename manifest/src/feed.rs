@@ -67,6 +67,10 @@ pub struct HeadEntry {
     /// True when the source partition was deleted.
     #[serde(default)]
     pub deleted: bool,
+    /// The manifest's gaps (`crate::gaps`), so `shipper status` shows them
+    /// from the head alone; absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<crate::gaps::Gap>,
 }
 
 impl HeadEntry {
@@ -82,6 +86,7 @@ impl HeadEntry {
             source_high_watermark: m.source_high_watermark,
             committed_at_ms: m.committed_at_ms,
             deleted: m.deleted,
+            gaps: m.gaps.clone(),
         }
     }
 
@@ -202,6 +207,7 @@ mod tests {
             source_high_watermark: 10 * v as i64,
             committed_at_ms: 1,
             deleted: false,
+            gaps: Vec::new(),
         }
     }
 

@@ -22,6 +22,9 @@
 //!   invariants, paging of old ranges.
 //! - [`mirror_state`]: the applier's durable per-partition record, which a
 //!   shipper on the same log dir reads to publish the mirror origin.
+//! - [`gaps`]: data the mirror never received (retention or an unclean
+//!   truncation passed the shipped end): the pure decision of which offsets
+//!   are lost, recorded in the manifest.
 //! - [`feed`]: the change feed (head objects) an applier polls cheaply.
 //! - [`groups`]: consumer-group offsets shipped from the source's
 //!   `__consumer_offsets`, and the decision of what the applier syncs.
@@ -47,6 +50,7 @@ pub mod codec;
 pub mod counting;
 pub mod diagnosis;
 pub mod feed;
+pub mod gaps;
 pub mod groups;
 pub mod layout;
 pub mod lineage;

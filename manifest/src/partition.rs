@@ -35,6 +35,14 @@
 //!   [`ManifestFormatError::ChecksumMismatch`] (or
 //!   [`ManifestFormatError::MissingChecksum`] when the trailer itself is
 //!   damaged). 1.0 objects are still read, with a warning.
+//! - 1.1, later: a manifest may end its fields with `"gaps":[...]`
+//!   ([`crate::gaps::Gap`]), written only when the partition has a gap.
+//!   An additive field, so the minor version did not change (the manifest
+//!   never bumped it for added fields; `pages`, `mirror_origin`, `deleted`
+//!   and `segment_generation` came the same way): an older reader ignores
+//!   it, and a manifest without gaps encodes to the same bytes as before.
+//!   A build without this field that commits the next version drops the
+//!   list: run shippers of one cluster at one version.
 //!
 //! Encoding is deterministic (fields in declaration order, no whitespace,
 //! maps ordered), so equal values encode to equal bytes and the golden
@@ -50,6 +58,7 @@ use kafkalog::topic::{TopicId, TopicPartition};
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{self, ObjectKind};
+use crate::gaps::Gap;
 
 /// Current major version of the manifest format.
 pub const SCHEMA_MAJOR: u32 = 1;
@@ -232,6 +241,12 @@ pub struct PartitionManifest {
     /// Who wrote it (shipper id), for operators.
     #[serde(default)]
     pub writer: String,
+    /// Gaps: offsets the source lost before they were shipped (see
+    /// [`crate::gaps`]), ordered by first offset. Every later version
+    /// carries them (here, never in a page); absent from the encoding when
+    /// empty, so a version without gaps has the bytes it always had.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<Gap>,
 }
 
 /// What is wrong with a manifest.
@@ -306,6 +321,7 @@ impl PartitionManifest {
             deleted: false,
             committed_at_ms: 0,
             writer: String::new(),
+            gaps: Vec::new(),
         }
     }
 
@@ -553,6 +569,47 @@ mod tests {
                 crc32c: 0x2b5f_bfcd
             })
         );
+    }
+
+    /// The sample with a retention gap: `"gaps"` after `writer`, the rest
+    /// unchanged (3155544709 = 0xbc15ca85, checked against an independent bitwise
+    /// CRC-32C).
+    const GOLDEN_WITH_GAP: &str = r#"{"schema":{"major":1,"minor":1},"version":3,"source_cluster_id":"src-1","topic":"orders","topic_id":"vVw7a5a_QkWcK7JvBD2t8Q","partition":0,"log_start_offset":0,"shipped_end_offset":100,"source_high_watermark":100,"lineage":[{"epoch":0,"start_offset":0},{"epoch":2,"start_offset":30},{"epoch":3,"start_offset":70}],"pages":[],"ranges":[{"key":"k/data/a","base_offset":0,"last_offset":69,"bytes":7000,"batches":7,"crc32c":3735928559,"max_timestamp":1700000000000,"epochs":[{"epoch":0,"start_offset":0},{"epoch":2,"start_offset":30}],"segment_base_offset":0,"completes_segment":true,"segment_generation":0},{"key":"k/data/b","base_offset":70,"last_offset":99,"bytes":3000,"batches":3,"crc32c":1,"max_timestamp":1700000000100,"epochs":[{"epoch":3,"start_offset":70}],"segment_base_offset":70,"completes_segment":false,"segment_generation":0}],"mirror_origin":null,"deleted":false,"committed_at_ms":1700000000200,"writer":"shipper-a","gaps":[{"first_offset":100,"last_offset":229,"cause":"retention","lost_epochs":{"at_least":3,"at_most":3},"reused_from_epoch":null,"detected_at_ms":1700000000300,"acknowledged_at_ms":null}],"crc32c":3155544709}"#;
+
+    fn sample_with_gap() -> PartitionManifest {
+        let mut m = sample();
+        m.gaps = vec![crate::gaps::Gap {
+            first_offset: 100,
+            last_offset: 229,
+            cause: crate::gaps::GapCause::Retention,
+            lost_epochs: Some(crate::gaps::EpochSpan {
+                at_least: 3,
+                at_most: Some(3),
+            }),
+            reused_from_epoch: None,
+            detected_at_ms: 1_700_000_000_300,
+            acknowledged_at_ms: None,
+        }];
+        m
+    }
+
+    #[test]
+    fn a_manifest_with_a_gap_has_pinned_bytes_and_a_gap_free_one_is_unchanged() {
+        let m = sample_with_gap();
+        let bytes = m.encode().expect("encode");
+        let text = String::from_utf8(bytes.clone()).expect("utf-8");
+        assert_eq!(text, GOLDEN_WITH_GAP, "{text}");
+        assert_eq!(PartitionManifest::decode(&bytes).expect("decode"), m);
+        crate::codec::testing::every_bit_flip_is_refused(&bytes, PartitionManifest::decode);
+        // Without gaps: the bytes of GOLDEN_1_1, as before gaps existed.
+        assert_eq!(sample().encode().expect("encode"), GOLDEN_1_1.as_bytes());
+        // An older reader's view (the field unknown) still decodes: the
+        // gap-free sample is what it sees.
+        let stripped = crate::codec::testing::reseal(&bytes, |t| {
+            let at = t.find(r#","gaps":"#).expect("gaps field");
+            t[..at].to_string()
+        });
+        assert_eq!(stripped, GOLDEN_1_1.as_bytes());
     }
 
     #[test]

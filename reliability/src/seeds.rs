@@ -122,6 +122,7 @@ pub fn heads() -> Vec<Vec<u8>> {
         source_high_watermark: 0,
         committed_at_ms: 1,
         deleted: true,
+        gaps: Vec::new(),
     }]);
     if let Ok(b) = h.encode() {
         out.push(b);
