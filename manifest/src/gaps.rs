@@ -307,6 +307,26 @@ pub fn uncovered(first: i64, last: i64, known: &[Gap]) -> Vec<(i64, i64)> {
     out
 }
 
+/// The GAPS cell of a status table: `-` without gaps, else each gap's
+/// offsets with a mark: `!` not acknowledged, `(acked)`, `(remote)` for
+/// offsets in a tiered source's remote storage. `acked` says whether a
+/// gap is acknowledged (each side keeps its own acknowledgements).
+pub fn cell<'a>(gaps: impl IntoIterator<Item = (&'a Gap, bool)>) -> String {
+    let parts: Vec<String> = gaps
+        .into_iter()
+        .map(|(g, acked)| match (g.is_loss(), acked) {
+            (false, _) => format!("{} (remote)", g.offsets_text()),
+            (true, true) => format!("{} (acked)", g.offsets_text()),
+            (true, false) => format!("{}!", g.offsets_text()),
+        })
+        .collect();
+    if parts.is_empty() {
+        "-".to_string()
+    } else {
+        parts.join(",")
+    }
+}
+
 /// Parses `FIRST-LAST` (an operator's name for a gap).
 pub fn parse_offsets(text: &str) -> Result<(i64, i64), String> {
     let bad = || format!("`{text}` is not FIRST-LAST (two offsets, e.g. 100-229)");

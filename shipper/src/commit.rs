@@ -149,6 +149,8 @@ pub(crate) struct NextVersion {
     pub(crate) cut: bool,
     /// The first upload error.
     pub(crate) upload_error: Option<ShipperError>,
+    /// Gaps it records for the first time (`crate::gaps`).
+    pub(crate) new_gaps: Vec<manifest::gaps::Gap>,
 }
 
 fn shipped_range(plan: &RangePlan, up: &Uploaded) -> ShippedRange {
@@ -195,8 +197,14 @@ pub(crate) fn next_version(
         shipped: Shipped::default(),
         cut: false,
         upload_error: None,
+        new_gaps: Vec::new(),
     };
     m.deleted = work.mark_deleted;
+    if !work.mark_deleted
+        && let Some(b) = base
+    {
+        next.new_gaps = crate::gaps::record(&mut m, b, work, inputs.now_ms);
+    }
     if !work.mark_deleted {
         if let Some(point) = work.cut {
             let d = edit::cut(&mut m, point, inputs.pages).map_err(|key| {
@@ -578,6 +586,9 @@ fn record_committed(
     }
     if m.deleted {
         st.apply_health(HealthEvent::PublishedDeleted);
+    }
+    for g in &next.new_gaps {
+        crate::gaps::log_new(&st.tp, g);
     }
     st.lag_bytes = work.planned_bytes.saturating_sub(next.shipped.bytes);
     st.hw = work.hw;

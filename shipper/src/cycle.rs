@@ -127,6 +127,8 @@ pub struct PartitionStatus {
     pub lag_offsets: i64,
     /// Committed bytes not shipped, as of the last plan.
     pub lag_bytes: u64,
+    /// The manifest's gaps (`manifest::gaps`), acknowledged or not.
+    pub gaps: Vec<manifest::gaps::Gap>,
 }
 
 /// Tails the source log dirs and ships to the bucket. See the crate docs.
@@ -315,6 +317,7 @@ impl Shipper {
                     source_high_watermark: st.hw,
                     lag_offsets: (st.hw - end).max(0),
                     lag_bytes: st.lag_bytes,
+                    gaps: m.map(|m| m.gaps.clone()).unwrap_or_default(),
                 }
             })
             .collect()
@@ -461,6 +464,7 @@ impl Shipper {
         let mut views: BTreeMap<TopicPartition, SourceView> = BTreeMap::new();
         let mut deletions: Vec<TopicPartition> = Vec::new();
         let grace_ms = self.opts.partition_delete_grace.as_millis() as i64;
+        let mut no_topic_id: Vec<String> = Vec::new();
         for (tp, root, obs) in observed {
             let st = self
                 .partitions
@@ -490,7 +494,7 @@ impl Shipper {
                     st.missing_since_ms = None;
                     let Some(topic_id) = v.topic_id else {
                         if !st.warned_no_topic_id {
-                            tracing::warn!(partition = %tp, "no partition.metadata (topic id): not shipped until it appears (object keys need the topic id)");
+                            no_topic_id.push(tp.to_string());
                             st.warned_no_topic_id = true;
                         }
                         st.apply_health(HealthEvent::Seen {
@@ -521,6 +525,14 @@ impl Shipper {
                     }
                 }
             }
+        }
+        if !no_topic_id.is_empty() {
+            // One line for all of them (a pre-2.8 broker has hundreds).
+            tracing::warn!(
+                partitions = no_topic_id.len(),
+                first = %no_topic_id[0],
+                "partitions without partition.metadata (no topic id: Kafka before 2.8, or inter.broker.protocol.version below 2.8) are not shipped until it appears (object keys need the topic id)"
+            );
         }
         Some((views, deletions))
     }
@@ -915,6 +927,9 @@ impl Shipper {
                 0.0
             };
             m.lag_seconds.get_or_create(&labels).set(lag_s);
+            if let Some(manifest) = &st.manifest {
+                m.set_gaps(&labels, &manifest.gaps);
+            }
         }
         m.sync_requests();
     }

@@ -181,6 +181,7 @@ mod cycle;
 mod edit;
 pub mod error;
 mod feed;
+pub mod gaps;
 mod groups;
 pub mod health;
 pub mod metrics;

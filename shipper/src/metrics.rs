@@ -18,6 +18,9 @@
 //! | `segmirror_shipper_source_high_watermark` | gauge | `topic`, `partition` | the source's high watermark (or log end) |
 //! | `segmirror_shipper_partitions` | gauge | `state` | partitions by state (`ok`, `no_topic_id`, `missing`, `deleted`, `failed`, `fenced`) |
 //! | `segmirror_shipper_last_cycle_seconds` | gauge | | duration of the last cycle |
+//! | `segmirror_shipper_gap_lost_offsets` | gauge | `topic`, `partition` | offsets the source lost before they were shipped, every recorded gap (`manifest::gaps`) |
+//! | `segmirror_shipper_gap_unacknowledged_offsets` | gauge | `topic`, `partition` | the same, for gaps not acknowledged (`shipper gaps ack`): alert on > 0 |
+//! | `segmirror_shipper_gap_last_detected_timestamp_seconds` | gauge | `topic`, `partition` | when the partition's newest gap was detected (Unix time; absent without a gap) |
 //!
 //! The endpoint is `segmirror_service::metrics::serve`: `GET /metrics`
 //! answers the registry's OpenMetrics text, rendered at each scrape, and
@@ -60,6 +63,9 @@ pub struct Metrics {
     pub(crate) group_records_skipped: Family<Labels, Counter>,
     counting: Option<CountingStore>,
     last_requests: Mutex<RequestCounts>,
+    gap_lost: Family<Labels, Gauge>,
+    gap_unacknowledged: Family<Labels, Gauge>,
+    gap_last_detected: Family<Labels, Gauge>,
 }
 
 impl Metrics {
@@ -90,6 +96,9 @@ impl Metrics {
             group_records_skipped: Family::default(),
             counting,
             last_requests: Mutex::new(RequestCounts::default()),
+            gap_lost: Family::default(),
+            gap_unacknowledged: Family::default(),
+            gap_last_detected: Family::default(),
         };
         registry.register(
             "shipped_bytes",
@@ -174,7 +183,40 @@ impl Metrics {
             "__consumer_offsets records skipped (unknown record type or value version, malformed)",
             m.group_records_skipped.clone(),
         );
+        registry.register(
+            "gap_lost_offsets",
+            "Offsets the source lost before they were shipped (every recorded gap)",
+            m.gap_lost.clone(),
+        );
+        registry.register(
+            "gap_unacknowledged_offsets",
+            "Offsets lost before they were shipped, in gaps not acknowledged",
+            m.gap_unacknowledged.clone(),
+        );
+        registry.register(
+            "gap_last_detected_timestamp_seconds",
+            "When the partition's newest gap was detected (Unix time)",
+            m.gap_last_detected.clone(),
+        );
         Metrics { registry, ..m }
+    }
+
+    /// Sets a partition's gap gauges from its manifest's gap list.
+    pub(crate) fn set_gaps(&self, labels: &Labels, gaps: &[manifest::gaps::Gap]) {
+        let lost: u64 = gaps
+            .iter()
+            .filter(|g| g.is_loss())
+            .map(|g| g.offsets())
+            .sum();
+        let open: u64 = crate::gaps::unacknowledged(gaps).map(|g| g.offsets()).sum();
+        let as_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.gap_lost.get_or_create(labels).set(as_i64(lost));
+        self.gap_unacknowledged
+            .get_or_create(labels)
+            .set(as_i64(open));
+        if let Some(at) = gaps.iter().map(|g| g.detected_at_ms).max() {
+            self.gap_last_detected.get_or_create(labels).set(at / 1000);
+        }
     }
 
     pub(crate) fn error(&self, kind: &'static str) {

@@ -567,9 +567,8 @@ impl PartitionState {
         let mut end = m.as_ref().map_or(view.log_start, |m| m.shipped_end_offset);
         let mut jumped = false;
         if view.log_start > end {
-            if m.is_some() {
-                tracing::warn!(partition = %self.tp, shipped_end = end, log_start = view.log_start, "the source's retention passed the shipped end: offsets in between are lost to the mirror");
-            }
+            // The gap is recorded by the version this commits, and logged
+            // (ERROR, once) when it is committed: `crate::gaps`.
             end = view.log_start;
             jumped = true;
             self.cursor = None;

@@ -28,6 +28,9 @@ pub struct PartitionLine {
     pub committed_at_ms: i64,
     /// The source partition was deleted.
     pub deleted: bool,
+    /// Gaps recorded in the manifest (offsets lost before they were
+    /// shipped), each with `acknowledged_at_ms` (`shipper gaps ack`).
+    pub gaps: Vec<manifest::gaps::Gap>,
 }
 
 /// The state of a source cluster in the bucket.
@@ -64,6 +67,7 @@ pub async fn bucket_status(store: &ManifestStore) -> Result<Option<BucketStatus>
             log_start_offset: e.log_start_offset,
             committed_at_ms: e.committed_at_ms,
             deleted: e.deleted,
+            gaps: e.gaps.clone(),
         })
         .collect();
     partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
@@ -88,7 +92,7 @@ fn ago(now_ms: i64, then_ms: i64) -> String {
 
 /// A plain-text table of `status`.
 pub fn render_table(status: &BucketStatus, now_ms: i64) -> String {
-    let mut rows: Vec<[String; 7]> = vec![[
+    let mut rows: Vec<[String; 8]> = vec![[
         "PARTITION".into(),
         "VERSION".into(),
         "SHIPPED END".into(),
@@ -96,6 +100,7 @@ pub fn render_table(status: &BucketStatus, now_ms: i64) -> String {
         "LAG".into(),
         "UPDATED".into(),
         "TOPIC ID".into(),
+        "GAPS".into(),
     ]];
     for p in &status.partitions {
         rows.push([
@@ -111,9 +116,10 @@ pub fn render_table(status: &BucketStatus, now_ms: i64) -> String {
             p.lag_offsets.to_string(),
             ago(now_ms, p.committed_at_ms),
             p.topic_id.clone(),
+            manifest::gaps::cell(p.gaps.iter().map(|g| (g, g.acknowledged_at_ms.is_some()))),
         ]);
     }
-    let mut widths = [0usize; 7];
+    let mut widths = [0usize; 8];
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(r.iter()) {
             *w = (*w).max(c.len());

@@ -3,6 +3,7 @@
 //! `shipper` library: one file per subcommand.
 
 mod config_check;
+mod gaps;
 mod once;
 mod run;
 mod status;
@@ -19,6 +20,8 @@ const EXAMPLES: &str = "Examples:
   shipper run    --config /etc/segmirror/shipper.toml --metrics-addr 0.0.0.0:9464
   shipper once   --log-dir /data/a --log-dir /data/b --bucket file:///data/bucket --cluster-id src --topics 'orders|payments'
   shipper status --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk --json
+  shipper gaps list --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk
+  shipper gaps ack  --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk --topic orders --partition 0 --offsets 100-229
   shipper config check --config /etc/segmirror/shipper.toml
   shipper config example > /etc/segmirror/shipper.toml
   shipper doctor --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk
@@ -172,8 +175,9 @@ SIGINT or SIGTERM: the cycle in progress finishes (uploads, manifests, head), th
   shipper once --log-dir data --bucket s3://dr-bucket/segmirror --cluster-id src --store-timeout 20s
 
 Exit codes: 0 shipped (or found nothing to ship: a line says what it found); 1 a partition
-failed, or the store did not answer within --store-timeout (default 60s); 2 a usage or
-configuration error, or none of the log dirs is readable.")]
+failed, a gap is not acknowledged (shipper gaps ack), or the store did not answer within
+--store-timeout (default 60s); 2 a usage or configuration error, none of the log dirs is
+readable, or no partition has a topic id (Kafka before 2.8 writes no partition.metadata).")]
     Once(run::RunArgs),
     /// Per-partition shipped end, source high watermark and lag, from the bucket.
     #[command(after_help = "Examples:
@@ -192,6 +196,18 @@ A table of checks: pass, warn or fail, the evidence (what the endpoint answered)
 defaults. Exit codes: 0 no must-have check fails; 1 one does; 2 a usage or access error
 (no credentials, endpoint unreachable, no such bucket).")]
     Doctor(doctor::cli::DoctorArgs),
+    /// Gaps: offsets the source lost before they were shipped (list them; acknowledge one).
+    #[command(after_help = "Examples:
+  shipper gaps list --bucket file:///data/bucket --cluster-id src
+  shipper gaps ack --bucket file:///data/bucket --cluster-id src --topic orders --partition 0 --offsets 100-229
+
+A gap stays unacknowledged (shipper once exits 1, the metric
+segmirror_shipper_gap_unacknowledged_offsets counts it) until acknowledged here,
+one gap at a time: a later gap is new and unacknowledged.")]
+    Gaps {
+        #[command(subcommand)]
+        command: gaps::GapsCmd,
+    },
     /// Configuration helpers.
     Config {
         #[command(subcommand)]
@@ -229,6 +245,7 @@ fn main() -> ExitCode {
             Cmd::Run(a) => run::run(a).await,
             Cmd::Once(a) => once::once(a).await,
             Cmd::Status(a) => status::status(a).await,
+            Cmd::Gaps { command } => gaps::gaps(command).await,
             Cmd::Doctor(a) => Ok(doctor::cli::main("shipper", doctor::View::Shipper, a).await),
             Cmd::Config {
                 command: ConfigCmd::Check(a),

@@ -1,7 +1,11 @@
 //! `shipper once`: ship everything shippable now, then exit.
 //!
 //! Never a silent no-op: no readable log dir is exit 2 naming each dir and
-//! why; a store that does not answer within `store_timeout` is exit 1
+//! why; log dirs where no partition has a topic id (no `partition.metadata`:
+//! Kafka before 2.8, or an inter-broker protocol below 2.8) are exit 2 with
+//! one message saying why and what to do (some without one are shipped
+//! around, and counted in the summary); a gap not acknowledged
+//! (`shipper gaps ack`) is exit 1 naming the partition and the offsets; a store that does not answer within `store_timeout` is exit 1
 //! naming the endpoint and the error (a probe of the store, bounded by the
 //! timeout, runs before any partition is walked); a run that shipped
 //! nothing says what it found in one line.
@@ -84,6 +88,11 @@ pub(crate) async fn once(args: RunArgs) -> anyhow::Result<u8> {
     }
     let r = shipper.ship_available().await;
     let partitions = shipper.partitions();
+    if let Some(message) = no_topic_ids(&partitions) {
+        eprintln!("shipper: error: {message}");
+        return Ok(2);
+    }
+    let gap_lines = unacknowledged_gaps(&partitions);
     let failed: Vec<&PartitionStatus> = partitions
         .iter()
         .filter(|p| p.state == "failed" || p.state == "fenced")
@@ -95,7 +104,10 @@ pub(crate) async fn once(args: RunArgs) -> anyhow::Result<u8> {
         && r.errors.is_empty()
     {
         eprintln!("{}", nothing_shipped(&r, &partitions, &selection));
-        return Ok(0);
+        for line in &gap_lines {
+            eprintln!("{line}");
+        }
+        return Ok(if gap_lines.is_empty() { 0 } else { 1 });
     }
     eprintln!(
         "shipped {} objects, {} bytes, {} batches; {} manifest versions, {} consumer-group offsets versions, {} heads; {} partitions, {} failed",
@@ -122,13 +134,75 @@ pub(crate) async fn once(args: RunArgs) -> anyhow::Result<u8> {
     for (p, e) in r.errors.iter().filter(|(p, _)| cluster_wide(p)) {
         eprintln!("  {p}: {e}");
     }
+    let no_id = partitions
+        .iter()
+        .filter(|p| p.state == "no_topic_id")
+        .count();
+    if no_id > 0 {
+        eprintln!(
+            "  {no_id} partitions without a topic id (no partition.metadata) were not shipped: see the warning above"
+        );
+    }
+    for line in &gap_lines {
+        eprintln!("{line}");
+    }
     Ok(
-        if failed.is_empty() && !r.errors.iter().any(|(p, _)| cluster_wide(p)) {
+        if failed.is_empty()
+            && gap_lines.is_empty()
+            && !r.errors.iter().any(|(p, _)| cluster_wide(p))
+        {
             0
         } else {
             1
         },
     )
+}
+
+/// When partitions were found and none has a topic id: why, and what to do.
+fn no_topic_ids(partitions: &[PartitionStatus]) -> Option<String> {
+    let present: Vec<&PartitionStatus> = partitions
+        .iter()
+        .filter(|p| p.state != "missing" && p.state != "deleted")
+        .collect();
+    if present.is_empty() || present.iter().any(|p| p.state != "no_topic_id") {
+        return None;
+    }
+    let example = present
+        .iter()
+        .take(3)
+        .map(|p| format!("{}-{}", p.topic, p.partition))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(format!(
+        "none of the {} selected partitions has a topic id (no partition.metadata in their dirs: {example}{}): \
+         the broker runs Kafka before 2.8, or its inter.broker.protocol.version is below 2.8 \
+         (a ZooKeeper cluster), and does not write partition.metadata; object keys need the topic id, \
+         so nothing was shipped. Fix: upgrade the brokers to Kafka 2.8 or later with \
+         inter.broker.protocol.version >= 2.8 and restart them (each writes partition.metadata \
+         into its partition dirs), then run the shipper again",
+        present.len(),
+        if present.len() > 3 { ", ..." } else { "" }
+    ))
+}
+
+/// One line per gap not acknowledged, naming the partition and offsets.
+fn unacknowledged_gaps(partitions: &[PartitionStatus]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for p in partitions {
+        for g in shipper::gaps::unacknowledged(&p.gaps) {
+            lines.push(format!(
+                "  GAP {}-{}: offsets {} were lost at the source before they were shipped ({g}); \
+                 the mirror will never have them. Acknowledge: shipper gaps ack --topic {} --partition {} --offsets {}",
+                p.topic,
+                p.partition,
+                g.offsets_text(),
+                p.topic,
+                p.partition,
+                g.offsets_text()
+            ));
+        }
+    }
+    lines
 }
 
 /// The topic selection, for messages.
