@@ -189,6 +189,8 @@ pub struct Applier {
     pub(crate) plain: std::collections::HashMap<TopicPartition, gateway::writer::OpenForProducers>,
     /// The source's consumer-group offsets and what was synced of them.
     pub(crate) group_sync: crate::group_sync::GroupSync,
+    /// Gaps known (offsets never received), written when one is new.
+    gaps: crate::gaps::Ledger,
 }
 
 impl Applier {
@@ -228,6 +230,7 @@ impl Applier {
             None => None,
         };
         let reserve = crate::reserve::DiskReserve::open(logdir.root(), opts.disk_reserve_bytes);
+        let gaps = crate::gaps::Ledger::open(&opts.log_dir);
         let mut applier = Applier {
             opts,
             logdir,
@@ -246,6 +249,7 @@ impl Applier {
             gateway: None,
             plain: std::collections::HashMap::new(),
             group_sync: crate::group_sync::GroupSync::default(),
+            gaps,
         };
         // Every log opened first (recovery and unfinished ranges cut, each
         // durable on its own), then every state's actions redone (the
@@ -986,6 +990,19 @@ impl Applier {
             _ if appended > 0 => self.tell_appended(tp),
             _ => {}
         }
+        let skipped = self
+            .slots
+            .get_mut(tp)
+            .and_then(Slot::mirror_mut)
+            .and_then(|s| s.mirror.skipped.take());
+        if (applied.is_ok() || skipped.is_some())
+            && !self
+                .gaps
+                .note(tp, &manifest.gaps, skipped, self.clock.now_ms())
+                .is_empty()
+        {
+            self.live_dirty = true;
+        }
         let Some(slot) = self.slots.get_mut(tp).and_then(Slot::mirror_mut) else {
             return false;
         };
@@ -1176,6 +1193,7 @@ impl Applier {
             }
         }
         rows.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        crate::gaps::annotate(&self.opts.log_dir, &mut rows);
         rows
     }
 

@@ -17,6 +17,8 @@
 //!   daemon, or act alone when none runs.
 //! - [`status`]: what `applier status` reports.
 //! - [`state_dir`]: the applier's own files under `<log-dir>/.segmirror/`.
+//! - [`gaps`]: offsets the mirror never received (from the manifest or
+//!   seen here), and the operator's acknowledgement of each.
 //! - [`reserve`]: the disk reserve that keeps room to record a full disk's
 //!   failures.
 
@@ -27,6 +29,7 @@ pub mod driver;
 pub mod engine;
 pub mod error;
 pub mod feed;
+pub mod gaps;
 pub mod group_sync;
 pub mod inventory;
 pub mod metrics;

@@ -11,6 +11,9 @@
 //! | `segmirror_applier_log_end_offset` | gauge | `topic`, `partition` | the local log end offset |
 //! | `segmirror_applier_retries` | gauge | `topic`, `partition` | automatic retries of the partition's current failure streak |
 //! | `segmirror_applier_failed_partitions` | gauge | | partitions in `FAILED` |
+//! | `segmirror_applier_gap_lost_offsets` | gauge | `topic`, `partition` | offsets this mirror never received and never will, every known gap (`crate::gaps`) |
+//! | `segmirror_applier_gap_unacknowledged_offsets` | gauge | `topic`, `partition` | the same, for gaps not acknowledged here (`applier gaps ack`): alert on > 0 |
+//! | `segmirror_applier_gap_last_detected_timestamp_seconds` | gauge | `topic`, `partition` | when the partition's newest gap was detected (Unix time; absent without a gap) |
 //! | `segmirror_applier_applied_batches_total` | counter | | batches appended |
 //! | `segmirror_applier_applied_bytes_total` | counter | | bytes appended |
 //! | `segmirror_applier_cycles_total` | counter | | poll cycles run |
@@ -73,6 +76,9 @@ struct Row {
     lag_bytes: Option<u64>,
     lag_seconds: Option<f64>,
     log_end_offset: i64,
+    gap_lost: i64,
+    gap_open: i64,
+    gap_last_detected_s: Option<i64>,
 }
 
 impl Row {
@@ -84,7 +90,7 @@ impl Row {
 /// An integer per-partition gauge: name, help text, and its value.
 type IntGauge = (&'static str, &'static str, fn(&Row) -> Option<i64>);
 
-const INT_GAUGES: [IntGauge; 4] = [
+const INT_GAUGES: [IntGauge; 7] = [
     (
         "retries",
         "Automatic retries of the partition's current failure streak.",
@@ -103,6 +109,21 @@ const INT_GAUGES: [IntGauge; 4] = [
     ("log_end_offset", "Local log end offset.", |r| {
         Some(r.log_end_offset)
     }),
+    (
+        "gap_lost_offsets",
+        "Offsets this mirror never received and never will (every known gap).",
+        |r| Some(r.gap_lost),
+    ),
+    (
+        "gap_unacknowledged_offsets",
+        "Offsets never received, in gaps not acknowledged here (applier gaps ack).",
+        |r| Some(r.gap_open),
+    ),
+    (
+        "gap_last_detected_timestamp_seconds",
+        "When the partition's newest gap was detected (Unix time).",
+        |r| r.gap_last_detected_s,
+    ),
 ];
 
 /// The per-partition metrics of one rendering, encoded straight from the
@@ -221,10 +242,24 @@ pub fn render(rows: &[PartitionStatus], c: &Counters) -> String {
             lag_bytes: r.lag_bytes,
             lag_seconds: r.lag_seconds,
             log_end_offset: r.local_log_end_offset,
+            gap_lost: gap_offsets(r, |_| true),
+            gap_open: gap_offsets(r, crate::gaps::GapStatus::is_open),
+            gap_last_detected_s: r.gaps.iter().map(|g| g.gap.gap.detected_at_ms / 1000).max(),
         })
         .collect();
     registry.register_collector(Box::new(Partitions(rows)));
     segmirror_service::metrics::encode(&registry)
+}
+
+/// The offsets of `r`'s loss gaps that `keep` selects.
+fn gap_offsets(r: &PartitionStatus, keep: fn(&crate::gaps::GapStatus) -> bool) -> i64 {
+    let n: u64 = r
+        .gaps
+        .iter()
+        .filter(|g| g.gap.gap.is_loss() && keep(g))
+        .map(|g| g.gap.gap.offsets())
+        .sum();
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// The text served, replaced after every cycle.
@@ -272,6 +307,7 @@ mod tests {
             lme: None,
             writable: false,
             waiting_for: None,
+            gaps: Vec::new(),
         }
     }
 

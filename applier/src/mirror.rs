@@ -103,6 +103,11 @@ pub struct Mirror {
     pub record_dirty: bool,
     /// The clock that stamps the record and control batches.
     pub clock: Arc<dyn Clock>,
+    /// Offsets (`first`, `last`) skipped by [`Mirror::apply`] because the
+    /// source's log start passed the local log end, until the engine takes
+    /// them (a gap observed here: `crate::gaps`), whether the rest of the
+    /// pass succeeded or not.
+    pub skipped: Option<(i64, i64)>,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -134,6 +139,7 @@ impl Mirror {
             unflushed: false,
             record_dirty: false,
             clock,
+            skipped: None,
         }
     }
 
@@ -283,6 +289,16 @@ impl Mirror {
         let plan = self.plan_follow(m)?;
         let leo_before = self.log.log_end_offset();
         self.execute(&plan)?;
+        if let Some(skipped) = plan.steps.iter().find_map(|s| match s {
+            Step::TruncateFullyAndStartAt {
+                cut_at,
+                start,
+                reason: reconcile::Reason::SourceLogStart { .. },
+            } if cut_at < start => Some((*cut_at, start - 1)),
+            _ => None,
+        }) {
+            self.skipped = Some(skipped);
+        }
         let mut report = StepReport {
             truncated: leo_before - self.log.log_end_offset(),
             ..StepReport::default()

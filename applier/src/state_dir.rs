@@ -6,6 +6,8 @@
 //! <log-dir>/.segmirror/status.json                     live status, rewritten by a running applier (`status`)
 //! <log-dir>/.segmirror/reserve                         the disk reserve (`reserve`)
 //! <log-dir>/.segmirror/group-sync.json                 the group offsets sync's record (`group_sync`)
+//! <log-dir>/.segmirror/gaps.json                       gaps known: offsets never received (`gaps`, written by the engine)
+//! <log-dir>/.segmirror/gap-acks.json                   the operator's acknowledgements of gaps (`gaps`, written by `applier gaps ack`)
 //! <log-dir>/.segmirror/commands/<id>.request.json      an operator command handed to the daemon (`commands`)
 //! <log-dir>/.segmirror/commands/<id>.response.json     the daemon's answer
 //! ```
@@ -33,6 +35,16 @@ pub fn live_status_path(log_dir: &Path) -> PathBuf {
 /// The group offsets sync's record.
 pub fn group_sync_path(log_dir: &Path) -> PathBuf {
     state_dir(log_dir).join("group-sync.json")
+}
+
+/// The gaps known (`crate::gaps`).
+pub fn gaps_path(log_dir: &Path) -> PathBuf {
+    state_dir(log_dir).join("gaps.json")
+}
+
+/// The acknowledgements of gaps (`crate::gaps`).
+pub fn gap_acks_path(log_dir: &Path) -> PathBuf {
+    state_dir(log_dir).join("gap-acks.json")
 }
 
 /// The disk reserve file.

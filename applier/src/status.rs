@@ -54,6 +54,11 @@ pub struct PartitionStatus {
     /// What it waits for in the bucket (replication lag), if anything.
     #[serde(default)]
     pub waiting_for: Option<String>,
+    /// Gaps: offsets this mirror never received (from the manifest or seen
+    /// here), each with `acknowledged` (`applier gaps ack`); see
+    /// `crate::gaps`.
+    #[serde(default)]
+    pub gaps: Vec<crate::gaps::GapStatus>,
 }
 
 /// The live part written by a running applier.
@@ -187,6 +192,7 @@ pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
                     lme: None,
                     writable: true,
                     waiting_for: None,
+                    gaps: Vec::new(),
                 });
             }
             continue;
@@ -213,6 +219,7 @@ pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
         }
         out.push(r);
     }
+    crate::gaps::annotate(log_dir, &mut out);
     Ok(out)
 }
 
@@ -259,6 +266,7 @@ fn unreadable_row(tp: &kafkalog::TopicPartition, error: &str) -> PartitionStatus
         lme: None,
         writable: false,
         waiting_for: None,
+        gaps: Vec::new(),
     }
 }
 
@@ -300,6 +308,7 @@ pub fn row(
         lme: record.lme,
         writable: manifest::state::is_writable(state),
         waiting_for: l.and_then(|l| l.waiting.clone()),
+        gaps: Vec::new(),
     }
 }
 
@@ -316,7 +325,7 @@ fn log_bounds(reader: &kafkalog::reader::PartitionReader) -> anyhow::Result<(i64
 /// Renders the table `applier status` prints.
 pub fn table(rows: &[PartitionStatus]) -> String {
     let mut out = format!(
-        "{:<32} {:<10} {:>12} {:>12} {:>10} {:>12} {:>8} {:>5} {}\n",
+        "{:<32} {:<10} {:>12} {:>12} {:>10} {:>12} {:>8} {:>5} {:<12} {}\n",
         "PARTITION",
         "STATE",
         "LOCAL_LEO",
@@ -325,12 +334,13 @@ pub fn table(rows: &[PartitionStatus]) -> String {
         "LAG_BYTES",
         "LAG_S",
         "LME",
+        "GAPS",
         "LAST_ERROR"
     );
     for r in rows {
         let opt = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
         out.push_str(&format!(
-            "{:<32} {:<10} {:>12} {:>12} {:>10} {:>12} {:>8} {:>5} {}\n",
+            "{:<32} {:<10} {:>12} {:>12} {:>10} {:>12} {:>8} {:>5} {:<12} {}\n",
             format!("{}-{}", r.topic, r.partition),
             r.state,
             r.local_log_end_offset,
@@ -339,6 +349,7 @@ pub fn table(rows: &[PartitionStatus]) -> String {
             r.lag_bytes.map_or("-".to_string(), |v| v.to_string()),
             r.lag_seconds.map_or("-".to_string(), |v| format!("{v:.1}")),
             r.lme.map_or("-".to_string(), |v| v.to_string()),
+            crate::gaps::cell(&r.gaps),
             r.last_error.as_deref().unwrap_or("")
         ));
     }

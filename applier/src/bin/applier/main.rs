@@ -3,6 +3,7 @@
 //! A thin shell over the `applier` library.
 
 mod commands;
+mod gaps;
 mod groups;
 mod kafka;
 mod kafka_user;
@@ -191,7 +192,7 @@ serves the log dir to Kafka clients: consumers read the mirror, producers are re
 Mirror partitions stay read-only until STOPPED; other partitions take producers' writes.
 Runs until SIGTERM or Ctrl-C.")]
     Serve(serve::ServeArgs),
-    /// Apply everything available now, then exit (0: done; 1: a partition is FAILED).
+    /// Apply everything available now, then exit (0: done; 1: a partition is FAILED or a gap is not acknowledged).
     /// Retryable failures left by an earlier run are retried at once: a
     /// cron schedule is its own backoff.
     #[command(after_help = "Examples:
@@ -278,6 +279,19 @@ checked, and the [source] bucket's replication rule. Exit codes: 0 no must-have 
         #[command(subcommand)]
         command: ConfigCmd,
     },
+    /// Gaps: offsets this mirror never received (list them; acknowledge one).
+    #[command(after_help = "Examples:
+  applier gaps list --log-dir /data/mirror
+  applier gaps ack --log-dir /data/mirror --topic orders --partition 0 --offsets 100-229
+
+A gap (the source lost data before it was shipped, or its log start passed this mirror's
+end) stays unacknowledged until acknowledged here, one gap at a time: applier once exits 1
+naming it, status shows it (GAPS, `!` = not acknowledged), and the metric
+segmirror_applier_gap_unacknowledged_offsets counts it. A later gap is new and unacknowledged.")]
+    Gaps {
+        #[command(subcommand)]
+        command: gaps::GapsCmd,
+    },
 }
 
 #[derive(Subcommand)]
@@ -326,6 +340,7 @@ fn main() -> ExitCode {
             Cmd::Resume(a) => commands::run(manifest::state::Command::Resume, a).await,
             Cmd::Stop(a) => commands::run(manifest::state::Command::Stop, a).await,
             Cmd::Status(a) => status::run(a),
+            Cmd::Gaps { command } => gaps::run(command),
             Cmd::Groups(a) => groups::run(a),
             Cmd::KafkaUser(a) => kafka_user::run(a),
             Cmd::Plan(a) => plan::run(a).await,

@@ -166,6 +166,12 @@ async fn run_with(
                     .unwrap_or_default()
             );
         }
+        // Gaps not acknowledged here: exit 1 naming each (mirroring went
+        // on; the operator must know what the mirror will never have).
+        let gap_lines = applier::gaps::open_lines(&applier.status_rows(), &v.options.log_dir);
+        for line in &gap_lines {
+            eprintln!("{line}");
+        }
         if !failed.is_empty() {
             let names: Vec<String> = failed.iter().map(ToString::to_string).collect();
             eprintln!(
@@ -173,6 +179,9 @@ async fn run_with(
                 names.join(", "),
                 v.options.log_dir.display()
             );
+            return Ok(1);
+        }
+        if !gap_lines.is_empty() {
             return Ok(1);
         }
         if total.batches == 0
