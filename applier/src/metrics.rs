@@ -346,7 +346,25 @@ mod tests {
         failed.lag_offsets = None;
         failed.lag_bytes = None;
         failed.lag_seconds = None;
-        let rows = [row("orders", 0, "MIRRORING"), failed];
+        let mut gapped = row("orders", 0, "MIRRORING");
+        let gap = |first, last, acknowledged| crate::gaps::GapStatus {
+            gap: crate::gaps::KnownGap {
+                gap: manifest::gaps::Gap {
+                    first_offset: first,
+                    last_offset: last,
+                    cause: manifest::gaps::GapCause::Retention,
+                    lost_epochs: None,
+                    reused_from_epoch: None,
+                    detected_at_ms: first * 1000,
+                    acknowledged_at_ms: None,
+                },
+                seen_by: crate::gaps::SeenBy::Manifest,
+            },
+            acknowledged,
+            acknowledged_here_at_ms: None,
+        };
+        gapped.gaps = vec![gap(100, 229, true), gap(300, 309, false)];
+        let rows = [gapped, failed];
         let counters = Counters {
             batches: 7,
             bytes: 700,
@@ -382,6 +400,16 @@ mod tests {
             (format!("segmirror_applier_lag_seconds{{{p0}}}"), 1.5),
             (format!("segmirror_applier_log_end_offset{{{p0}}}"), 90.0),
             (format!("segmirror_applier_retries{{{p1}}}"), 3.0),
+            (format!("segmirror_applier_gap_lost_offsets{{{p0}}}"), 140.0),
+            (
+                format!("segmirror_applier_gap_unacknowledged_offsets{{{p0}}}"),
+                10.0,
+            ),
+            (
+                format!("segmirror_applier_gap_last_detected_timestamp_seconds{{{p0}}}"),
+                300.0,
+            ),
+            (format!("segmirror_applier_gap_lost_offsets{{{p1}}}"), 0.0),
             ("segmirror_applier_failed_partitions".into(), 1.0),
             ("segmirror_applier_applied_batches_total".into(), 7.0),
             ("segmirror_applier_applied_bytes_total".into(), 700.0),
@@ -406,13 +434,15 @@ mod tests {
             !samples.contains_key(&format!("segmirror_applier_lag_offsets{{{p1}}}")),
             "an unknown lag is absent"
         );
-        let per_partition = manifest::state::PartitionState::ALL.len() * 2 + 5 * 2 - 3;
+        // 7 gauges per partition, the failed one's 3 lags unknown, and
+        // the last gap's time only where there is a gap.
+        let per_partition = manifest::state::PartitionState::ALL.len() * 2 + 7 * 2 - 3 + 1;
         // 4 counters and the failed gauge, then the group sync's 5.
         assert_eq!(samples.len(), per_partition + 4 + 5, "{}", s.body);
         let names = segmirror_testkit::metrics::assert_documented_metrics_served(
             include_str!("metrics.rs"),
             &s.body,
         );
-        assert_eq!(names.len(), 15, "{names:?}");
+        assert_eq!(names.len(), 18, "{names:?}");
     }
 }

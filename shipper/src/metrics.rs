@@ -293,6 +293,19 @@ mod tests {
                 .set(1);
         }
         m.last_cycle_seconds.set(0.25);
+        let gap = |first, last, acked: Option<i64>| manifest::gaps::Gap {
+            first_offset: first,
+            last_offset: last,
+            cause: manifest::gaps::GapCause::Retention,
+            lost_epochs: None,
+            reused_from_epoch: None,
+            detected_at_ms: first * 1000,
+            acknowledged_at_ms: acked,
+        };
+        m.set_gaps(
+            &Metrics::partition_labels("orders", 3),
+            &[gap(100, 229, Some(1)), gap(300, 309, None)],
+        );
         let addr = m
             .serve(SocketAddr::from(([127, 0, 0, 1], 0)))
             .expect("serve");
@@ -314,6 +327,18 @@ mod tests {
             ),
             ("segmirror_shipper_partitions{state=\"ok\"}", 2.0),
             ("segmirror_shipper_last_cycle_seconds", 0.25),
+            (
+                "segmirror_shipper_gap_lost_offsets{topic=\"orders\",partition=\"3\"}",
+                140.0,
+            ),
+            (
+                "segmirror_shipper_gap_unacknowledged_offsets{topic=\"orders\",partition=\"3\"}",
+                10.0,
+            ),
+            (
+                "segmirror_shipper_gap_last_detected_timestamp_seconds{topic=\"orders\",partition=\"3\"}",
+                300.0,
+            ),
         ] {
             assert_eq!(samples.get(series), Some(&value), "{series} in\n{}", s.body);
         }
@@ -323,6 +348,6 @@ mod tests {
             include_str!("metrics.rs"),
             &s.body,
         );
-        assert_eq!(names.len(), 16, "{names:?}");
+        assert_eq!(names.len(), 19, "{names:?}");
     }
 }
