@@ -300,9 +300,10 @@ impl Ledger {
                     first_offset = k.gap.first_offset,
                     last_offset = k.gap.last_offset,
                     seen_by = ?k.seen_by,
-                    "GAP: offsets {} never reached the mirror and never will ({}); mirroring goes on from the source's log start. `applier gaps ack --topic {} --partition {} --offsets {}` once handled",
+                    "GAP: offsets {} never reached the mirror and never will ({}); mirroring goes on from the source's log start. `applier gaps ack --log-dir {} --topic {} --partition {} --offsets {}` once handled",
                     k.gap.offsets_text(),
                     k.gap,
+                    self.log_dir.display(),
                     tp.topic,
                     tp.partition,
                     k.gap.offsets_text()
