@@ -11,7 +11,8 @@
 # 4. unit tests: infra/tests/test_terraform.py (python-hcl2: bucket policy
 #    denies non-TLS, applier read-only, shipper limited to its prefix,
 #    lifecycle, example wiring) and infra/tests/test_deploy.py (systemd,
-#    Kubernetes, Dockerfile, .checkov.yaml reasons); systemd-analyze verify
+#    Kubernetes, Dockerfile, .checkov.yaml reasons, the Prometheus alerting
+#    rules in monitoring/ name documented metrics); systemd-analyze verify
 #    and security on the units;
 # 5. renders the example's shipper.toml/applier.toml outputs the way
 #    templatefile() would and runs `shipper config check` and

@@ -173,5 +173,45 @@ class Checkov(unittest.TestCase):
         self.assertNotIn("soft-fail", cfg)
 
 
+def documented_metrics(module: Path) -> set[str]:
+    """The metric names of a Rust metrics module's `//! | `name` |` table."""
+    return {
+        m.group(1)
+        for m in re.finditer(r"^//! \| `([a-z_]+)` \|", module.read_text(), re.M)
+    }
+
+
+class Alerts(unittest.TestCase):
+    """infra/monitoring: the Prometheus rules name metrics that exist."""
+
+    rules = yaml.safe_load((INFRA / "monitoring" / "segmirror-alerts.yml").read_text())
+    metrics = documented_metrics(REPO / "shipper" / "src" / "metrics.rs") | documented_metrics(
+        REPO / "applier" / "src" / "metrics.rs"
+    )
+
+    def all_rules(self) -> list[dict]:
+        return [r for g in self.rules["groups"] for r in g["rules"]]
+
+    def test_every_expression_names_documented_metrics(self) -> None:
+        self.assertIn("segmirror_shipper_gap_unacknowledged_offsets", self.metrics)
+        for rule in self.all_rules():
+            with self.subTest(alert=rule["alert"]):
+                names = re.findall(r"segmirror_[a-z_]+", rule["expr"])
+                self.assertTrue(names, "no segmirror metric in the expression")
+                for name in names:
+                    self.assertIn(name, self.metrics, "not a documented metric")
+                self.assertIn(rule["labels"]["severity"], {"critical", "warning"})
+                self.assertTrue(rule["annotations"]["summary"])
+
+    def test_an_unacknowledged_gap_alerts_on_both_sides_at_once(self) -> None:
+        by_expr = {r["expr"]: r for r in self.all_rules()}
+        for side in ("shipper", "applier"):
+            with self.subTest(side=side):
+                rule = by_expr[f"segmirror_{side}_gap_unacknowledged_offsets > 0"]
+                self.assertEqual(rule["labels"]["severity"], "critical")
+                self.assertNotIn("for", rule, "a gap never heals: no waiting period")
+                self.assertIn(f"{side} gaps ack", rule["annotations"]["description"])
+
+
 if __name__ == "__main__":
     unittest.main()
