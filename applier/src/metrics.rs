@@ -253,12 +253,12 @@ pub fn render(rows: &[PartitionStatus], c: &Counters) -> String {
 
 /// The offsets of `r`'s loss gaps that `keep` selects.
 fn gap_offsets(r: &PartitionStatus, keep: fn(&crate::gaps::GapStatus) -> bool) -> i64 {
-    let n: u64 = r
-        .gaps
-        .iter()
-        .filter(|g| g.gap.gap.is_loss() && keep(g))
-        .map(|g| g.gap.gap.offsets())
-        .sum();
+    let n = manifest::gaps::Gap::total(
+        r.gaps
+            .iter()
+            .filter(|g| g.gap.gap.is_loss() && keep(g))
+            .map(|g| &g.gap.gap),
+    );
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 

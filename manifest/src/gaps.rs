@@ -132,7 +132,18 @@ pub struct Gap {
 impl Gap {
     /// How many offsets it covers.
     pub fn offsets(&self) -> u64 {
-        u64::try_from(self.last_offset - self.first_offset + 1).unwrap_or(0)
+        let n = self
+            .last_offset
+            .saturating_sub(self.first_offset)
+            .saturating_add(1);
+        u64::try_from(n).unwrap_or(0)
+    }
+
+    /// The total of [`Gap::offsets`] over `gaps`, never
+    /// overflowing (a damaged record cannot make a metric panic).
+    pub fn total<'a>(gaps: impl IntoIterator<Item = &'a Gap>) -> u64 {
+        gaps.into_iter()
+            .fold(0u64, |n, g| n.saturating_add(g.offsets()))
     }
 
     /// True when the records are gone from the source (not
@@ -220,7 +231,10 @@ pub fn detect(recorded: &Recorded<'_>, now: &SourceNow<'_>, at_ms: i64) -> Vec<G
     }
     // Retention: from what the cut leaves shipped (a cut lowers the end).
     let end = now.cut.map_or(shipped_end, |c| c.min(shipped_end));
-    let covered = gaps.first().map_or(end, |g| g.last_offset + 1).max(end);
+    let covered = gaps
+        .first()
+        .map_or(end, |g| g.last_offset.saturating_add(1))
+        .max(end);
     if now.log_start > covered {
         let remote = now
             .remote_log_start
@@ -299,7 +313,7 @@ pub fn uncovered(first: i64, last: i64, known: &[Gap]) -> Vec<(i64, i64)> {
         if g.first_offset > at {
             out.push((at, g.first_offset - 1));
         }
-        at = at.max(g.last_offset + 1);
+        at = at.max(g.last_offset.saturating_add(1));
     }
     if at <= last {
         out.push((at, last));
@@ -562,6 +576,15 @@ mod tests {
         assert!(g(GapCause::UncleanTruncation).is_loss());
         assert!(!g(GapCause::RemoteStorage).is_loss());
         assert_eq!(g(GapCause::Retention).offsets(), 3);
+        // Damaged values saturate, never overflow.
+        let mut huge = g(GapCause::Retention);
+        huge.first_offset = i64::MIN;
+        huge.last_offset = i64::MAX;
+        assert_eq!(huge.offsets(), i64::MAX as u64);
+        assert_eq!(Gap::total([&huge, &huge, &huge]), u64::MAX);
+        let mut backwards = g(GapCause::Retention);
+        backwards.first_offset = 10;
+        assert_eq!(backwards.offsets(), 0);
         assert_eq!(
             g(GapCause::Retention).to_string(),
             "offsets 1-3 (3 offsets, retention)"

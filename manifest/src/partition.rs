@@ -17,7 +17,7 @@
 //!
 //! Invariants checked by [`PartitionManifest::validate`] on every decode and
 //! before every commit: ranges (pages, then inline) are ordered and do not
-//! overlap; each range has `base <= last`; the log start is at or below the
+//! overlap; each gap is a range of offsets (`0 <= first <= last`); each range has `base <= last`; the log start is at or below the
 //! shipped end; ranges lie below the shipped end. The lineage and each
 //! range's epochs are [`EpochLineage`]s: their invariants (epochs and start
 //! offsets `>= 0` and strictly increasing) hold by type, and an object that
@@ -382,6 +382,14 @@ impl PartitionManifest {
                 self.log_start_offset, self.shipped_end_offset
             ));
         }
+        for g in &self.gaps {
+            if g.first_offset < 0 || g.first_offset > g.last_offset {
+                return bad(format!(
+                    "gap {}-{} is not a range of offsets",
+                    g.first_offset, g.last_offset
+                ));
+            }
+        }
         let mut prev_last: Option<i64> = None;
         for p in &self.pages {
             if p.first_offset > p.last_offset || prev_last.is_some_and(|l| p.first_offset <= l) {
@@ -601,6 +609,17 @@ mod tests {
         assert_eq!(text, GOLDEN_WITH_GAP, "{text}");
         assert_eq!(PartitionManifest::decode(&bytes).expect("decode"), m);
         crate::codec::testing::every_bit_flip_is_refused(&bytes, PartitionManifest::decode);
+        // A gap that is not a range of offsets is refused.
+        let mut bad = sample_with_gap();
+        bad.gaps[0].first_offset = 300;
+        assert!(matches!(bad.encode(), Err(ManifestFormatError::Invalid(_))));
+        let sealed = crate::codec::testing::reseal(&bytes, |t| {
+            t.replace(r#""first_offset":100"#, r#""first_offset":-5"#)
+        });
+        assert!(matches!(
+            PartitionManifest::decode(&sealed),
+            Err(ManifestFormatError::Invalid(m)) if m.contains("gap -5-229")
+        ));
         // Without gaps: the bytes of GOLDEN_1_1, as before gaps existed.
         assert_eq!(sample().encode().expect("encode"), GOLDEN_1_1.as_bytes());
         // An older reader's view (the field unknown) still decodes: the
@@ -942,8 +961,9 @@ mod tests {
             any::<i64>(),
             "[ -~]{0,12}",
             proptest::option::of(("[a-zA-Z0-9_-]{1,10}", proptest::option::of(any::<i32>()))),
+            proptest::collection::vec((0..1_000_000i64, 0..1000i64, any::<bool>()), 0..3),
         )
-            .prop_map(|(topic, partition, steps, at, writer, origin)| {
+            .prop_map(|(topic, partition, steps, at, writer, origin, gaps)| {
                 let tp = TopicPartition::new(&topic, partition).expect("tp");
                 let mut m = PartitionManifest::new(
                     "src-1",
@@ -969,6 +989,25 @@ mod tests {
                     state: "MIRRORING".into(),
                     lme,
                 });
+                let found = gaps
+                    .into_iter()
+                    .map(|(first, len, unclean)| crate::gaps::Gap {
+                        first_offset: first,
+                        last_offset: first + len,
+                        cause: if unclean {
+                            crate::gaps::GapCause::UncleanTruncation
+                        } else {
+                            crate::gaps::GapCause::Retention
+                        },
+                        lost_epochs: unclean.then_some(crate::gaps::EpochSpan {
+                            at_least: 1,
+                            at_most: None,
+                        }),
+                        reused_from_epoch: unclean.then_some(2),
+                        detected_at_ms: at,
+                        acknowledged_at_ms: (!unclean).then_some(at),
+                    });
+                crate::gaps::merge(&mut m.gaps, found);
                 m
             })
     }

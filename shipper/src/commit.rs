@@ -816,6 +816,52 @@ mod tests {
     }
 
     #[test]
+    fn a_version_after_an_unclean_truncation_records_what_was_committed_and_never_shipped() {
+        // Shipped 0-99 (epochs 0@0, 3@70) while the source's HW was 130;
+        // the source then diverged at 90 with epoch 5.
+        let e = |epoch, start_offset| EpochEntry {
+            epoch,
+            start_offset,
+        };
+        let mut base = next(
+            None,
+            &work(vec![plan(0, 69), plan(70, 99)]),
+            vec![uploaded(0), uploaded(70)],
+        )
+        .expect("next")
+        .manifest
+        .expect("base");
+        base.lineage = EpochLineage::from_entries([e(0, 0), e(3, 70)]).expect("lineage");
+        base.source_high_watermark = 130;
+        let w = Work {
+            cut: Some(90),
+            hw: 95,
+            source_epochs: vec![e(0, 0), e(5, 90)],
+            ..Work::default()
+        };
+        let n = next(Some(&base), &w, vec![]).expect("next");
+        let m = n.manifest.expect("a version");
+        assert!(n.cut);
+        assert_eq!(m.shipped_end_offset, 70, "cut back to the range before 90");
+        assert_eq!(n.new_gaps.len(), 1);
+        let g = &m.gaps[0];
+        assert_eq!((g.first_offset, g.last_offset), (100, 129));
+        assert_eq!(g.cause, manifest::gaps::GapCause::UncleanTruncation);
+        assert_eq!(g.reused_from_epoch, Some(5));
+        assert_eq!(
+            g.lost_epochs,
+            Some(manifest::gaps::EpochSpan {
+                at_least: 3,
+                at_most: Some(4)
+            })
+        );
+        // The next version carries it without recording it again.
+        let later = next(Some(&m), &work(vec![plan(70, 79)]), vec![uploaded(70)]).expect("next");
+        assert!(later.new_gaps.is_empty());
+        assert_eq!(later.manifest.expect("v").gaps, m.gaps);
+    }
+
+    #[test]
     fn the_winner_of_a_lost_commit_is_judged_by_writer_and_content() {
         let ours = next(None, &work(vec![plan(0, 9)]), vec![uploaded(0)])
             .expect("next")
