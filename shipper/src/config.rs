@@ -29,6 +29,7 @@
 //! error_backoff = "5m"                        # back-off after a non-retryable error (corrupt source data)
 //! store_timeout = "60s"                       # `shipper once` gives up when the store does not answer within this
 //! preflight = "warn"                          # bucket checks at start: off, warn (log failures) or enforce (exit 1)
+//! tiered_topics = ["archive"]                 # source topics with remote.storage.enable=true (names, as the applier's key); default: none
 //! ```
 //!
 //! Relative paths: `log_dirs` in a file resolve against the file's
@@ -55,7 +56,8 @@
 //! `SEGMIRROR_METRICS_ADDR`, `SEGMIRROR_DELETE_GRACE`,
 //! `SEGMIRROR_SWEEP_INTERVAL`, `SEGMIRROR_PARTITION_DELETE_GRACE`,
 //! `SEGMIRROR_FENCE_BACKOFF`, `SEGMIRROR_ERROR_BACKOFF`,
-//! `SEGMIRROR_STORE_TIMEOUT`, `SEGMIRROR_PREFLIGHT`.
+//! `SEGMIRROR_STORE_TIMEOUT`, `SEGMIRROR_PREFLIGHT`, `SEGMIRROR_TIERED_TOPICS`
+//! (names separated by `,`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -159,6 +161,14 @@ store_timeout = "60s"
 # "off", "warn" (log each failure, start anyway) or "enforce" (exit 1 before
 # touching data). Default: warn.
 preflight = "warn"
+
+# Source topics with tiered storage (remote.storage.enable=true), by exact
+# name (the applier's key of the same name lists its own). Their log start offset (in
+# log-start-offset-checkpoint) may lie below the first local segment: the
+# offsets in between are in remote storage, which the shipper cannot read.
+# When local retention passes what was shipped, those offsets are reported
+# as in remote storage (status GAPS "(remote)"), not as lost. Default: none.
+tiered_topics = []
 "#;
 
 /// S3's smallest part (every part but the last).
@@ -252,6 +262,9 @@ pub struct ShipperConfig {
     /// Bucket checks at start: `off`, `warn` or `enforce`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub preflight: Option<String>,
+    /// Source topics with tiered storage, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tiered_topics: Vec<String>,
 }
 
 /// `log_dirs = "/a"` or `log_dirs = ["/a", "/b"]`.
@@ -347,6 +360,10 @@ pub struct ShipperOptions {
     pub fence_backoff: Duration,
     /// Back-off after a non-retryable error.
     pub error_backoff: Duration,
+    /// Source topics with tiered storage (`remote.storage.enable=true`),
+    /// by name: offsets below their first local segment may be in remote
+    /// storage.
+    pub tiered_topics: Vec<String>,
 }
 
 /// Default of [`ShipperOptions::group_sync_interval`].
@@ -395,6 +412,7 @@ impl ShipperOptions {
             partition_delete_grace: Duration::from_secs(300),
             fence_backoff: Duration::from_secs(300),
             error_backoff: Duration::from_secs(300),
+            tiered_topics: Vec::new(),
         }
     }
 
@@ -589,6 +607,15 @@ impl ShipperConfig {
             error_backoff: s("SEGMIRROR_ERROR_BACKOFF"),
             store_timeout: s("SEGMIRROR_STORE_TIMEOUT"),
             preflight: s("SEGMIRROR_PREFLIGHT"),
+            tiered_topics: s("SEGMIRROR_TIERED_TOPICS")
+                .map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty())
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 
@@ -623,6 +650,9 @@ impl ShipperConfig {
             store_timeout,
             preflight
         );
+        if !over.tiered_topics.is_empty() {
+            self.tiered_topics = over.tiered_topics;
+        }
         // The dirs given last replace all dirs given before, in either key.
         if !over.log_dirs.is_empty() || over.log_dir.is_some() {
             self.log_dirs = over.log_dirs;
@@ -696,6 +726,11 @@ impl ShipperConfig {
         o.exclude = anchored("exclude", &self.exclude)?;
         o.groups = anchored("groups", &self.groups)?;
         o.exclude_groups = anchored("exclude_groups", &self.exclude_groups)?;
+        for t in &self.tiered_topics {
+            kafkalog::topic::validate_topic_name(t)
+                .map_err(|e| bad("tiered_topics", e.to_string()))?;
+        }
+        o.tiered_topics = self.tiered_topics.clone();
         o.group_sync_interval = duration(
             "group_sync_interval",
             &self.group_sync_interval,
@@ -831,6 +866,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "error_backoff",
     "store_timeout",
     "preflight",
+    "tiered_topics",
 ];
 
 #[cfg(test)]
@@ -1171,6 +1207,31 @@ error_backoff = "2m"
     }
 
     #[test]
+    fn tiered_topics_are_names_from_the_file_the_environment_or_flags() {
+        let v = ShipperConfig::from_toml(&format!("{MINIMAL}tiered_topics = [\"archive\"]"))
+            .and_then(|c| c.validate())
+            .expect("valid");
+        assert_eq!(v.options.tiered_topics, ["archive"]);
+        let bad = ShipperConfig::from_toml(&format!("{MINIMAL}tiered_topics = [\"../x\"]"))
+            .and_then(|c| c.validate())
+            .expect_err("not a topic name");
+        assert_eq!(bad.field, "tiered_topics");
+        let env = ShipperConfig::from_env(|k| {
+            (k == "SEGMIRROR_TIERED_TOPICS").then(|| "a, b,".to_string())
+        })
+        .expect("env");
+        assert_eq!(env.tiered_topics, ["a", "b"]);
+        let merged = ShipperConfig::from_toml(&format!("{MINIMAL}tiered_topics = [\"archive\"]"))
+            .expect("toml")
+            .merge(env);
+        assert_eq!(
+            merged.tiered_topics,
+            ["a", "b"],
+            "the later source replaces"
+        );
+    }
+
+    #[test]
     fn every_config_key_is_in_the_example() {
         // Every field set, serialized: its keys are the struct's keys, so a
         // field added without an example line fails here.
@@ -1200,6 +1261,7 @@ error_backoff = "2m"
             error_backoff: Some(String::new()),
             store_timeout: Some(String::new()),
             preflight: Some(String::new()),
+            tiered_topics: vec![String::new()],
         };
         let value = serde_json::to_value(&full).expect("serialize");
         let text = value.to_string();

@@ -227,7 +227,8 @@ fn observe_all(opts: &ShipperOptions, known: Vec<(TopicPartition, PathBuf)>) -> 
         out.push((tp, root, obs));
     }
     for (tp, (root, cps)) in found {
-        let obs = match source::observe(&root, &tp, &cps, opts.ship_beyond_hw) {
+        let tiered = opts.tiered_topics.iter().any(|t| t == &tp.topic);
+        let obs = match source::observe(&root, &tp, &cps, opts.ship_beyond_hw, tiered) {
             Ok(Some(v)) => Observation::View(Box::new(v)),
             Ok(None) => Observation::Missing,
             Err(e) => Observation::Error(e),

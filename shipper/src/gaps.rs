@@ -56,7 +56,7 @@ pub(crate) fn record(
         },
         &SourceNow {
             log_start: work.log_start,
-            remote_log_start: None,
+            remote_log_start: work.remote_log_start,
             lineage: &source,
             cut: work.cut,
         },

@@ -107,6 +107,9 @@ pub(crate) struct Work {
     pub(crate) cut: Option<i64>,
     /// The source's log start.
     pub(crate) log_start: i64,
+    /// On a tiered topic, where the source's remote storage starts
+    /// (`SourceView::remote_log_start`).
+    pub(crate) remote_log_start: Option<i64>,
     /// The source high watermark (or log end) recorded.
     pub(crate) hw: i64,
     /// The source's leader epoch checkpoint.
@@ -548,6 +551,7 @@ impl PartitionState {
         let mut work = Work {
             first: self.manifest.is_none(),
             log_start: view.log_start,
+            remote_log_start: view.remote_log_start,
             source_epochs: view.epochs.clone(),
             seg_fps: view.segments.iter().map(|s| (s.base, s.fp)).collect(),
             ..Work::default()

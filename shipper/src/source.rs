@@ -99,8 +99,13 @@ pub(crate) struct SourceView {
     pub(crate) segments: Vec<SegmentInfo>,
     /// `leader-epoch-checkpoint`.
     pub(crate) epochs: Vec<EpochEntry>,
-    /// The source's log start offset.
+    /// The source's log start offset (on a tiered topic, the first offset
+    /// held locally).
     pub(crate) log_start: i64,
+    /// On a tiered topic, the log start offset of
+    /// `log-start-offset-checkpoint` when it is below the first local
+    /// segment: the offsets in between are in remote storage.
+    pub(crate) remote_log_start: Option<i64>,
     /// The high watermark to ship up to; `None`: up to the log end.
     pub(crate) hw: Option<i64>,
     /// The applier's mirror record's origin; `Err` when the record exists
@@ -125,6 +130,7 @@ pub(crate) fn observe(
     tp: &TopicPartition,
     cps: &RootCheckpoints,
     ship_beyond_hw: bool,
+    tiered: bool,
 ) -> kafkalog::Result<Option<SourceView>> {
     let dir = root.join(tp.dir_name());
     if !dir.is_dir() {
@@ -159,7 +165,12 @@ pub(crate) fn observe(
     let epochs =
         checkpoint::read_leader_epoch_checkpoint(&dir.join(checkpoint::LEADER_EPOCH_CHECKPOINT))?;
     let first_base = segments.first().map(|s| s.base);
-    let log_start = match (cps.log_start.get(tp).copied(), first_base) {
+    let checkpointed = cps.log_start.get(tp).copied();
+    let remote_log_start = match (checkpointed, first_base) {
+        (Some(c), Some(f)) if tiered && c < f => Some(c),
+        _ => None,
+    };
+    let log_start = match (checkpointed, first_base) {
         (Some(c), Some(f)) => c.max(f),
         (Some(c), None) => c,
         (None, Some(f)) => f,
@@ -179,6 +190,7 @@ pub(crate) fn observe(
         segments,
         epochs,
         log_start,
+        remote_log_start,
         hw,
         origin,
     }))

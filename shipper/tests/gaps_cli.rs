@@ -208,3 +208,47 @@ fn once_over_log_dirs_without_topic_ids_exits_2_saying_why_and_what_to_do() {
         "{err}"
     );
 }
+
+#[test]
+fn on_a_tiered_topic_offsets_in_remote_storage_are_reported_not_lost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    let logs_s = logs.to_str().expect("utf-8");
+    let bucket = format!("file://{}", dir.path().join("bucket").display());
+    let at = ["--bucket", bucket.as_str(), "--cluster-id", "src"];
+    let once = [
+        &["once", "--log-dir", logs_s, "--tiered-topic", "orders"][..],
+        &at[..],
+    ]
+    .concat();
+    append(&logs, 10);
+    let (code, _, err) = shipper(&once);
+    assert_eq!(code, 0, "{err}");
+    // Local retention deletes segments up to 230; the broker's log start
+    // (remote storage included) stays at 50.
+    append(&logs, 15);
+    retention(&logs, 230);
+    let first_local = LogDir::open(&logs)
+        .expect("log dir")
+        .open_partition(&tp("orders", 0), LogConfig::default())
+        .expect("open")
+        .segment_base_offsets()[0];
+    let cp = logs.join(kafkalog::checkpoint::LOG_START_OFFSET_CHECKPOINT);
+    kafkalog::checkpoint::write_offset_checkpoint(
+        &cp,
+        &[(tp("orders", 0), 50)].into_iter().collect(),
+        false,
+    )
+    .expect("checkpoint");
+    let (code, _, err) = shipper(&once);
+    assert_eq!(code, 0, "not a loss: {err}");
+    assert!(!err.contains("GAP "), "{err}");
+    let (_, table, _) = shipper(&[&["status"][..], &at[..]].concat());
+    assert!(
+        table.contains(&format!("100-{} (remote)", first_local - 1)),
+        "{table}"
+    );
+    let (_, json, _) = shipper(&[&["status", "--json"][..], &at[..]].concat());
+    let v: Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(v["partitions"][0]["gaps"][0]["cause"], "remote_storage");
+}

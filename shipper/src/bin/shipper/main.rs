@@ -113,6 +113,9 @@ pub(crate) struct Common {
     /// Bucket checks at start (`shipper doctor`'s must-haves): off, warn (log failures) or enforce (exit 1 first) [env: SEGMIRROR_PREFLIGHT] [default: warn].
     #[arg(long, value_name = "off|warn|enforce")]
     preflight: Option<String>,
+    /// A source topic with tiered storage (remote.storage.enable=true), by exact name, repeatable: offsets past its local retention are reported as in remote storage, not lost [env: SEGMIRROR_TIERED_TOPICS=a,b] [default: none].
+    #[arg(long = "tiered-topic", value_name = "TOPIC")]
+    tiered_topics: Vec<String>,
 }
 
 impl Common {
@@ -151,6 +154,7 @@ impl Common {
             delete_grace: self.delete_grace.clone(),
             store_timeout: self.store_timeout.clone(),
             preflight: self.preflight.clone(),
+            tiered_topics: self.tiered_topics.clone(),
             ..ShipperConfig::default()
         }
         .resolve_paths(&cwd);
