@@ -81,7 +81,11 @@
 //!   the new log start. If it passed the shipped end (the shipper was down
 //!   too long), the shipped end jumps to it: the offsets in between are lost
 //!   to the mirror, which the applier handles by restarting at the log
-//!   start.
+//!   start. That version records the **gap** (`gaps`, `manifest::gaps`):
+//!   logged once at ERROR, shown by `status` and the metrics, and `once`
+//!   exits 1 until `shipper gaps ack` acknowledges it. On a topic listed in
+//!   `tiered_topics`, offsets still in the source's remote storage are
+//!   recorded as such, not as lost.
 //! - **Compaction.** A rolled segment that the cursor has passed is
 //!   remembered by its fingerprint (device, inode, size, mtime: Kafka's
 //!   cleaner writes a new file and renames it over the old one). When the
