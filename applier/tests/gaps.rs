@@ -101,31 +101,61 @@ fn status_json(dest: &str) -> Value {
     serde_json::from_str(&out).expect("status json")
 }
 
+/// A source dir, a destination dir and a `file://` bucket in a temp dir.
+struct World {
+    _dir: tempfile::TempDir,
+    source: std::path::PathBuf,
+    dest: String,
+    url: String,
+    store: ManifestStore,
+}
+
+impl World {
+    fn new() -> World {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let source = dir.path().join("source");
+        let dest = dir.path().join("dest").to_str().expect("utf-8").to_string();
+        let (url, store) = file_bucket(&dir.path().join("bucket"));
+        World {
+            _dir: dir,
+            source,
+            dest,
+            url,
+            store,
+        }
+    }
+
+    /// `applier once` on the destination, mirroring `orders`.
+    fn once(&self) -> Vec<String> {
+        [
+            "once",
+            "--log-dir",
+            &self.dest,
+            "--bucket",
+            &self.url,
+            "--source-cluster-id",
+            SOURCE,
+            "--topics",
+            "orders",
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gap_shows_on_both_sides_until_acknowledged_and_a_later_one_again() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let source = dir.path().join("source");
-    let dest_path = dir.path().join("dest");
-    let dest = dest_path.to_str().expect("utf-8");
-    let (url, store) = file_bucket(&dir.path().join("bucket"));
-    let once = [
-        "once",
-        "--log-dir",
-        dest,
-        "--bucket",
-        &url,
-        "--source-cluster-id",
-        SOURCE,
-        "--topics",
-        "orders",
-    ];
+    let w = World::new();
+    let (source, dest, url, store) = (&w.source, w.dest.as_str(), &w.url, &w.store);
+    let once = w.once();
+    let once: Vec<&str> = once.iter().map(String::as_str).collect();
     let lost = "segmirror_shipper_gap_unacknowledged_offsets{topic=\"orders\",partition=\"0\"}";
     let lost_here =
         "segmirror_applier_gap_unacknowledged_offsets{topic=\"orders\",partition=\"0\"}";
 
     // Shipped and applied: offsets 0-99.
-    source_append(&source, 100);
-    let (mut shipper, _) = start_shipper(&source, &store);
+    source_append(source, 100);
+    let (mut shipper, _) = start_shipper(source, store);
     let r = shipper.ship_available().await;
     assert!(r.errors.is_empty(), "{r:?}");
     let (code, _, err) = applier(&once);
@@ -137,11 +167,11 @@ async fn a_gap_shows_on_both_sides_until_acknowledged_and_a_later_one_again() {
     // The shipper stops; the source goes on to 250 and its retention
     // passes the shipped end (100): offsets 100-229 are gone unshipped.
     drop(shipper);
-    source_append(&source, 150);
-    source_retention(&source, 230);
+    source_append(source, 150);
+    source_retention(source, 230);
 
     // The shipper starts again: the version it commits records the gap.
-    let (mut shipper, shipper_metrics) = start_shipper(&source, &store);
+    let (mut shipper, shipper_metrics) = start_shipper(source, store);
     let r = shipper.ship_available().await;
     assert!(r.errors.is_empty(), "{r:?}");
     let p = &shipper.partitions()[0];
@@ -151,7 +181,7 @@ async fn a_gap_shows_on_both_sides_until_acknowledged_and_a_later_one_again() {
     assert_eq!(p.gaps[0].cause, manifest::gaps::GapCause::Retention);
     assert_eq!(shipper::gaps::unacknowledged(&p.gaps).count(), 1);
     // `shipper status` (what the binary prints: the bucket's head).
-    let bucket = shipper::status::bucket_status(&store)
+    let bucket = shipper::status::bucket_status(store)
         .await
         .expect("status")
         .expect("shipped");
@@ -213,7 +243,7 @@ async fn a_gap_shows_on_both_sides_until_acknowledged_and_a_later_one_again() {
                     "--log-dir",
                     dest,
                     "--bucket",
-                    &url,
+                    url,
                     "--source-cluster-id",
                     SOURCE,
                     "--topics",
@@ -293,7 +323,7 @@ async fn a_gap_shows_on_both_sides_until_acknowledged_and_a_later_one_again() {
 
     // The shipper side's acknowledgement: a new manifest version, which
     // the running shipper adopts at its next commit (keeping it).
-    match shipper::gaps::acknowledge(&store, &tp("orders"), 100, 229, 42)
+    match shipper::gaps::acknowledge(store, &tp("orders"), 100, 229, 42)
         .await
         .expect("ack")
     {
@@ -302,7 +332,7 @@ async fn a_gap_shows_on_both_sides_until_acknowledged_and_a_later_one_again() {
         }
         other => panic!("{other:?}"),
     }
-    source_append(&source, 20);
+    source_append(source, 20);
     let r = shipper.ship_available().await;
     assert!(r.errors.is_empty(), "{r:?}");
     let p = &shipper.partitions()[0];
@@ -319,9 +349,9 @@ async fn a_gap_shows_on_both_sides_until_acknowledged_and_a_later_one_again() {
 
     // A later gap: the shipper stops again, retention passes 270.
     drop(shipper);
-    source_append(&source, 130);
-    source_retention(&source, 380);
-    let (mut shipper, shipper_metrics) = start_shipper(&source, &store);
+    source_append(source, 130);
+    source_retention(source, 380);
+    let (mut shipper, shipper_metrics) = start_shipper(source, store);
     let r = shipper.ship_available().await;
     assert!(r.errors.is_empty(), "{r:?}");
     shipper.run_cycle().await;
@@ -351,29 +381,17 @@ async fn a_gap_shows_on_both_sides_until_acknowledged_and_a_later_one_again() {
 /// observation (the source's log start passed its log end) is the record.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_gap_in_the_manifest_the_applier_records_what_it_skipped() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let source = dir.path().join("source");
-    let dest_path = dir.path().join("dest");
-    let dest = dest_path.to_str().expect("utf-8");
-    let (url, store) = file_bucket(&dir.path().join("bucket"));
-    let once = [
-        "once",
-        "--log-dir",
-        dest,
-        "--bucket",
-        &url,
-        "--source-cluster-id",
-        SOURCE,
-        "--topics",
-        "orders",
-    ];
-    source_append(&source, 100);
-    publish(&store, &source, &tp("orders"), "u1").await;
+    let w = World::new();
+    let (source, dest, store) = (&w.source, w.dest.as_str(), &w.store);
+    let once = w.once();
+    let once: Vec<&str> = once.iter().map(String::as_str).collect();
+    source_append(source, 100);
+    publish(store, source, &tp("orders"), "u1").await;
     let (code, _, err) = applier(&once);
     assert_eq!(code, 0, "{err}");
-    source_append(&source, 150);
-    source_retention(&source, 230);
-    let m = publish(&store, &source, &tp("orders"), "u2").await;
+    source_append(source, 150);
+    source_retention(source, 230);
+    let m = publish(store, source, &tp("orders"), "u2").await;
     assert!(m.gaps.is_empty() && m.log_start_offset > 100, "{m:?}");
     let (code, _, err) = applier(&once);
     assert_eq!(code, 1, "{err}");

@@ -341,6 +341,20 @@ pub fn cell<'a>(gaps: impl IntoIterator<Item = (&'a Gap, bool)>) -> String {
     }
 }
 
+/// What an acknowledgement naming `first..=last` says when no gap of
+/// `gaps` has those offsets: `has no gap at offsets A-B; its gaps: ...`.
+pub fn no_such_gap(first: i64, last: i64, gaps: &[Gap]) -> String {
+    let list: Vec<String> = gaps.iter().map(Gap::offsets_text).collect();
+    format!(
+        "has no gap at offsets {first}-{last}; its gaps: {}",
+        if list.is_empty() {
+            "none".to_string()
+        } else {
+            list.join(", ")
+        }
+    )
+}
+
 /// Parses `FIRST-LAST` (an operator's name for a gap).
 pub fn parse_offsets(text: &str) -> Result<(i64, i64), String> {
     let bad = || format!("`{text}` is not FIRST-LAST (two offsets, e.g. 100-229)");

@@ -93,14 +93,9 @@ pub(crate) fn run(cmd: GapsCmd) -> anyhow::Result<u8> {
                     Ok(0)
                 }
                 AckOutcome::NoSuchGap(there) => {
-                    let list: Vec<String> = there.iter().map(|g| g.offsets_text()).collect();
                     eprintln!(
-                        "applier: error: {tp} has no gap at offsets {first}-{last}; its gaps: {}",
-                        if list.is_empty() {
-                            "none".to_string()
-                        } else {
-                            list.join(", ")
-                        }
+                        "applier: error: {tp} {}",
+                        manifest::gaps::no_such_gap(first, last, &there)
                     );
                     Ok(1)
                 }

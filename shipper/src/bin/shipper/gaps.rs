@@ -7,7 +7,7 @@ use manifest::layout::ClusterLayout;
 use manifest::store::ManifestStore;
 use shipper::gaps::AckOutcome;
 
-/// Where the manifests are.
+/// Where the manifests are (`status` and `gaps` take the same flags).
 #[derive(clap::Args)]
 pub(crate) struct Where {
     /// Bucket URL: file:///abs/path, memory:// or s3://bucket/prefix [env: SEGMIRROR_BUCKET].
@@ -19,7 +19,8 @@ pub(crate) struct Where {
 }
 
 impl Where {
-    fn store(&self) -> anyhow::Result<ManifestStore> {
+    /// The store, with the bucket URL and the cluster id it was built from.
+    pub(crate) fn open(&self) -> anyhow::Result<(ManifestStore, BucketUrl, String)> {
         let bucket = self
             .bucket
             .clone()
@@ -36,7 +37,11 @@ impl Where {
             })?;
         let url = BucketUrl::parse(&bucket)?;
         let layout = ClusterLayout::new(url.prefix(), &cluster)?;
-        Ok(ManifestStore::new(url.build()?, layout))
+        Ok((ManifestStore::new(url.build()?, layout), url, cluster))
+    }
+
+    fn store(&self) -> anyhow::Result<ManifestStore> {
+        self.open().map(|(store, _, _)| store)
     }
 }
 
@@ -113,14 +118,9 @@ pub(crate) async fn gaps(cmd: GapsCmd) -> anyhow::Result<u8> {
                     Ok(0)
                 }
                 AckOutcome::NoSuchGap(there) => {
-                    let list: Vec<String> = there.iter().map(|g| g.offsets_text()).collect();
                     eprintln!(
-                        "shipper: error: {tp} has no gap at offsets {first}-{last}; its gaps: {}",
-                        if list.is_empty() {
-                            "none".to_string()
-                        } else {
-                            list.join(", ")
-                        }
+                        "shipper: error: {tp} {}",
+                        manifest::gaps::no_such_gap(first, last, &there)
                     );
                     Ok(1)
                 }
