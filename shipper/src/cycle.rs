@@ -374,8 +374,10 @@ impl Shipper {
             return report;
         };
         // 2. Read the latest manifests of partitions new to this process
-        //    (or reset), and pages some decision needs.
+        //    (or reset), and pages some decision needs; and, while a gap is
+        //    not acknowledged, whether `shipper gaps ack` acknowledged it.
         self.load_manifests(&views, &mut report).await;
+        crate::gaps::follow_acknowledgements(&self.store, &mut self.partitions, now).await;
         // 3. Decide (local files only).
         let Some(mut works) = self.decide(views, now, &mut report).await else {
             return report;

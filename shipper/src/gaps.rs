@@ -84,6 +84,56 @@ pub(crate) fn log_new(tp: &TopicPartition, g: &Gap) {
     }
 }
 
+/// How often a partition with a gap not acknowledged asks the bucket for
+/// the version an acknowledgement commits.
+pub(crate) const ACK_PROBE_MS: i64 = 60_000;
+
+/// A running shipper with nothing to commit would keep showing a gap that
+/// `shipper gaps ack` acknowledged (in the next manifest version) until its
+/// next commit. So, while a partition holds a gap not acknowledged, the
+/// cycle asks for the next version at most every [`ACK_PROBE_MS`] (one GET,
+/// answered 404 until there is one; no request at all without such a gap)
+/// and adopts a version written under the same writer id, as a lost commit
+/// is adopted (the partition finds its position again from it). A version
+/// of another writer is left to the commit path, which backs off from it.
+pub(crate) async fn follow_acknowledgements(
+    store: &ManifestStore,
+    partitions: &mut std::collections::BTreeMap<TopicPartition, crate::partition::PartitionState>,
+    now_ms: i64,
+) {
+    for st in partitions.values_mut() {
+        let (Some(m), Some(pk)) = (&st.manifest, &st.pk) else {
+            continue;
+        };
+        if unacknowledged(&m.gaps).next().is_none()
+            || st
+                .ack_probe_at_ms
+                .is_some_and(|at| now_ms - at < ACK_PROBE_MS)
+        {
+            continue;
+        }
+        st.ack_probe_at_ms = Some(now_ms);
+        let found = match store.get_manifest(pk, m.version + 1).await {
+            Ok(_) => store.latest_manifest(pk, Some(m.version + 1)).await,
+            Err(StoreError::NotFound { .. }) => continue,
+            Err(e) => Err(e),
+        };
+        let next = match found {
+            Ok(Some(next)) if next.writer == m.writer => next,
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::debug!(partition = %st.tp, error = %e, "cannot look for a gap acknowledgement; asked again later");
+                continue;
+            }
+        };
+        tracing::info!(partition = %st.tp, version = next.version, "a newer manifest version (a gap acknowledgement) was committed: continuing from it");
+        st.manifest = Some(next);
+        st.cursor = None;
+        st.mark = None;
+        st.lineage_ok = None;
+    }
+}
+
 /// The gaps `once` exits 1 for: losses not acknowledged.
 pub fn unacknowledged(gaps: &[Gap]) -> impl Iterator<Item = &Gap> {
     gaps.iter()

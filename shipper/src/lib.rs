@@ -24,7 +24,9 @@
 //!    feed).
 //!
 //! An idle cycle (nothing new anywhere) makes **no request** to the bucket,
-//! whatever the number of partitions; a cycle with changes makes, per
+//! whatever the number of partitions (except, for a partition whose gap is
+//! not acknowledged, one GET a minute looking for `shipper gaps ack`'s
+//! version: `gaps::follow_acknowledgements`); a cycle with changes makes, per
 //! changed partition, one PUT per object (or a multipart upload for objects
 //! larger than the part size) and one PUT for the manifest; plus, for the
 //! head, two GETs (a probe for a newer head, answered 404, and the newest

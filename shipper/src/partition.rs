@@ -198,6 +198,9 @@ pub(crate) struct PartitionState {
     pub(crate) lag_bytes: u64,
     pub(crate) caught_up_at_ms: i64,
     pub(crate) warned_no_topic_id: bool,
+    /// When the bucket was last asked whether an operator acknowledged a
+    /// gap of this partition (`crate::gaps::follow_acknowledgements`).
+    pub(crate) ack_probe_at_ms: Option<i64>,
 }
 
 impl PartitionState {
@@ -224,6 +227,7 @@ impl PartitionState {
             lag_bytes: 0,
             caught_up_at_ms: now_ms,
             warned_no_topic_id: false,
+            ack_probe_at_ms: None,
         }
     }
 
