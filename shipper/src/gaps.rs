@@ -23,8 +23,10 @@
 //! The version is written under the writer id of the version it follows,
 //! so a running shipper whose next commit meets it at that number adopts
 //! it as its own earlier commit (`commit::judge_winner`), keeping the
-//! acknowledgement, instead of backing off as from another writer. A head
-//! naming it is published too, so `shipper status` shows it at once.
+//! acknowledgement, instead of backing off as from another writer; an idle
+//! one finds it within a minute ([`follow_acknowledgements`]), so its
+//! metrics clear. A head naming it is published too, so `shipper status`
+//! shows it at once.
 //!
 //! Acknowledging is per gap, named by its offsets: a later gap is a new
 //! entry, unacknowledged, and `shipper once` exits 1 for it again.
