@@ -246,6 +246,36 @@ mod tests {
     }
 
     #[test]
+    fn a_head_entry_carries_its_manifest_s_gaps_and_omits_none() {
+        let mut m = crate::partition::PartitionManifest::new(
+            "src-1",
+            &kafkalog::topic::TopicPartition::new("t", 0).expect("tp"),
+            "vVw7a5a_QkWcK7JvBD2t8Q".parse().expect("id"),
+        );
+        m.version = 3;
+        m.shipped_end_offset = 230;
+        m.log_start_offset = 230;
+        m.gaps = vec![crate::gaps::Gap {
+            first_offset: 100,
+            last_offset: 229,
+            cause: crate::gaps::GapCause::Retention,
+            lost_epochs: None,
+            reused_from_epoch: None,
+            detected_at_ms: 5,
+            acknowledged_at_ms: Some(6),
+        }];
+        let mut h = sample();
+        h.merge([HeadEntry::for_manifest(&m)]);
+        let bytes = h.encode().expect("encode");
+        let text = String::from_utf8(bytes.clone()).expect("utf-8");
+        assert_eq!(text.matches(r#""gaps":"#).count(), 1, "{text}");
+        let decoded = Head::decode(&bytes).expect("decode");
+        assert_eq!(decoded.partitions["t-0"].gaps, m.gaps);
+        assert!(decoded.partitions["t-1"].gaps.is_empty());
+        crate::codec::testing::every_bit_flip_is_refused(&bytes, Head::decode);
+    }
+
+    #[test]
     fn schema_1_0_heads_still_decode() {
         let h = Head::decode(HEAD_1_0.as_bytes()).expect("a 1.0 head");
         assert_eq!(h, sample());
