@@ -99,7 +99,9 @@ fn once_exits_1_for_a_gap_until_it_is_acknowledged_and_again_for_a_later_one() {
     );
     assert!(err.contains("ERROR"), "logged at ERROR: {err}");
     assert!(
-        err.contains("shipper gaps ack --topic orders --partition 0 --offsets 100-229"),
+        err.contains(&format!(
+            "Acknowledge: shipper gaps ack --bucket {bucket} --cluster-id src --topic orders --partition 0 --offsets 100-229"
+        )),
         "{err}"
     );
     // Durable: a second run (nothing new) still exits 1.

@@ -46,6 +46,10 @@ pub(crate) async fn once(args: RunArgs) -> anyhow::Result<u8> {
     let timeout = v.store_timeout;
     let endpoint = endpoint(&v.bucket);
     let bucket = v.bucket.clone();
+    let ack = format!(
+        "shipper gaps ack --bucket {} --cluster-id {}",
+        v.bucket, v.options.cluster_id
+    );
     // Credentials from instance metadata on a machine without it: said
     // before any request (the client would retry until the timeout).
     if let Some(problem) = diagnosis::check_before_first_request(&bucket).await {
@@ -92,7 +96,7 @@ pub(crate) async fn once(args: RunArgs) -> anyhow::Result<u8> {
         eprintln!("shipper: error: {message}");
         return Ok(2);
     }
-    let gap_lines = unacknowledged_gaps(&partitions);
+    let gap_lines = unacknowledged_gaps(&partitions, &ack);
     let failed: Vec<&PartitionStatus> = partitions
         .iter()
         .filter(|p| p.state == "failed" || p.state == "fenced")
@@ -186,13 +190,13 @@ fn no_topic_ids(partitions: &[PartitionStatus]) -> Option<String> {
 }
 
 /// One line per gap not acknowledged, naming the partition and offsets.
-fn unacknowledged_gaps(partitions: &[PartitionStatus]) -> Vec<String> {
+fn unacknowledged_gaps(partitions: &[PartitionStatus], ack: &str) -> Vec<String> {
     let mut lines = Vec::new();
     for p in partitions {
         for g in shipper::gaps::unacknowledged(&p.gaps) {
             lines.push(format!(
                 "  GAP {}-{}: offsets {} were lost at the source before they were shipped ({g}); \
-                 the mirror will never have them. Acknowledge: shipper gaps ack --topic {} --partition {} --offsets {}",
+                 the mirror will never have them. Acknowledge: {ack} --topic {} --partition {} --offsets {}",
                 p.topic,
                 p.partition,
                 g.offsets_text(),
