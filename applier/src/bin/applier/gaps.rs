@@ -80,9 +80,7 @@ pub(crate) fn run(cmd: GapsCmd) -> anyhow::Result<u8> {
             let tp = kafkalog::TopicPartition::new(&topic, partition)?;
             let (first, last) = manifest::gaps::parse_offsets(&offsets)
                 .map_err(|e| anyhow::anyhow!("--offsets {e}"))?;
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            let now = manifest::clock::Clock::now_ms(&manifest::clock::SystemClock);
             match applier::gaps::acknowledge(&log_dir, &tp, first, last, now)? {
                 AckOutcome::Acknowledged(gap) => {
                     println!("{tp}: acknowledged the gap at {gap}");

@@ -105,9 +105,7 @@ pub(crate) async fn gaps(cmd: GapsCmd) -> anyhow::Result<u8> {
             let (first, last) = manifest::gaps::parse_offsets(&offsets)
                 .map_err(|e| anyhow::anyhow!("--offsets {e}"))?;
             let store = at.store()?;
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            let now = manifest::clock::Clock::now_ms(&manifest::clock::SystemClock);
             match shipper::gaps::acknowledge(&store, &tp, first, last, now).await? {
                 AckOutcome::Acknowledged { version, gap } => {
                     println!("{tp}: acknowledged the gap at {gap} in manifest version {version}");
