@@ -6,6 +6,7 @@
 //! <log-dir>/.segmirror/status.json                     live status, rewritten by a running applier (`status`)
 //! <log-dir>/.segmirror/reserve                         the disk reserve (`reserve`)
 //! <log-dir>/.segmirror/group-sync.json                 the group offsets sync's record (`group_sync`)
+//! <log-dir>/.segmirror/verify.json                     when the mirror was last verified, damage found (`verify`)
 //! <log-dir>/.segmirror/commands/<id>.request.json      an operator command handed to the daemon (`commands`)
 //! <log-dir>/.segmirror/commands/<id>.response.json     the daemon's answer
 //! ```
@@ -33,6 +34,11 @@ pub fn live_status_path(log_dir: &Path) -> PathBuf {
 /// The group offsets sync's record.
 pub fn group_sync_path(log_dir: &Path) -> PathBuf {
     state_dir(log_dir).join("group-sync.json")
+}
+
+/// The verification record (`crate::verify::VerifyRecord`).
+pub fn verify_record_path(log_dir: &Path) -> PathBuf {
+    state_dir(log_dir).join("verify.json")
 }
 
 /// The disk reserve file.
