@@ -254,8 +254,9 @@ pub async fn repair_stopped(
             bytes: 0,
         });
     }
-    let mut log = logdir.open_partition(tp, LogConfig::default())?;
-    let segments = log.segment_base_offsets();
+    // Planned from the files, before the log is opened (opening recovers
+    // a damaged active segment by cutting it: local writes).
+    let segments = kafkalog::segment::list_segments(&dir)?;
     let mut plans = Vec::new();
     for &base in &damaged {
         plans.push(
@@ -276,6 +277,7 @@ pub async fn repair_stopped(
         ranges.extend(store.get_page(&page.key).await?.ranges);
     }
     ranges.extend(m.ranges.iter().cloned());
+    let mut log = logdir.open_partition(tp, LogConfig::default())?;
     let mut done = Repaired {
         segments: Vec::new(),
         bytes: 0,

@@ -101,7 +101,9 @@ pub fn recorded_failures(
     };
     let mut out = Vec::new();
     for (tp, state) in states {
-        if consequence(*state) != Consequence::Fail {
+        // A PREPARING partition's preparation cuts the damage first
+        // (`crate::repair`): nothing to fail.
+        if consequence(*state) != Consequence::Fail || *state == PartitionState::Preparing {
             continue;
         }
         if let Some(first) = record
@@ -304,8 +306,9 @@ mod tests {
             (0.0, 1.0, gib, rate),
             (0.0, 3600.0, gib, rate * BURST_SECONDS),
             (100.0, 2.0, gib, 100.0 + 2.0 * rate),
-            // A tiny rate still gets one minimum step of room.
-            (0.0, 3600.0, 3600, MIN_STEP as f64),
+            // A tiny rate accrues slowly, and may hold one minimum step.
+            (0.0, 3600.0, 3600, 3600.0),
+            (0.0, 360_000.0, 3600, MIN_STEP as f64),
             (0.0, -5.0, gib, 0.0),
         ];
         for &(held, el, bph, want) in table {

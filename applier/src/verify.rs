@@ -452,7 +452,12 @@ impl PartitionScan {
             }
             let before = self.seg.as_ref().map_or(0, |s| s.counts.bytes);
             let done = self.scan_segment(left)?;
-            let read = self.seg.as_ref().map_or(0, |s| s.counts.bytes) - before;
+            // (A segment that vanished leaves no cursor: nothing counted.)
+            let read = self
+                .seg
+                .as_ref()
+                .map_or(0, |s| s.counts.bytes)
+                .saturating_sub(before);
             progress(read);
             left = left.saturating_sub(read.max(1));
             if done {
@@ -697,7 +702,14 @@ impl PartitionScan {
         let checkpoint = self.lineage.epoch_for_offset(true_last);
         let manifest_epoch = self.facts.as_ref().and_then(|f| f.epoch_at(true_base));
         let mut epoch = h.partition_leader_epoch;
-        if let Some(want) = epoch_verdict(epoch, checkpoint, self.prev.map(|p| p.epoch)) {
+        // A batch after a gap may sit at a damaged base offset: its epoch
+        // is judged once its place is known (`explain_gap`).
+        let verdict = if after_gap {
+            None
+        } else {
+            epoch_verdict(epoch, checkpoint, self.prev.map(|p| p.epoch))
+        };
+        if let Some(want) = verdict {
             seg.found.push(self.mismatch(
                 &seg.path,
                 seg.base,
@@ -709,7 +721,7 @@ impl PartitionScan {
                 ),
             ));
             epoch = want;
-        } else if let Some(want) = manifest_epoch
+        } else if let Some(want) = manifest_epoch.filter(|_| !after_gap)
             && want != epoch
         {
             seg.found.push(self.mismatch(
@@ -754,6 +766,26 @@ impl PartitionScan {
     /// the segment was compacted.
     fn explain_gap(&mut self) {
         if let Some(gap) = self.pending_gap.take() {
+            // Its place is right: its epoch can be judged now.
+            if let Some(p) = self.prev.filter(|p| p.after_gap)
+                && let Some(want) =
+                    epoch_verdict(p.epoch, self.lineage.epoch_for_offset(p.last), None)
+            {
+                let m = Mismatch {
+                    offset: Some(p.base),
+                    cut_offset: Some(p.start),
+                    message: format!(
+                        "leader epoch {} in the batch header where the lineage (leader-epoch-checkpoint) says {want}: a damaged header field the CRC does not cover",
+                        p.epoch
+                    ),
+                    ..gap.clone()
+                };
+                if let Some(seg) = &mut self.seg {
+                    seg.found.push(m);
+                } else {
+                    self.record(m);
+                }
+            }
             let compacted = self.compaction_seen
                 || self.facts.as_ref().is_some_and(|f| {
                     gap.segment
