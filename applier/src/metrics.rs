@@ -382,7 +382,13 @@ mod tests {
             group_sync_lag_seconds: Some(0.0),
             group_sync_last_success_ms: Some(1_700_000_000_000),
         };
-        *exposition.lock().expect("lock") = render(&rows, &counters);
+        let scrub = crate::scrub::ScrubStats {
+            last_complete_pass_ms: Some(1_700_000_000_000),
+            bytes_verified: 4096,
+            mismatches: [("orders-1".to_string(), 2)].into(),
+            passes: 1,
+        };
+        *exposition.lock().expect("lock") = render_with(&rows, &counters, Some(&scrub));
         let s = segmirror_testkit::metrics::scrape(addr, "/metrics");
         assert_eq!(s.status, 200);
         assert_eq!(s.content_type, segmirror_service::metrics::CONTENT_TYPE);
@@ -419,6 +425,15 @@ mod tests {
                 "segmirror_applier_group_sync_last_success_timestamp_seconds".into(),
                 1_700_000_000.0,
             ),
+            ("segmirror_applier_verify_bytes_total".into(), 4096.0),
+            (
+                "segmirror_applier_verify_last_complete_pass_timestamp_seconds".into(),
+                1_700_000_000.0,
+            ),
+            (
+                format!("segmirror_applier_verify_mismatches_total{{{p1}}}"),
+                2.0,
+            ),
         ] {
             assert_eq!(
                 samples.get(&series),
@@ -432,12 +447,13 @@ mod tests {
             "an unknown lag is absent"
         );
         let per_partition = manifest::state::PartitionState::ALL.len() * 2 + 5 * 2 - 3;
-        // 4 counters and the failed gauge, then the group sync's 5.
-        assert_eq!(samples.len(), per_partition + 4 + 5, "{}", s.body);
+        // 4 counters and the failed gauge, then the group sync's 5, then
+        // the scrub's 3.
+        assert_eq!(samples.len(), per_partition + 4 + 5 + 3, "{}", s.body);
         let names = segmirror_testkit::metrics::assert_documented_metrics_served(
             include_str!("metrics.rs"),
             &s.body,
         );
-        assert_eq!(names.len(), 15, "{names:?}");
+        assert_eq!(names.len(), 18, "{names:?}");
     }
 }

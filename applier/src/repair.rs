@@ -330,7 +330,8 @@ mod tests {
     #[test]
     fn a_mirror_is_cut_at_its_lowest_damage_unless_the_bucket_lost_that_range() {
         // (cuts, bucket log start) -> cut or refusal
-        let table: &[(&[i64], i64, Result<Option<i64>, ()>)] = &[
+        type Row<'a> = (&'a [i64], i64, Result<Option<i64>, ()>);
+        let table: &[Row<'_>] = &[
             (&[], 0, Ok(None)),
             (&[40], 0, Ok(Some(40))),
             (&[90, 40, 70], 0, Ok(Some(40))),
@@ -348,7 +349,8 @@ mod tests {
     fn a_stopped_partition_has_only_a_rolled_segment_below_the_stop_point_replaced() {
         let segs = [0, 100, 200];
         // (damaged, stop) -> replace (base, next) or refuse
-        let table: &[(i64, Option<i64>, Result<(i64, i64), ()>)] = &[
+        type Row = (i64, Option<i64>, Result<(i64, i64), ()>);
+        let table: &[Row] = &[
             (0, Some(250), Ok((0, 100))),
             (100, Some(250), Ok((100, 200))),
             (100, Some(200), Ok((100, 200))),

@@ -261,7 +261,15 @@ impl Scrub {
         let found = std::mem::take(&mut self.pass_found);
         let partitions = std::mem::take(&mut self.pass_partitions);
         let written = VerifyRecord::update(log_dir, |r| {
-            r.pass_completed(&partitions, &found, counts, "scrub", now_ms, true, false);
+            r.pass_completed(&crate::verify::Pass {
+                partitions: &partitions,
+                found: &found,
+                counts,
+                by: "scrub",
+                now_ms,
+                complete: true,
+                sampled_objects: false,
+            });
         });
         if let Err(e) = written {
             tracing::error!(error = %e, "scrub: cannot record the completed pass");

@@ -885,6 +885,26 @@ impl PartitionScan {
 // ---------------------------------------------------------------------------
 // The durable record.
 
+/// A pass of `verify` or of the scrub, as [`VerifyRecord::pass_completed`]
+/// records it.
+#[derive(Debug, Clone)]
+pub struct Pass<'a> {
+    /// The partitions it covered.
+    pub partitions: &'a BTreeSet<String>,
+    /// What it found.
+    pub found: &'a [Mismatch],
+    /// What it checked.
+    pub counts: Counts,
+    /// `verify` or `scrub`.
+    pub by: &'a str,
+    /// When it completed (ms).
+    pub now_ms: i64,
+    /// It covered every mirror partition.
+    pub complete: bool,
+    /// It sampled bucket objects.
+    pub sampled_objects: bool,
+}
+
 /// What `applier status` shows of verification, and what a repair reads:
 /// `<log-dir>/.segmirror/verify.json` (`crate::state_dir::verify_record_path`),
 /// written atomically by `applier verify` and by the scrub.
@@ -950,33 +970,30 @@ impl VerifyRecord {
         }
     }
 
-    /// A pass over `partitions` completed at `now_ms` with `found`: their
+    /// A pass over `pass.partitions` completed with `pass.found`: their
     /// damage becomes what the pass found (less what was repaired since it
     /// was found).
-    pub fn pass_completed(
-        &mut self,
-        partitions: &BTreeSet<String>,
-        found: &[Mismatch],
-        counts: Counts,
-        by: &str,
-        now_ms: i64,
-        complete: bool,
-        sampled_objects: bool,
-    ) {
-        self.damage.retain(|d| !partitions.contains(&d.partition));
-        for m in found.iter().filter(|m| m.is_local()) {
+    pub fn pass_completed(&mut self, pass: &Pass<'_>) {
+        self.damage
+            .retain(|d| !pass.partitions.contains(&d.partition));
+        for m in pass.found.iter().filter(|m| m.is_local()) {
             let repaired = self.repaired_at_ms.get(&m.partition).copied();
             if repaired.is_none_or(|r| m.found_at_ms >= r) {
                 self.damage.push(m.clone());
             }
         }
-        if sampled_objects {
-            self.object_damage = found.iter().filter(|m| !m.is_local()).cloned().collect();
+        if pass.sampled_objects {
+            self.object_damage = pass
+                .found
+                .iter()
+                .filter(|m| !m.is_local())
+                .cloned()
+                .collect();
         }
-        if complete {
-            self.last_complete_pass_ms = Some(now_ms);
-            self.last_pass = counts;
-            self.last_pass_by = Some(by.to_string());
+        if pass.complete {
+            self.last_complete_pass_ms = Some(pass.now_ms);
+            self.last_pass = pass.counts;
+            self.last_pass_by = Some(pass.by.to_string());
         }
     }
 
@@ -1055,7 +1072,8 @@ mod tests {
     #[test]
     fn the_epoch_checkpoint_decides_a_batch_epoch_and_order_decides_without_it() {
         // (epoch, checkpoint, previous) -> expected when wrong
-        let table: &[(i32, Option<i32>, Option<i32>, Option<i32>)] = &[
+        type Row = (i32, Option<i32>, Option<i32>, Option<i32>);
+        let table: &[Row] = &[
             (3, Some(3), Some(3), None),
             (3, Some(2), Some(2), Some(2)),
             (3 + (1 << 24), Some(3), Some(3), Some(3)),
@@ -1132,15 +1150,15 @@ mod tests {
         assert_eq!(r.damage.len(), 2, "same place found again is one entry");
         r.repaired_at_ms.insert("a-0".into(), 20);
         let covered: BTreeSet<String> = ["a-0".to_string(), "b-0".to_string()].into();
-        r.pass_completed(
-            &covered,
-            &[m("a-0", 1, 15), m("a-0", 9, 25)],
-            Counts::default(),
-            "scrub",
-            30,
-            true,
-            false,
-        );
+        r.pass_completed(&Pass {
+            partitions: &covered,
+            found: &[m("a-0", 1, 15), m("a-0", 9, 25)],
+            counts: Counts::default(),
+            by: "scrub",
+            now_ms: 30,
+            complete: true,
+            sampled_objects: false,
+        });
         assert_eq!(r.damage.len(), 1, "b-0 clean now, a-0's old find repaired");
         assert_eq!(r.damage[0].position, Some(9));
         assert_eq!(r.last_complete_pass_ms, Some(30));

@@ -136,15 +136,15 @@ pub(crate) async fn run(args: VerifyArgs) -> anyhow::Result<u8> {
     let complete = args.topics.is_empty();
     let counts = outcome.counts;
     VerifyRecord::update(&args.log_dir, |r| {
-        r.pass_completed(
-            &partitions,
-            &outcome.mismatches,
+        r.pass_completed(&applier::verify::Pass {
+            partitions: &partitions,
+            found: &outcome.mismatches,
             counts,
-            "verify",
-            now_ms(),
+            by: "verify",
+            now_ms: now_ms(),
             complete,
-            store.is_some(),
-        );
+            sampled_objects: store.is_some(),
+        });
     })?;
     let clean = outcome.counts.mismatches == 0;
     if args.json {
