@@ -23,8 +23,12 @@
 //! the damage is recorded (status, metric), and `applier repair` replaces
 //! a damaged segment below the stop point from the bucket. Every
 //! mismatch is confirmed by a fresh read of its segment before it is
-//! reported (`crate::verify`), and the scrub reads in the engine's own
-//! loop, so nothing is appended, cut or deleted under it.
+//! reported (`crate::verify`), and a partition where a mismatch is found
+//! is read again from its start (fresh epoch checkpoint and segment list)
+//! before anything is reported or failed: only what the second read finds
+//! counts, so a truncation between two slices (the engine cuts and
+//! appends between them) is never taken for damage. The scrub reads in
+//! the engine's own loop, so nothing changes under a slice.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -139,6 +143,11 @@ pub struct Scrub {
     /// Partitions still to verify in this pass.
     queue: Vec<TopicPartition>,
     current: Option<PartitionScan>,
+    /// The current scan re-reads a partition from its start because the
+    /// previous one found a mismatch: only what this one finds again is
+    /// reported (the first may have raced a truncation or a replaced
+    /// segment).
+    confirming: bool,
     pass: Counts,
     pass_found: Vec<Mismatch>,
     pass_partitions: BTreeSet<String>,
@@ -155,6 +164,7 @@ impl Scrub {
             last_tick: None,
             queue: Vec::new(),
             current: None,
+            confirming: false,
             pass: Counts::default(),
             pass_found: Vec::new(),
             pass_partitions: BTreeSet::new(),
@@ -221,6 +231,15 @@ impl Scrub {
             self.stats.bytes_verified += read;
             let new: Vec<Mismatch> = scan.mismatches[found_before..].to_vec();
             let tp = scan.tp.clone();
+            if !new.is_empty() && !self.confirming {
+                // Read the partition again from a fresh start (its epoch
+                // checkpoint and segments as they are now) before
+                // reporting anything.
+                tracing::info!(partition = %tp, suspect = %new[0], "scrub: a mismatch; reading the partition again to confirm it");
+                self.confirming = true;
+                self.current = PartitionScan::new(log_dir, &tp, None, now_ms).ok();
+                continue;
+            }
             if !new.is_empty() {
                 *self.stats.mismatches.entry(tp.to_string()).or_default() += new.len() as u64;
                 for m in &new {
@@ -242,6 +261,7 @@ impl Scrub {
                 Err(e) => {
                     tracing::warn!(partition = %tp, error = %e, "scrub: reading the partition failed; it is read again next pass");
                     self.current = None;
+                    self.confirming = false;
                 }
             }
         }
@@ -249,6 +269,7 @@ impl Scrub {
     }
 
     fn finish_partition(&mut self) {
+        self.confirming = false;
         if let Some(scan) = self.current.take() {
             self.pass.add(&scan.counts);
             self.pass_partitions.insert(scan.tp.to_string());

@@ -34,8 +34,10 @@
 //! Races with retention and compaction are not mismatches: a segment that
 //! vanished between listing and reading is skipped (and counted as
 //! skipped); any mismatch is confirmed by reading the whole segment again
-//! from a fresh open before it is reported, so a segment replaced or cut
-//! while it was read is judged on what it holds now.
+//! from a fresh open, and a partition with a mismatch is read again from
+//! its start (`verify_targets`, and the scrub likewise), so a segment
+//! replaced or a log cut while it was read is judged on what it holds
+//! now.
 //!
 //! The decisions (does this batch continue the log, is its epoch right,
 //! which objects to sample, how many) are pure functions with their tables
@@ -1314,7 +1316,14 @@ pub async fn verify_targets(
                 }
             }
         }
-        match PartitionScan::run_whole(log_dir, &t.tp, facts, now, progress) {
+        let mut scan = PartitionScan::run_whole(log_dir, &t.tp, facts.clone(), now, progress);
+        if scan.as_ref().is_ok_and(|s| !s.mismatches.is_empty()) {
+            // Confirmed by a second read from a fresh start (an applier
+            // may have cut and re-appended the log meanwhile): only what
+            // it finds again is reported.
+            scan = PartitionScan::run_whole(log_dir, &t.tp, facts, now, &mut |_| {});
+        }
+        match scan {
             Ok(scan) => {
                 out.counts.add(&scan.counts);
                 out.mismatches.extend(scan.mismatches);
