@@ -703,6 +703,17 @@ impl PartitionScan {
         let true_last = true_base + delta;
         let checkpoint = self.lineage.epoch_for_offset(true_last);
         let manifest_epoch = self.facts.as_ref().and_then(|f| f.epoch_at(true_base));
+        let (path, base) = (seg.path.clone(), seg.base);
+        let at_batch = |scan: &PartitionScan, message: String| {
+            scan.mismatch(
+                &path,
+                base,
+                Some(h.position),
+                Some(true_base),
+                true_base,
+                message,
+            )
+        };
         let mut epoch = h.partition_leader_epoch;
         // A batch after a gap may sit at a damaged base offset: its epoch
         // is judged once its place is known (`explain_gap`).
@@ -712,40 +723,19 @@ impl PartitionScan {
             epoch_verdict(epoch, checkpoint, self.prev.map(|p| p.epoch))
         };
         if let Some(want) = verdict {
-            seg.found.push(self.mismatch(
-                &seg.path,
-                seg.base,
-                Some(h.position),
-                Some(true_base),
-                true_base,
-                format!(
-                    "leader epoch {epoch} in the batch header where the lineage (leader-epoch-checkpoint) says {want}: a damaged header field the CRC does not cover"
-                ),
-            ));
+            seg.found.push(at_batch(self, format!(
+                "leader epoch {epoch} in the batch header where the lineage (leader-epoch-checkpoint) says {want}: a damaged header field the CRC does not cover"
+            )));
             epoch = want;
         } else if let Some(want) = manifest_epoch.filter(|_| !after_gap)
             && want != epoch
         {
-            seg.found.push(self.mismatch(
-                &seg.path,
-                seg.base,
-                Some(h.position),
-                Some(true_base),
-                true_base,
-                format!(
-                    "leader epoch {epoch} in the batch header where the manifest's range says {want}"
-                ),
-            ));
+            seg.found.push(at_batch(self, format!(
+                "leader epoch {epoch} in the batch header where the manifest's range says {want}"
+            )));
         }
         if let Err(e) = batch::verify_crc(h, bytes) {
-            seg.found.push(self.mismatch(
-                &seg.path,
-                seg.base,
-                Some(h.position),
-                Some(true_base),
-                true_base,
-                e.to_string(),
-            ));
+            seg.found.push(at_batch(self, e.to_string()));
         }
         seg.batches.push((h.position, true_base, true_last));
         self.prev = Some(Prev {

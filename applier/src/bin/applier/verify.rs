@@ -74,6 +74,15 @@ fn store_of(url: &str, cluster: &str) -> anyhow::Result<manifest::store::Manifes
     ))
 }
 
+/// Whether `dir` exists; says so when not (a usage error: exit 2).
+fn log_dir_exists(dir: &std::path::Path) -> bool {
+    let exists = dir.is_dir();
+    if !exists {
+        eprintln!("applier: error: log dir {} does not exist", dir.display());
+    }
+    exists
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -81,11 +90,7 @@ fn now_ms() -> i64 {
 }
 
 pub(crate) async fn run(args: VerifyArgs) -> anyhow::Result<u8> {
-    if !args.log_dir.is_dir() {
-        eprintln!(
-            "applier: error: log dir {} does not exist",
-            args.log_dir.display()
-        );
+    if !log_dir_exists(&args.log_dir) {
         return Ok(2);
     }
     let store = match (&args.bucket, &args.source_cluster_id) {
@@ -182,11 +187,7 @@ pub(crate) async fn run(args: VerifyArgs) -> anyhow::Result<u8> {
 }
 
 pub(crate) async fn repair(args: RepairArgs) -> anyhow::Result<u8> {
-    if !args.log_dir.is_dir() {
-        eprintln!(
-            "applier: error: log dir {} does not exist",
-            args.log_dir.display()
-        );
+    if !log_dir_exists(&args.log_dir) {
         return Ok(2);
     }
     let tp = TopicPartition::new(&args.topic, args.partition)?;
