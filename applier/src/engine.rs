@@ -1065,7 +1065,7 @@ impl Applier {
         self.sync_groups(&report).await;
         // Once per cycle for every partition flushed in it.
         self.write_checkpoints();
-        self.scrub_step();
+        self.scrub_step().await;
         let changed = self.live_dirty;
         self.write_live_status();
         self.counters.batches += report.batches;
@@ -1211,7 +1211,7 @@ impl Applier {
 
     /// The scrub's share of this cycle (`crate::scrub`): damage found in a
     /// mirror partition fails it; on a STOPPED one it is only reported.
-    fn scrub_step(&mut self) {
+    async fn scrub_step(&mut self) {
         let Some(mut scrub) = self.scrub.take() else {
             return;
         };
@@ -1226,6 +1226,20 @@ impl Applier {
         for (tp, e) in found {
             self.fail(&tp, e);
             self.settled = false;
+        }
+        let n = scrub.objects_due();
+        if n > 0
+            && let Some(store) = &self.store
+        {
+            let candidates: Vec<_> = self
+                .mirror_slots()
+                .filter_map(|s| s.manifest.as_ref().map(|m| (s.tp().clone(), m)))
+                .flat_map(|(tp, m)| m.ranges.iter().map(move |r| (tp.clone(), r.clone())))
+                .collect();
+            let now = crate::mirror::now_ms();
+            scrub
+                .check_objects(&self.opts.log_dir, store, &candidates, n, now)
+                .await;
         }
         self.scrub = Some(scrub);
     }

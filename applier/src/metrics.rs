@@ -20,6 +20,7 @@
 //! | `segmirror_applier_group_sync_lag_seconds` | gauge | | age of the newest source group offsets not yet applied (0: up to date) |
 //! | `segmirror_applier_group_sync_last_success_timestamp_seconds` | gauge | | when a group sync pass last completed (Unix time) |
 //! | `segmirror_applier_verify_bytes_total` | counter | | bytes of the local log the scrub verified (`applier run`) |
+//! | `segmirror_applier_verify_objects_total` | counter | | bucket objects the scrub checked (size, CRC-32C) after its passes |
 //! | `segmirror_applier_verify_last_complete_pass_timestamp_seconds` | gauge | | when the scrub last completed a pass over every mirror partition |
 //! | `segmirror_applier_verify_mismatches_total` | counter | `topic`, `partition` | mismatches the scrub found in the partition's local log |
 //!
@@ -178,6 +179,18 @@ impl Collector for Scrub {
             )?;
             m.encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(
                 &s.bytes_verified,
+                None,
+            )?;
+        }
+        {
+            let mut m = encoder.encode_descriptor(
+                "verify_objects",
+                "Bucket objects the scrub checked against their manifest entries since the process started.",
+                None,
+                MetricType::Counter,
+            )?;
+            m.encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(
+                &s.objects_verified,
                 None,
             )?;
         }
@@ -387,6 +400,7 @@ mod tests {
             bytes_verified: 4096,
             mismatches: [("orders-1".to_string(), 2)].into(),
             passes: 1,
+            objects_verified: 3,
         };
         *exposition.lock().expect("lock") = render_with(&rows, &counters, Some(&scrub));
         let s = segmirror_testkit::metrics::scrape(addr, "/metrics");
@@ -426,6 +440,7 @@ mod tests {
                 1_700_000_000.0,
             ),
             ("segmirror_applier_verify_bytes_total".into(), 4096.0),
+            ("segmirror_applier_verify_objects_total".into(), 3.0),
             (
                 "segmirror_applier_verify_last_complete_pass_timestamp_seconds".into(),
                 1_700_000_000.0,
@@ -448,12 +463,12 @@ mod tests {
         );
         let per_partition = manifest::state::PartitionState::ALL.len() * 2 + 5 * 2 - 3;
         // 4 counters and the failed gauge, then the group sync's 5, then
-        // the scrub's 3.
-        assert_eq!(samples.len(), per_partition + 4 + 5 + 3, "{}", s.body);
+        // the scrub's 4.
+        assert_eq!(samples.len(), per_partition + 4 + 5 + 4, "{}", s.body);
         let names = segmirror_testkit::metrics::assert_documented_metrics_served(
             include_str!("metrics.rs"),
             &s.body,
         );
-        assert_eq!(names.len(), 18, "{names:?}");
+        assert_eq!(names.len(), 19, "{names:?}");
     }
 }

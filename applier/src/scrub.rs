@@ -14,6 +14,11 @@
 //! restart of the process the scrub begins a new pass from the first
 //! partition.
 //!
+//! After each complete pass, [`OBJECTS_PER_PASS`] bucket objects (among
+//! the current ranges of the manifests the applier holds) are checked
+//! against their manifest entries; damage there is reported, never fails
+//! a partition (`applier verify --bucket` samples more).
+//!
 //! What a mismatch means depends on the partition's state
 //! ([`consequence`]): a mirror partition (PREPARING, MIRRORING, PAUSED)
 //! is failed (FAILED, not retried) with the file and offset named, and
@@ -48,6 +53,11 @@ pub const BURST_SECONDS: f64 = 10.0;
 
 /// The least budget a step may take, so that a small rate still moves.
 const MIN_STEP: u64 = 64 << 10;
+
+/// Bucket objects checked after each complete pass (size and CRC-32C
+/// against the manifest), among the ranges of the manifests the applier
+/// holds; their bytes count against the budget.
+pub const OBJECTS_PER_PASS: u64 = 4;
 
 /// What a local mismatch does to a partition in `state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +142,8 @@ pub struct ScrubStats {
     pub mismatches: BTreeMap<String, u64>,
     /// Passes completed since the process started.
     pub passes: u64,
+    /// Bucket objects checked since the process started.
+    pub objects_verified: u64,
 }
 
 /// The scrub's position and budget.
@@ -148,6 +160,8 @@ pub struct Scrub {
     /// reported (the first may have raced a truncation or a replaced
     /// segment).
     confirming: bool,
+    /// A pass completed: objects are to be sampled.
+    objects_due: bool,
     pass: Counts,
     pass_found: Vec<Mismatch>,
     pass_partitions: BTreeSet<String>,
@@ -165,6 +179,7 @@ impl Scrub {
             queue: Vec::new(),
             current: None,
             confirming: false,
+            objects_due: false,
             pass: Counts::default(),
             pass_found: Vec::new(),
             pass_partitions: BTreeSet::new(),
@@ -268,6 +283,68 @@ impl Scrub {
         to_fail
     }
 
+    /// How many objects to sample now (after a complete pass, once).
+    pub fn objects_due(&mut self) -> u64 {
+        if std::mem::take(&mut self.objects_due) {
+            OBJECTS_PER_PASS
+        } else {
+            0
+        }
+    }
+
+    /// Checks `n` of `candidates` (the current ranges of the manifests the
+    /// applier holds) against their manifest entries; a mismatch is
+    /// reported (status, metric), never failing a partition: the local log
+    /// is what mirrors serve, and the object is only needed to restore.
+    pub async fn check_objects(
+        &mut self,
+        log_dir: &Path,
+        store: &manifest::store::ManifestStore,
+        candidates: &[(TopicPartition, manifest::partition::ShippedRange)],
+        n: u64,
+        now_ms: i64,
+    ) {
+        let keys: Vec<&str> = candidates.iter().map(|(_, r)| r.key.as_str()).collect();
+        let mut found = Vec::new();
+        for i in crate::verify::pick_sample(&keys, n, now_ms as u64) {
+            let (tp, r) = &candidates[i];
+            let message = match store.get(&r.key).await {
+                Ok(bytes) => {
+                    self.stats.objects_verified += 1;
+                    self.stats.bytes_verified += bytes.len() as u64;
+                    self.held = (self.held - bytes.len() as f64).max(0.0);
+                    match crate::mirror::verify_object(tp, r, &bytes) {
+                        Ok(()) => continue,
+                        Err(crate::MirrorError::ObjectCorrupt { detail, .. }) => detail,
+                        Err(e) => e.to_string(),
+                    }
+                }
+                // Swept since (retention at the source), or not there yet.
+                Err(manifest::store::StoreError::NotFound { .. }) => continue,
+                Err(e) => {
+                    tracing::warn!(key = %r.key, error = %e, "scrub: cannot read an object to check it; next pass");
+                    continue;
+                }
+            };
+            tracing::error!(partition = %tp, key = %r.key, %message, "scrub: bucket object damaged");
+            *self.stats.mismatches.entry(tp.to_string()).or_default() += 1;
+            found.push(Mismatch {
+                partition: tp.to_string(),
+                path: None,
+                key: Some(r.key.clone()),
+                position: None,
+                offset: Some(r.base_offset),
+                segment: None,
+                cut_offset: None,
+                message,
+                found_at_ms: now_ms,
+            });
+        }
+        if let Err(e) = VerifyRecord::update(log_dir, |rec| rec.object_damage = found) {
+            tracing::error!(error = %e, "scrub: cannot record the objects checked");
+        }
+    }
+
     fn finish_partition(&mut self) {
         self.confirming = false;
         if let Some(scan) = self.current.take() {
@@ -297,6 +374,7 @@ impl Scrub {
         }
         self.stats.last_complete_pass_ms = Some(now_ms);
         self.stats.passes += 1;
+        self.objects_due = true;
         tracing::info!(summary = %counts.summary(), "scrub: pass complete");
     }
 }
