@@ -1215,10 +1215,10 @@ impl Applier {
         let Some(mut scrub) = self.scrub.take() else {
             return;
         };
-        let states = self.mirror_states();
         let found = scrub.step(
             &self.opts.log_dir,
-            &states,
+            &|| self.mirror_slots().map(|m| m.tp().clone()).collect(),
+            &|tp| self.state_of(tp),
             Instant::now(),
             crate::mirror::now_ms(),
         );

@@ -188,12 +188,15 @@ impl Scrub {
     }
 
     /// One cycle's share: verifies what the budget earned since the last
-    /// call, over the partitions in `states` (the mirror partitions now).
-    /// Returns the partitions to fail (their [`consequence`] is `Fail`).
+    /// call, over the mirror partitions (`partitions` lists them when a
+    /// pass begins; `state_of` says each one's state now, None once it is
+    /// gone), so that a cycle costs nothing per partition. Returns the
+    /// partitions to fail (their [`consequence`] is `Fail`).
     pub fn step(
         &mut self,
         log_dir: &Path,
-        states: &BTreeMap<TopicPartition, PartitionState>,
+        partitions: &dyn Fn() -> Vec<TopicPartition>,
+        state_of: &dyn Fn(&TopicPartition) -> Option<PartitionState>,
         now: Instant,
         now_ms: i64,
     ) -> Vec<(TopicPartition, MirrorError)> {
@@ -216,13 +219,14 @@ impl Scrub {
                 if self.queue.is_empty() {
                     // A new pass: the partitions as they are now, last first
                     // (popped from the end).
-                    self.queue = states.keys().rev().cloned().collect();
+                    self.queue = partitions();
+                    self.queue.reverse();
                     if self.queue.is_empty() {
                         break;
                     }
                 }
                 let Some(tp) = self.queue.pop() else { break };
-                if !states.contains_key(&tp) {
+                if state_of(&tp).is_none() {
                     continue;
                 }
                 match PartitionScan::new(log_dir, &tp, None, now_ms) {
@@ -263,8 +267,8 @@ impl Scrub {
                 if let Err(e) = VerifyRecord::update(log_dir, |r| r.add_damage(&new)) {
                     tracing::error!(error = %e, "scrub: cannot record the damage found");
                 }
-                if let Some(state) = states.get(&tp)
-                    && consequence(*state) == Consequence::Fail
+                if let Some(state) = state_of(&tp)
+                    && consequence(state) == Consequence::Fail
                     && let Some(first) = new.iter().min_by_key(|m| m.cut_offset)
                 {
                     to_fail.push((tp.clone(), damage_error(&tp, first)));
