@@ -616,3 +616,50 @@ async fn every_flipped_byte_of_a_segment_is_found_at_its_batch() {
     assert!(missed.is_empty(), "missed flips (byte, mask): {missed:?}");
     assert_eq!(named, flips, "every flip named at its batch");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_refuses_to_cut_a_damage_the_bucket_no_longer_holds() {
+    let w = mirrored().await;
+    let t = tp("orders");
+    let all = batches(&w.dest, &t);
+    let (path, pos, offset) = middle_batch(&all, 0);
+    flip(&path, pos + 61 + 20, 0x55);
+    let (code, _) = applier(&["verify", "--log-dir", w.dest_str()]);
+    assert_eq!(code, 1);
+    // The source's retention passes the damage; the bucket's log start
+    // with it.
+    let segments = segment::list_segments(&w.source.join(t.dir_name())).expect("segments");
+    {
+        let d = LogDir::open(&w.source).expect("source");
+        let mut log = d.open_partition(&t, LogConfig::default()).expect("open");
+        log.raise_log_start(segments[2]).expect("retention");
+        log.close().expect("close");
+    }
+    let (_, store) = file_bucket(&w.bucket_dir);
+    publish(&store, &w.source, &t, "u2").await;
+    let end_before = kafkalog::reader::PartitionReader::open(&w.dest, &t)
+        .expect("reader")
+        .for_each_batch(0, false, |_, _| ControlFlow::Continue(()))
+        .expect("read");
+    let mut start = w.args("start");
+    start.extend(["--topic", "orders"]);
+    let _ = applier(&start);
+    let mut once = w.args("once");
+    once.extend(["--topics", "orders"]);
+    let (code, out) = applier(&once);
+    assert_eq!(code, 1, "{out}");
+    let v = status_json(&w);
+    let row = &v["partitions"][0];
+    assert_eq!(row["state"], "FAILED", "{v}");
+    let error = row["last_error"].as_str().expect("error");
+    assert!(
+        error.contains(&format!("the damage starts at offset {offset}"))
+            && error.contains("no longer in the bucket"),
+        "{error}"
+    );
+    let end_after = kafkalog::reader::PartitionReader::open(&w.dest, &t)
+        .expect("reader")
+        .for_each_batch(0, false, |_, _| ControlFlow::Continue(()))
+        .expect("read");
+    assert_eq!(end_after, end_before, "nothing cut");
+}
