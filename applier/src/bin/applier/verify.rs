@@ -111,6 +111,12 @@ pub(crate) async fn run(args: VerifyArgs) -> anyhow::Result<u8> {
             }
         }
     }
+    if targets.is_empty() {
+        eprintln!(
+            "applier: nothing to verify: no mirror partition in {} (a partition becomes one when `applier start`/`once` begins mirroring it)",
+            args.log_dir.display()
+        );
+    }
     let total: u64 = targets.iter().map(|t| t.bytes).sum();
     let bar = indicatif::ProgressBar::with_draw_target(
         Some(total),
@@ -135,22 +141,24 @@ pub(crate) async fn run(args: VerifyArgs) -> anyhow::Result<u8> {
     bar.finish_and_clear();
     let outcome = outcome?;
     let elapsed = started.elapsed().as_secs_f64();
-    // Recorded for `applier status` (when the mirror was last verified)
-    // and for `start` (where to cut a damaged mirror).
     let partitions = targets.iter().map(|t| t.tp.to_string()).collect();
     let complete = args.topics.is_empty();
     let counts = outcome.counts;
-    VerifyRecord::update(&args.log_dir, |r| {
-        r.pass_completed(&applier::verify::Pass {
-            partitions: &partitions,
-            found: &outcome.mismatches,
-            counts,
-            by: "verify",
-            now_ms: now_ms(),
-            complete,
-            sampled_objects: store.is_some(),
-        });
-    })?;
+    if !targets.is_empty() {
+        // Recorded for `applier status` (when the mirror was last verified)
+        // and for `start` (where to cut a damaged mirror).
+        VerifyRecord::update(&args.log_dir, |r| {
+            r.pass_completed(&applier::verify::Pass {
+                partitions: &partitions,
+                found: &outcome.mismatches,
+                counts,
+                by: "verify",
+                now_ms: now_ms(),
+                complete,
+                sampled_objects: store.is_some(),
+            });
+        })?;
+    }
     let clean = outcome.counts.mismatches == 0;
     if args.json {
         crate::print_out(&format!(
