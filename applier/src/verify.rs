@@ -13,9 +13,13 @@
 //!   is the one `leader-epoch-checkpoint` assigns to the batch's offsets
 //!   (and, with a bucket, the one the manifest's range says, for offsets
 //!   mirrored before any stop);
-//! - a gap between batches is accepted only where the log shows
-//!   compaction (a batch holding fewer records than offsets) or the
-//!   manifest says the segment was replaced by a compacted version;
+//! - a gap between batches that the next batch continues is accepted: it
+//!   is what compaction leaves (whole batches dropped, before or after the
+//!   segment was shipped), and damage does not look like that (a damaged
+//!   base offset is not continued by the next batch); so the one flip the
+//!   local checks cannot see is an upward flip of the base offset of the
+//!   log's very last batch, which the next range the applier appends
+//!   refuses (it must start at the log end);
 //! - the offset and time indexes against the segment's batches
 //!   (`kafkalog::verify::check_indexes`);
 //! - with a bucket, a sample of objects: size and CRC-32C against the
@@ -166,7 +170,8 @@ impl Counts {
 pub enum Continuity {
     /// It starts right where expected.
     Follows,
-    /// It starts later: a gap (normal only in compacted logs).
+    /// It starts later: a gap (what compaction leaves, or a damaged base
+    /// offset when the next batch does not continue it).
     Gap,
     /// It starts at or below the previous batch's last offset, or below its
     /// segment's base offset: it, or the previous batch, is damaged.
@@ -287,8 +292,6 @@ pub fn pick_sample(keys: &[&str], n: u64, seed: u64) -> Vec<usize> {
 /// bucket.
 #[derive(Debug, Clone, Default)]
 pub struct ManifestFacts {
-    /// Segments (base offsets) the source replaced by a compacted version.
-    pub compacted_segments: BTreeSet<i64>,
     /// The current ranges (highest generation of each segment), for the
     /// epoch check of mirrored offsets.
     pub ranges: Vec<ShippedRange>,
@@ -338,7 +341,7 @@ struct SegCursor {
     position: u64,
     /// The partition's scan state when this segment began (to confirm a
     /// mismatch from a fresh read).
-    at_start: (Option<Prev>, Option<Mismatch>, bool),
+    at_start: (Option<Prev>, Option<Mismatch>),
     /// `(position, true base, true last)` of every batch, for the indexes.
     batches: Vec<(u64, i64, i64)>,
     /// Mismatches found in this segment, not yet confirmed.
@@ -361,7 +364,6 @@ pub struct PartitionScan {
     /// A batch that started after a gap, reported unless the log shows
     /// compaction by the time it is explained.
     pending_gap: Option<Mismatch>,
-    compaction_seen: bool,
     /// Segments at or above this base are still to be read.
     next_segment: i64,
     seg: Option<SegCursor>,
@@ -399,7 +401,6 @@ impl PartitionScan {
             facts,
             prev: None,
             pending_gap: None,
-            compaction_seen: false,
             next_segment: i64::MIN,
             seg: None,
             mismatches: Vec::new(),
@@ -488,7 +489,7 @@ impl PartitionScan {
             base,
             path: segment::file_path(&self.dir, base, segment::LOG_SUFFIX),
             position: 0,
-            at_start: (self.prev, self.pending_gap.clone(), self.compaction_seen),
+            at_start: (self.prev, self.pending_gap.clone()),
             batches: Vec::new(),
             found: Vec::new(),
             counts: Counts::default(),
@@ -613,8 +614,6 @@ impl PartitionScan {
         let first = seg.batches.is_empty();
         let mut expected = expected_start(self.prev.map(|p| p.last), seg.base, first);
         let delta = i64::from(h.last_offset_delta);
-        let compacted_batch = i64::from(h.record_count) < delta + 1 || h.has_delete_horizon();
-        self.compaction_seen |= compacted_batch;
         // Where the batch truly lies, once its damage (if any) is known.
         let mut true_base = h.base_offset;
         let mut after_gap = false;
@@ -753,9 +752,8 @@ impl PartitionScan {
         }
     }
 
-    /// The batch after a gap was followed normally: the gap is real. It
-    /// is a mismatch unless the log shows compaction or the manifest says
-    /// the segment was compacted.
+    /// The batch after a gap was followed normally (or was the last one):
+    /// the gap is real, and the batch's epoch is judged now.
     fn explain_gap(&mut self) {
         if let Some(gap) = self.pending_gap.take() {
             // Its place is right: its epoch can be judged now.
@@ -778,19 +776,12 @@ impl PartitionScan {
                     self.record(m);
                 }
             }
-            let compacted = self.compaction_seen
-                || self.facts.as_ref().is_some_and(|f| {
-                    gap.segment
-                        .is_some_and(|s| f.compacted_segments.contains(&s))
-                });
-            if !compacted {
-                // Reported through the segment that holds it.
-                if let Some(seg) = &mut self.seg {
-                    seg.found.push(gap);
-                } else {
-                    self.record(gap);
-                }
-            }
+            // A gap the next batch continues is what compaction leaves
+            // (whole batches dropped, in a source segment compacted before
+            // it was shipped or after): accepted. Damage does not look like
+            // that: a damaged base offset is not continued by the next
+            // batch (`Continuity::Overlaps` above).
+            drop(gap);
         }
     }
 
@@ -808,11 +799,10 @@ impl PartitionScan {
         }
         if !seg.found.is_empty() {
             // Confirm from a fresh open, the state as the segment began.
-            let (prev, gap, compaction) = seg.at_start.clone();
+            let (prev, gap) = seg.at_start.clone();
             let mut again = self.clone();
             again.prev = prev;
             again.pending_gap = gap;
-            again.compaction_seen = compaction;
             again.mismatches.clear();
             again.seg = Some(SegCursor {
                 position: 0,
@@ -847,7 +837,6 @@ impl PartitionScan {
             }
             self.prev = again.prev;
             self.pending_gap = again.pending_gap;
-            self.compaction_seen = again.compaction_seen;
             seg.found = confirmed.found;
         }
         self.counts.segments += 1;
@@ -1235,11 +1224,6 @@ async fn facts_of(
         .cloned()
         .collect();
     current.sort_by_key(|r| r.base_offset);
-    let compacted_segments = top
-        .iter()
-        .filter(|(_, g)| **g > 0)
-        .map(|(b, _)| *b)
-        .collect();
     // The manifest speaks for offsets mirrored: below a stop, and below
     // where the source's lineage and the local one part (a source
     // divergence the follow has not cut yet is not damage).
@@ -1253,7 +1237,6 @@ async fn facts_of(
     let own_history = t.record.failback_pending
         || t.record.state.state() == manifest::state::PartitionState::Preparing;
     let facts = ManifestFacts {
-        compacted_segments,
         ranges: current.clone(),
         mirrored_below: if own_history {
             i64::MIN

@@ -663,3 +663,70 @@ async fn start_refuses_to_cut_a_damage_the_bucket_no_longer_holds() {
         .expect("read");
     assert_eq!(end_after, end_before, "nothing cut");
 }
+
+/// Batches a compaction dropped whole leave gaps that the next batch
+/// continues: not damage, in the local log or against the manifest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gaps_compaction_leaves_are_not_reported() {
+    use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let source = tmp.path().join("source");
+    let dest = tmp.path().join("dest");
+    let (bucket, store) = file_bucket(&tmp.path().join("bucket"));
+    let t = tp("orders");
+    {
+        let d = LogDir::open(&source).expect("source");
+        let cfg = LogConfig {
+            segment_bytes: 2048,
+            ..LogConfig::default()
+        };
+        let mut log = d
+            .open_or_create_partition(&t, Some(topic_id()), cfg)
+            .expect("create");
+        // Offsets 0-9, 30-39, 70-79, 80-89, 120-129, ...: whole batches
+        // gone between them, some across segments.
+        let mut bytes = Vec::new();
+        for base in [0i64, 30, 70, 80, 120, 130, 200] {
+            let n = 10;
+            let recs: Vec<RecordInput> = (0..n)
+                .map(|i| RecordInput {
+                    timestamp: 1_700_000_000_000 + base + i,
+                    key: Some(format!("k{}", base + i).into_bytes()),
+                    value: Some(vec![b'v'; 100]),
+                    headers: vec![],
+                })
+                .collect();
+            bytes.extend(build_batch(&BatchSpec::new(base, 2), &recs).expect("batch"));
+        }
+        log.append_replicated(&bytes).expect("append with gaps");
+        log.close().expect("close");
+    }
+    publish(&store, &source, &t, "u1").await;
+    let dest_s = dest.to_str().expect("utf-8");
+    let (code, out) = applier(&[
+        "once",
+        "--log-dir",
+        dest_s,
+        "--bucket",
+        &bucket,
+        "--source-cluster-id",
+        SOURCE,
+        "--topics",
+        "orders",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = applier(&[
+        "verify",
+        "--log-dir",
+        dest_s,
+        "--bucket",
+        &bucket,
+        "--source-cluster-id",
+        SOURCE,
+        "--sample-objects",
+        "100%",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("checked 1 partitions"), "{out}");
+    assert!(out.contains(" 7 batches"), "{out}");
+}
