@@ -440,6 +440,19 @@ impl PartitionScan {
         }
     }
 
+    /// Reads `leader-epoch-checkpoint` again; true when it changed.
+    fn reload_lineage(&mut self) -> bool {
+        let Ok(entries) = kafkalog::checkpoint::read_leader_epoch_checkpoint(
+            &self.dir.join(kafkalog::log::LEADER_EPOCH_CHECKPOINT),
+        ) else {
+            return false;
+        };
+        let fresh = EpochLineage::from_checkpoint_entries(entries).0;
+        let changed = fresh != self.lineage;
+        self.lineage = fresh;
+        changed
+    }
+
     /// Reads up to about `budget` bytes (at least one batch), reporting
     /// progress in bytes.
     pub fn step(
@@ -716,11 +729,17 @@ impl PartitionScan {
         let mut epoch = h.partition_leader_epoch;
         // A batch after a gap may sit at a damaged base offset: its epoch
         // is judged once its place is known (`explain_gap`).
-        let verdict = if after_gap {
+        let mut verdict = if after_gap {
             None
         } else {
             epoch_verdict(epoch, checkpoint, self.prev.map(|p| p.epoch))
         };
+        if verdict.is_some() && self.reload_lineage() {
+            // Appended since the checkpoint was read (a new epoch): judged
+            // against the checkpoint as it is now.
+            let checkpoint = self.lineage.epoch_for_offset(true_last);
+            verdict = epoch_verdict(epoch, checkpoint, self.prev.map(|p| p.epoch));
+        }
         if let Some(want) = verdict {
             seg.found.push(at_batch(self, format!(
                 "leader epoch {epoch} in the batch header where the lineage (leader-epoch-checkpoint) says {want}: a damaged header field the CRC does not cover"
@@ -757,9 +776,13 @@ impl PartitionScan {
     fn explain_gap(&mut self) {
         if let Some(gap) = self.pending_gap.take() {
             // Its place is right: its epoch can be judged now.
+            let judge = |lineage: &EpochLineage, p: &Prev| {
+                epoch_verdict(p.epoch, lineage.epoch_for_offset(p.last), None)
+            };
             if let Some(p) = self.prev.filter(|p| p.after_gap)
-                && let Some(want) =
-                    epoch_verdict(p.epoch, self.lineage.epoch_for_offset(p.last), None)
+                && judge(&self.lineage, &p).is_some()
+                && (!self.reload_lineage() || judge(&self.lineage, &p).is_some())
+                && let Some(want) = judge(&self.lineage, &p)
             {
                 let m = Mismatch {
                     offset: Some(p.base),
