@@ -597,7 +597,6 @@ impl PartitionScan {
         seg.broken = true;
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn mismatch(
         &self,
         path: &Path,
@@ -1223,7 +1222,7 @@ async fn facts_of(
     t: &Target,
     local_leo: i64,
     local_lineage: &EpochLineage,
-) -> Result<Option<(ManifestFacts, Vec<ShippedRange>, i64)>, manifest::store::StoreError> {
+) -> Result<Option<(ManifestFacts, Vec<ShippedRange>)>, manifest::store::StoreError> {
     let pk = manifest::layout::PartitionKey {
         tp: t.tp.clone(),
         topic_id: t.record.topic_id,
@@ -1271,7 +1270,7 @@ async fn facts_of(
         .into_iter()
         .filter(|r| r.last_offset >= m.log_start_offset)
         .collect();
-    Ok(Some((facts, live, m.log_start_offset)))
+    Ok(Some((facts, live)))
 }
 
 /// Verifies `targets` in `log_dir` (and, with `store`, samples `sample` of
@@ -1300,7 +1299,7 @@ pub async fn verify_targets(
             } else {
                 let (leo, lineage) = local_end_and_lineage(log_dir, &t.tp);
                 match facts_of(store, t, leo, &lineage).await {
-                    Ok(Some((f, ranges, _))) => {
+                    Ok(Some((f, ranges))) => {
                         facts = Some(f);
                         sampleable.extend(ranges.into_iter().map(|r| (t.tp.clone(), r)));
                     }
