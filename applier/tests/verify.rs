@@ -242,6 +242,24 @@ async fn start_cuts_the_damage_of_a_mirror_and_fetches_it_again_until_identical(
         expected.iter().any(|p| error.contains(p)),
         "the error names a damaged place: {error}"
     );
+    // `plan` says what start will do.
+    let (code, plan) = applier(&w.args("plan"));
+    assert_eq!(code, 0, "{plan}");
+    let first_cut = expected
+        .iter()
+        .map(|p| {
+            p.rsplit_once("(offset ")
+                .and_then(|(_, o)| o.trim_end_matches(')').parse::<i64>().ok())
+                .expect("offset")
+        })
+        .min()
+        .expect("a cut");
+    assert!(
+        plan.contains(&format!(
+            "cut the recorded local damage back to {first_cut}"
+        )),
+        "{plan}"
+    );
     // start: cut to the first damage, fetch the rest again.
     let mut start = w.args("start");
     start.extend(["--topic", "orders"]);
