@@ -19,8 +19,10 @@
 //!   (`PartitionLog::replace_segment`: written beside, renamed over,
 //!   indexes rebuilt). Damage in the segment holding the stop point (or
 //!   above it) is refused with a message: replacing it would cut local
-//!   writes ([`plan_stopped_repair`]). `applier repair` takes the log
-//!   dir's lock: it refuses while `applier run` or `serve` holds it.
+//!   writes ([`plan_stopped_repair`]), and so is a damaged segment above
+//!   the log's recovery point (opening the log would let recovery cut it
+//!   and drop every later segment). `applier repair` takes the log dir's
+//!   lock: it refuses while `applier run` or `serve` holds it.
 
 // `MirrorError` carries the store's and the log's errors by value.
 #![allow(clippy::result_large_err)]
@@ -262,6 +264,22 @@ pub async fn repair_stopped(
         plans.push(
             plan_stopped_repair(base, &segments, record.stopped_at_offset)
                 .map_err(|e| anyhow::anyhow!("{tp}: segment {base}: {e}"))?,
+        );
+    }
+    // Opening the log runs recovery over the segments above the recovery
+    // point, which cuts at a corrupt batch and drops every later segment:
+    // refused unless every damaged segment lies below it.
+    let recovery_point = kafkalog::checkpoint::read_offset_checkpoint(
+        &log_dir.join(kafkalog::checkpoint::RECOVERY_POINT_OFFSET_CHECKPOINT),
+    )?
+    .get(tp)
+    .copied()
+    .unwrap_or(0);
+    if let Some(p) = plans.iter().find(|p| p.next > recovery_point) {
+        anyhow::bail!(
+            "{tp}: segment {} ends at {} above the log's recovery point {recovery_point}: opening the log would let its recovery cut the damaged batch and every segment after it (local writes); flush the log first (a clean `applier run` stop does), then repair",
+            p.base,
+            p.next - 1
         );
     }
     let pk = PartitionKey {
