@@ -332,17 +332,7 @@ impl Scrub {
             };
             tracing::error!(partition = %tp, key = %r.key, %message, "scrub: bucket object damaged");
             *self.stats.mismatches.entry(tp.to_string()).or_default() += 1;
-            found.push(Mismatch {
-                partition: tp.to_string(),
-                path: None,
-                key: Some(r.key.clone()),
-                position: None,
-                offset: Some(r.base_offset),
-                segment: None,
-                cut_offset: None,
-                message,
-                found_at_ms: now_ms,
-            });
+            found.push(Mismatch::object(tp, r, message, now_ms));
         }
         if let Err(e) = VerifyRecord::update(log_dir, |rec| rec.object_damage = found) {
             tracing::error!(error = %e, "scrub: cannot record the objects checked");

@@ -87,6 +87,21 @@ pub struct Mismatch {
 }
 
 impl Mismatch {
+    /// A mismatch of bucket object `r` of `tp`.
+    pub fn object(tp: &TopicPartition, r: &ShippedRange, message: String, now_ms: i64) -> Mismatch {
+        Mismatch {
+            partition: tp.to_string(),
+            path: None,
+            key: Some(r.key.clone()),
+            position: None,
+            offset: Some(r.base_offset),
+            segment: None,
+            cut_offset: None,
+            message,
+            found_at_ms: now_ms,
+        }
+    }
+
     /// Whether the damage is in the local log (not in the bucket).
     pub fn is_local(&self) -> bool {
         self.path.is_some()
@@ -641,7 +656,7 @@ impl PartitionScan {
                     Some(expected),
                     expected,
                     format!(
-                        "offset gap: the batch starts at {} where {expected} was expected, and the log shows no compaction (a flipped base offset byte, or lost batches)",
+                        "the batch starts at {} after a gap from {expected} (what compaction leaves, unless the next batch does not continue it)",
                         h.base_offset
                     ),
                 ));
@@ -1334,17 +1349,7 @@ pub async fn verify_targets(
         for i in pick_sample(&keys, n, seed) {
             let (tp, r) = &sampleable[i];
             out.counts.objects += 1;
-            let object = |message: String| Mismatch {
-                partition: tp.to_string(),
-                path: None,
-                key: Some(r.key.clone()),
-                position: None,
-                offset: Some(r.base_offset),
-                segment: None,
-                cut_offset: None,
-                message,
-                found_at_ms: now,
-            };
+            let object = |message: String| Mismatch::object(tp, r, message, now);
             match store.get(&r.key).await {
                 Ok(bytes) => {
                     out.counts.object_bytes += bytes.len() as u64;

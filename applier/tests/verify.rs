@@ -64,6 +64,19 @@ async fn mirrored() -> World {
     mirrored_with(4096, 120, 80).await
 }
 
+/// A new partition `orders` in `root` rolling at `segment_bytes`.
+fn new_partition(root: &Path, segment_bytes: u64) -> (LogDir, kafkalog::PartitionLog) {
+    let d = LogDir::open(root).expect("log dir");
+    let cfg = LogConfig {
+        segment_bytes,
+        ..LogConfig::default()
+    };
+    let log = d
+        .open_or_create_partition(&tp("orders"), Some(topic_id()), cfg)
+        .expect("create");
+    (d, log)
+}
+
 /// [`mirrored`] with `segment_bytes` segments, `a` records at epoch 3
 /// then `b` at epoch 5.
 async fn mirrored_with(segment_bytes: u64, a: usize, b: usize) -> World {
@@ -73,14 +86,7 @@ async fn mirrored_with(segment_bytes: u64, a: usize, b: usize) -> World {
     let bucket_dir = tmp.path().join("bucket");
     let (bucket, store) = file_bucket(&bucket_dir);
     {
-        let d = LogDir::open(&source).expect("source");
-        let cfg = LogConfig {
-            segment_bytes,
-            ..LogConfig::default()
-        };
-        let mut log = d
-            .open_or_create_partition(&tp("orders"), Some(topic_id()), cfg)
-            .expect("create");
+        let (_d, mut log) = new_partition(&source, segment_bytes);
         produce(&mut log, a, 3);
         produce(&mut log, b, 5);
         log.close().expect("close");
@@ -699,14 +705,7 @@ async fn gaps_compaction_leaves_are_not_reported() {
     let (bucket, store) = file_bucket(&tmp.path().join("bucket"));
     let t = tp("orders");
     {
-        let d = LogDir::open(&source).expect("source");
-        let cfg = LogConfig {
-            segment_bytes: 2048,
-            ..LogConfig::default()
-        };
-        let mut log = d
-            .open_or_create_partition(&t, Some(topic_id()), cfg)
-            .expect("create");
+        let (_d, mut log) = new_partition(&source, 2048);
         // Offsets 0-9, 30-39, 70-79, 80-89, 120-129, ...: whole batches
         // gone between them, some across segments.
         let mut bytes = Vec::new();
@@ -761,14 +760,7 @@ async fn gaps_compaction_leaves_are_not_reported() {
 async fn an_epoch_appended_during_a_scan_is_not_damage() {
     let tmp = tempfile::tempdir().expect("tmp");
     let t = tp("orders");
-    let d = LogDir::open(tmp.path()).expect("dir");
-    let cfg = LogConfig {
-        segment_bytes: 4096,
-        ..LogConfig::default()
-    };
-    let mut log = d
-        .open_or_create_partition(&t, Some(topic_id()), cfg)
-        .expect("create");
+    let (_d, mut log) = new_partition(tmp.path(), 4096);
     produce(&mut log, 100, 3);
     log.flush().expect("flush");
     let mut scan = applier::verify::PartitionScan::new(tmp.path(), &t, None, 0).expect("scan");
