@@ -208,9 +208,17 @@ async fn verify_names_each_damaged_batch_and_exits_1() {
     assert_eq!(lines, 3, "one line per damage, no cascade:\n{out}");
     assert!(out.contains("checked 1 partitions"), "summary line: {out}");
     // JSON names the same places.
-    let (code, json) = applier(&["verify", "--log-dir", w.dest_str(), "--json"]);
-    assert_eq!(code, 1);
-    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let out = Command::new(env!("CARGO_BIN_EXE_applier"))
+        .args(["verify", "--log-dir", w.dest_str(), "--json"])
+        .output()
+        .expect("run applier");
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json on stdout");
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        summary.contains("DAMAGED: checked 1 partitions"),
+        "{summary}"
+    );
     assert_eq!(v["clean"], false);
     assert_eq!(v["mismatches"].as_array().map(Vec::len), Some(3));
     // Status shows when and what, with no daemon.

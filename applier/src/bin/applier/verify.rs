@@ -161,6 +161,13 @@ pub(crate) async fn run(args: VerifyArgs) -> anyhow::Result<u8> {
     }
     let clean = outcome.counts.mismatches == 0;
     if args.json {
+        // The summary line too, on stderr: stdout is the JSON.
+        eprintln!(
+            "{}: {} in {:.1}s",
+            if clean { "clean" } else { "DAMAGED" },
+            outcome.counts.summary(),
+            elapsed
+        );
         crate::print_out(&format!(
             "{}\n",
             serde_json::json!({
