@@ -105,6 +105,13 @@ store_timeout = "60s"
 # "off", "warn" (log each failure, start anyway) or "enforce" (exit 1 before
 # touching the log dir). Default: warn.
 preflight = "warn"
+
+# `applier run` re-reads the local log continuously (the checks of `applier
+# verify`: CRCs, the header fields the CRC does not cover, the indexes) at
+# most this many bytes per hour; a mismatch fails a mirror partition (start
+# repairs it from the bucket) and is reported on a STOPPED one. 0: off.
+# Default: 1GiB (about 300 KB/s).
+scrub_bytes_per_hour = "1GiB"
 "#;
 
 /// The configuration file's contents (every field optional in the file;
@@ -150,6 +157,8 @@ pub struct ApplierConfig {
     pub store_timeout: Option<String>,
     /// Bucket checks at start: `off`, `warn` or `enforce`.
     pub preflight: Option<String>,
+    /// Bytes per hour the scrub of `applier run` verifies (0: off).
+    pub scrub_bytes_per_hour: Option<ByteSize>,
 }
 
 /// Default of `store_timeout`.
@@ -242,7 +251,8 @@ impl ApplierConfig {
             disk_reserve,
             metrics_addr,
             store_timeout,
-            preflight
+            preflight,
+            scrub_bytes_per_hour
         );
         if !over.tiered_topics.is_empty() {
             self.tiered_topics = over.tiered_topics;
@@ -365,6 +375,9 @@ impl ApplierConfig {
             options.disk_reserve_bytes = bytes;
         }
         options.tiered_topics = self.tiered_topics.clone();
+        if let Some(ByteSize(bytes)) = self.scrub_bytes_per_hour {
+            options.scrub_bytes_per_hour = bytes;
+        }
         let preflight = match &self.preflight {
             None => doctor::PreflightMode::default(),
             Some(p) => p.parse().map_err(|e: String| field("preflight", e))?,
@@ -605,6 +618,7 @@ mod tests {
             metrics_addr: Some(String::new()),
             store_timeout: Some(String::new()),
             preflight: Some(String::new()),
+            scrub_bytes_per_hour: Some(ByteSize(1)),
         };
         let value = serde_json::to_value(&full).expect("serialize");
         let keys: Vec<&str> = value
@@ -613,7 +627,7 @@ mod tests {
             .keys()
             .map(String::as_str)
             .collect();
-        assert_eq!(keys.len(), 16, "{value}");
+        assert_eq!(keys.len(), 17, "{value}");
         for key in keys {
             let shown = EXAMPLE.lines().any(|l| {
                 let l = l.strip_prefix("# ").unwrap_or(l);

@@ -87,6 +87,9 @@ pub struct ApplierOptions {
     pub max_backoff: Duration,
     /// Size of the disk reserve (see [`crate::reserve`]); 0 disables it.
     pub disk_reserve_bytes: u64,
+    /// Bytes per hour the scrub verifies once enabled
+    /// ([`Applier::enable_scrub`], `applier run`); 0: off.
+    pub scrub_bytes_per_hour: u64,
 }
 
 impl ApplierOptions {
@@ -107,6 +110,7 @@ impl ApplierOptions {
             base_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(60),
             disk_reserve_bytes: crate::reserve::DEFAULT_RESERVE_BYTES,
+            scrub_bytes_per_hour: crate::scrub::DEFAULT_BYTES_PER_HOUR,
         }
     }
 }
@@ -191,6 +195,8 @@ pub struct Applier {
     pub(crate) group_sync: crate::group_sync::GroupSync,
     /// Gaps known (offsets never received), written when one is new.
     gaps: crate::gaps::Ledger,
+    /// The background verification of `applier run` (`crate::scrub`).
+    scrub: Option<crate::scrub::Scrub>,
 }
 
 impl Applier {
@@ -250,6 +256,7 @@ impl Applier {
             plain: std::collections::HashMap::new(),
             group_sync: crate::group_sync::GroupSync::default(),
             gaps,
+            scrub: None,
         };
         // Every log opened first (recovery and unfinished ranges cut, each
         // durable on its own), then every state's actions redone (the
@@ -276,6 +283,12 @@ impl Applier {
             .filter(|m| m.pending == Some(Work::Failover))
             .map(|m| m.tp().clone())
             .collect();
+        // Damage recorded by `applier verify` (or a scrub before a restart)
+        // fails its mirror partitions (`crate::scrub::recorded_failures`).
+        let states = applier.mirror_states();
+        for (tp, e) in crate::scrub::recorded_failures(&applier.opts.log_dir, &states) {
+            applier.fail(&tp, e);
+        }
         for tp in stopping {
             applier.run_failover(&tp);
         }
@@ -1069,6 +1082,7 @@ impl Applier {
         self.sync_groups(&report).await;
         // Once per cycle for every partition flushed in it.
         self.write_checkpoints();
+        self.scrub_step().await;
         let changed = self.live_dirty;
         self.write_live_status();
         self.counters.batches += report.batches;
@@ -1144,7 +1158,11 @@ impl Applier {
         let rows = self.status_rows();
         let lagging = rows.iter().any(|r| r.lag_offsets.is_some_and(|l| l > 0));
         if let Ok(mut text) = exposition.lock() {
-            *text = crate::metrics::render(&rows, &self.counters);
+            *text = crate::metrics::render_with(
+                &rows,
+                &self.counters,
+                self.scrub.as_ref().map(|s| &s.stats),
+            );
         }
         self.last_metrics = Some((Instant::now(), lagging));
     }
@@ -1195,6 +1213,53 @@ impl Applier {
         rows.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         crate::gaps::annotate(&self.opts.log_dir, &mut rows);
         rows
+    }
+
+    /// Turns on the scrub at `scrub_bytes_per_hour` (`applier run`).
+    pub fn enable_scrub(&mut self) {
+        self.scrub = crate::scrub::Scrub::new(self.opts.scrub_bytes_per_hour);
+    }
+
+    /// Each mirror partition's state.
+    fn mirror_states(&self) -> BTreeMap<TopicPartition, PartitionState> {
+        self.mirror_slots()
+            .map(|m| (m.tp().clone(), m.state()))
+            .collect()
+    }
+
+    /// The scrub's share of this cycle (`crate::scrub`): damage found in a
+    /// mirror partition fails it; on a STOPPED one it is only reported.
+    async fn scrub_step(&mut self) {
+        let Some(mut scrub) = self.scrub.take() else {
+            return;
+        };
+        let found = scrub.step(
+            &self.opts.log_dir,
+            &|| self.mirror_slots().map(|m| m.tp().clone()).collect(),
+            &|tp| self.state_of(tp),
+            Instant::now(),
+            crate::mirror::now_ms(),
+        );
+        self.live_dirty |= !found.is_empty();
+        for (tp, e) in found {
+            self.fail(&tp, e);
+            self.settled = false;
+        }
+        let n = scrub.objects_due();
+        if n > 0
+            && let Some(store) = &self.store
+        {
+            let candidates: Vec<_> = self
+                .mirror_slots()
+                .filter_map(|s| s.manifest.as_ref().map(|m| (s.tp().clone(), m)))
+                .flat_map(|(tp, m)| m.ranges.iter().map(move |r| (tp.clone(), r.clone())))
+                .collect();
+            let now = crate::mirror::now_ms();
+            scrub
+                .check_objects(&self.opts.log_dir, store, &candidates, n, now)
+                .await;
+        }
+        self.scrub = Some(scrub);
     }
 
     /// Makes every retryable failure due now (for `applier once`, whose

@@ -98,6 +98,29 @@ pub enum MirrorError {
         /// The barrier's error.
         reason: String,
     },
+    /// The local log is damaged (found by `applier verify` or the scrub):
+    /// `applier start` cuts it back to `cut_offset` and fetches the rest
+    /// again from the bucket.
+    #[error(
+        "{tp}: local log damaged: {detail}; `applier start` cuts the log back to offset {cut_offset} and fetches it again from the bucket"
+    )]
+    LocalDamage {
+        /// The partition.
+        tp: TopicPartition,
+        /// The file, position, offset and what is wrong.
+        detail: String,
+        /// Where a repair cuts.
+        cut_offset: i64,
+    },
+    /// A recorded local damage cannot be repaired from the bucket (the
+    /// range is no longer there).
+    #[error("{tp}: cannot repair the local log: {reason}")]
+    Unrepairable {
+        /// The partition.
+        tp: TopicPartition,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl MirrorError {
@@ -129,7 +152,9 @@ impl MirrorError {
             | MirrorError::Durability { .. } => true,
             MirrorError::ObjectCorrupt { .. }
             | MirrorError::BadBatch { .. }
-            | MirrorError::Refused { .. } => false,
+            | MirrorError::Refused { .. }
+            | MirrorError::LocalDamage { .. }
+            | MirrorError::Unrepairable { .. } => false,
         }
     }
 }

@@ -21,6 +21,10 @@
 //!   seen here), and the operator's acknowledgement of each.
 //! - [`reserve`]: the disk reserve that keeps room to record a full disk's
 //!   failures.
+//! - [`verify`]: `applier verify`'s checks of the local log and the bucket,
+//!   and their durable record; [`scrub`]: the same within a byte budget per
+//!   hour in `applier run`; [`repair`]: what `start` and `applier repair`
+//!   do about damage found.
 
 pub use manifest::applying;
 pub mod commands;
@@ -36,11 +40,14 @@ pub mod metrics;
 pub mod mirror;
 pub mod plan;
 pub mod range_check;
+pub mod repair;
 pub mod reserve;
+pub mod scrub;
 pub mod serving;
 pub mod slot;
 pub mod state_dir;
 pub mod status;
+pub mod verify;
 
 pub use engine::{Applier, ApplierOptions};
 pub use error::MirrorError;

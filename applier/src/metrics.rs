@@ -22,6 +22,10 @@
 //! | `segmirror_applier_group_offsets_clamped` | gauge | | synced offsets held at the mirror's log start or end |
 //! | `segmirror_applier_group_sync_lag_seconds` | gauge | | age of the newest source group offsets not yet applied (0: up to date) |
 //! | `segmirror_applier_group_sync_last_success_timestamp_seconds` | gauge | | when a group sync pass last completed (Unix time) |
+//! | `segmirror_applier_verify_bytes_total` | counter | | bytes of the local log the scrub verified (`applier run`) |
+//! | `segmirror_applier_verify_objects_total` | counter | | bucket objects the scrub checked (size, CRC-32C) after its passes |
+//! | `segmirror_applier_verify_last_complete_pass_timestamp_seconds` | gauge | | when the scrub last completed a pass over every mirror partition |
+//! | `segmirror_applier_verify_mismatches_total` | counter | `topic`, `partition` | mismatches the scrub found in the partition's local log |
 //!
 //! A lag gauge is absent for a partition whose lag is unknown (no manifest
 //! read yet). The engine renders the text from its status rows and
@@ -177,6 +181,73 @@ impl Collector for Partitions {
 /// Renders the metrics text of `rows` and `c` (OpenMetrics, ending in
 /// `# EOF`).
 pub fn render(rows: &[PartitionStatus], c: &Counters) -> String {
+    render_with(rows, c, None)
+}
+
+/// The scrub's metrics (`crate::scrub`).
+#[derive(Debug)]
+struct Scrub(crate::scrub::ScrubStats);
+
+impl Collector for Scrub {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let s = &self.0;
+        {
+            let mut m = encoder.encode_descriptor(
+                "verify_bytes",
+                "Bytes of the local log verified by the scrub since the process started.",
+                None,
+                MetricType::Counter,
+            )?;
+            m.encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(
+                &s.bytes_verified,
+                None,
+            )?;
+        }
+        {
+            let mut m = encoder.encode_descriptor(
+                "verify_objects",
+                "Bucket objects the scrub checked against their manifest entries since the process started.",
+                None,
+                MetricType::Counter,
+            )?;
+            m.encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(
+                &s.objects_verified,
+                None,
+            )?;
+        }
+        if let Some(ms) = s.last_complete_pass_ms {
+            let mut m = encoder.encode_descriptor(
+                "verify_last_complete_pass_timestamp_seconds",
+                "When the scrub last completed a pass over every mirror partition (Unix time).",
+                None,
+                MetricType::Gauge,
+            )?;
+            m.encode_gauge(&(ms as f64 / 1000.0))?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "verify_mismatches",
+            "Mismatches the scrub found in each partition's local log since the process started.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (partition, n) in &s.mismatches {
+            let (topic, p) = partition
+                .rsplit_once('-')
+                .unwrap_or((partition.as_str(), ""));
+            family
+                .encode_family(&[("topic", topic), ("partition", p)])?
+                .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(n, None)?;
+        }
+        Ok(())
+    }
+}
+
+/// [`render`] with the scrub's metrics, when it runs.
+pub fn render_with(
+    rows: &[PartitionStatus],
+    c: &Counters,
+    scrub: Option<&crate::scrub::ScrubStats>,
+) -> String {
     let mut registry = Registry::with_prefix("segmirror_applier");
     let failed: Gauge = Gauge::default();
     failed.set(
@@ -248,6 +319,9 @@ pub fn render(rows: &[PartitionStatus], c: &Counters) -> String {
         })
         .collect();
     registry.register_collector(Box::new(Partitions(rows)));
+    if let Some(s) = scrub {
+        registry.register_collector(Box::new(Scrub(s.clone())));
+    }
     segmirror_service::metrics::encode(&registry)
 }
 
@@ -375,7 +449,14 @@ mod tests {
             group_sync_lag_seconds: Some(0.0),
             group_sync_last_success_ms: Some(1_700_000_000_000),
         };
-        *exposition.lock().expect("lock") = render(&rows, &counters);
+        let scrub = crate::scrub::ScrubStats {
+            last_complete_pass_ms: Some(1_700_000_000_000),
+            bytes_verified: 4096,
+            mismatches: [("orders-1".to_string(), 2)].into(),
+            passes: 1,
+            objects_verified: 3,
+        };
+        *exposition.lock().expect("lock") = render_with(&rows, &counters, Some(&scrub));
         let s = segmirror_testkit::metrics::scrape(addr, "/metrics");
         assert_eq!(s.status, 200);
         assert_eq!(s.content_type, segmirror_service::metrics::CONTENT_TYPE);
@@ -422,6 +503,16 @@ mod tests {
                 "segmirror_applier_group_sync_last_success_timestamp_seconds".into(),
                 1_700_000_000.0,
             ),
+            ("segmirror_applier_verify_bytes_total".into(), 4096.0),
+            ("segmirror_applier_verify_objects_total".into(), 3.0),
+            (
+                "segmirror_applier_verify_last_complete_pass_timestamp_seconds".into(),
+                1_700_000_000.0,
+            ),
+            (
+                format!("segmirror_applier_verify_mismatches_total{{{p1}}}"),
+                2.0,
+            ),
         ] {
             assert_eq!(
                 samples.get(&series),
@@ -437,12 +528,13 @@ mod tests {
         // 7 gauges per partition, the failed one's 3 lags unknown, and
         // the last gap's time only where there is a gap.
         let per_partition = manifest::state::PartitionState::ALL.len() * 2 + 7 * 2 - 3 + 1;
-        // 4 counters and the failed gauge, then the group sync's 5.
-        assert_eq!(samples.len(), per_partition + 4 + 5, "{}", s.body);
+        // 4 counters and the failed gauge, then the group sync's 5, then
+        // the scrub's 4.
+        assert_eq!(samples.len(), per_partition + 4 + 5 + 4, "{}", s.body);
         let names = segmirror_testkit::metrics::assert_documented_metrics_served(
             include_str!("metrics.rs"),
             &s.body,
         );
-        assert_eq!(names.len(), 18, "{names:?}");
+        assert_eq!(names.len(), 22, "{names:?}");
     }
 }

@@ -260,8 +260,11 @@ impl Mirror {
         m: &PartitionManifest,
         ctx: &MirrorContext,
     ) -> Result<StepReport, MirrorError> {
-        let plan = self.plan_preparation(m, ctx)?;
         let leo_before = self.log.log_end_offset();
+        // Damage that `verify` or the scrub recorded is cut first: the
+        // follow fetches that range again (`crate::repair`).
+        crate::repair::cut_recorded_damage(self, m)?;
+        let plan = self.plan_preparation(m, ctx)?;
         self.execute(&plan)?;
         self.record.lme = None;
         self.record.stopped_at_offset = None;

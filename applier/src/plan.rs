@@ -126,6 +126,8 @@ pub async fn plan_all(
         local_cluster_id: opts.local_cluster_id.as_deref(),
         tiered_storage: false,
     };
+    // Damage `applier verify` or the scrub recorded: `start` cuts it first.
+    let verified = crate::verify::VerifyRecord::read(root).unwrap_or_default();
     let mut out = Vec::new();
     for (tp, record) in targets {
         let entry = head
@@ -224,6 +226,37 @@ pub async fn plan_all(
         };
         let manifest = store.get_manifest(&key, entry.manifest_version).await?;
         let empty = EpochLineage::default();
+        let cuts: Vec<i64> = verified
+            .damage_of(&tp.to_string())
+            .iter()
+            .filter_map(|d| d.cut_offset)
+            .collect();
+        let damage_cut = if cuts.is_empty() {
+            None
+        } else if action != "start" {
+            row.summary = format!(
+                "local damage recorded (applier status): the next applier to open the log dir fails it, and `start` cuts the log back to {} and fetches it again",
+                cuts.iter().min().copied().unwrap_or_default()
+            );
+            out.push(row);
+            continue;
+        } else {
+            match crate::repair::mirror_cut(&cuts, manifest.log_start_offset) {
+                Ok(cut) => cut,
+                Err(reason) => {
+                    row.action = action;
+                    row.summary = format!("refused, would go FAILED: {reason}");
+                    row.refused = Some(reason);
+                    out.push(row);
+                    continue;
+                }
+            }
+        };
+        let local = local.map(|l| LocalSummary {
+            log_end: damage_cut.map_or(l.log_end, |c| l.log_end.min(c)),
+            lineage: damage_cut.map_or(l.lineage.clone(), |c| l.lineage.held_by(c)),
+            ..l
+        });
         let view = match &local {
             Some(l) => LocalLog {
                 topic_id: l.topic_id,
@@ -258,7 +291,13 @@ pub async fn plan_all(
                 let (objects, bytes) = to_fetch(&manifest, plan.fetch_from);
                 row.fetch_objects = objects;
                 row.fetch_bytes = bytes;
-                let steps: Vec<String> = plan.steps.iter().map(ToString::to_string).collect();
+                let mut steps: Vec<String> = plan.steps.iter().map(ToString::to_string).collect();
+                if let Some(cut) = damage_cut {
+                    steps.insert(
+                        0,
+                        format!("cut the recorded local damage back to {cut} (applier verify)"),
+                    );
+                }
                 row.summary = format!(
                     "{}{}fetch from {} ({objects} objects, {bytes} bytes; source shipped to {})",
                     steps.join("; "),

@@ -8,6 +8,7 @@
 //! <log-dir>/.segmirror/group-sync.json                 the group offsets sync's record (`group_sync`)
 //! <log-dir>/.segmirror/gaps.json                       gaps known: offsets never received (`gaps`, written by the engine)
 //! <log-dir>/.segmirror/gap-acks.json                   the operator's acknowledgements of gaps (`gaps`, written by `applier gaps ack`)
+//! <log-dir>/.segmirror/verify.json                     when the mirror was last verified, damage found (`verify`)
 //! <log-dir>/.segmirror/commands/<id>.request.json      an operator command handed to the daemon (`commands`)
 //! <log-dir>/.segmirror/commands/<id>.response.json     the daemon's answer
 //! ```
@@ -45,6 +46,11 @@ pub fn gaps_path(log_dir: &Path) -> PathBuf {
 /// The acknowledgements of gaps (`crate::gaps`).
 pub fn gap_acks_path(log_dir: &Path) -> PathBuf {
     state_dir(log_dir).join("gap-acks.json")
+}
+
+/// The verification record (`crate::verify::VerifyRecord`).
+pub fn verify_record_path(log_dir: &Path) -> PathBuf {
+    state_dir(log_dir).join("verify.json")
 }
 
 /// The disk reserve file.

@@ -284,8 +284,11 @@ pub fn verify_partition(
     Ok(Ok(()))
 }
 
-/// Checks a segment's index files against its batches `(position, base, last)`.
-fn check_indexes(dir: &Path, base: i64, batches: &[(u64, i64, i64)]) -> Option<Problem> {
+/// Checks a segment's index files against its batches `(position, base,
+/// last)`: offset index entries at batch boundaries holding their offset,
+/// time index entries inside the segment, the transaction index parsing.
+/// Also used by the applier's `verify` and scrub, segment by segment.
+pub fn check_indexes(dir: &Path, base: i64, batches: &[(u64, i64, i64)]) -> Option<Problem> {
     let by_position: HashMap<u64, (i64, i64)> =
         batches.iter().map(|&(p, b, l)| (p, (b, l))).collect();
     let seg_last = batches.last().map(|b| b.2).unwrap_or(base);

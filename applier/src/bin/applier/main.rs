@@ -11,6 +11,7 @@ mod plan;
 mod run;
 mod serve;
 mod status;
+mod verify;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,6 +32,7 @@ const EXAMPLES: &str = "Examples:
   applier config check --config /etc/segmirror/applier.toml
   applier config example > /etc/segmirror/applier.toml
   applier doctor --expect doctor.toml
+  applier verify --log-dir /data/mirror --bucket file:///data/bucket --source-cluster-id src
 
 Which topics: --topics REGEX (run, once, plan) starts every topic whose whole name
 matches, as the shipper's --topics selects what it ships; --topic NAME (start, pause,
@@ -128,6 +130,9 @@ pub(crate) struct Common {
     /// Bucket checks at start by run and once (`applier doctor`'s must-haves): off, warn (log failures) or enforce (exit 1 first) [default: warn].
     #[arg(long, value_name = "off|warn|enforce", env = "SEGMIRROR_PREFLIGHT")]
     preflight: Option<String>,
+    /// Bytes of the local log `run` re-verifies per hour in the background (as `applier verify`), e.g. 1GiB (0: off) [default: 1GiB].
+    #[arg(long, value_name = "SIZE", env = "SEGMIRROR_SCRUB_BYTES_PER_HOUR")]
+    scrub_bytes_per_hour: Option<ByteSize>,
 }
 
 impl Common {
@@ -165,6 +170,7 @@ impl Common {
             metrics_addr: self.metrics_addr.clone(),
             store_timeout: self.store_timeout.clone(),
             preflight: self.preflight.clone(),
+            scrub_bytes_per_hour: self.scrub_bytes_per_hour,
         }))
     }
 }
@@ -274,6 +280,32 @@ A table of checks: pass, warn or fail, the evidence (what the endpoint answered)
 checked, and the [source] bucket's replication rule. Exit codes: 0 no must-have check fails;
 1 one does; 2 a usage or access error (no credentials, endpoint unreachable, no such bucket).")]
     Doctor(doctor::cli::DoctorArgs),
+    /// Re-read the local log of every mirror partition and check it (CRCs, header fields, indexes), and sample bucket objects; exit 0 clean, 1 with each mismatch named.
+    #[command(after_help = "Examples:
+  applier verify --log-dir /data/mirror
+  applier verify --log-dir /data/mirror --bucket s3://dr-bucket/segmirror --source-cluster-id src --sample-objects 5%
+  applier verify --log-dir /data/mirror --topic orders --json
+
+Checks every batch's CRC-32C, the header fields the CRC does not cover (base offset
+continuity, batch length framing, leader epoch against leader-epoch-checkpoint and, with
+--bucket, the manifest; magic 2), the offset and time indexes; with --bucket, samples
+objects (size and CRC-32C against the manifest). Safe while `applier run` runs (reads
+only); segments that retention or compaction removes meanwhile are skipped. The result is
+recorded in <log-dir>/.segmirror/verify.json (`applier status` shows it); a damaged mirror
+partition is FAILED when an applier next opens the log dir, and `applier start` repairs it.
+Exit codes: 0 clean; 1 a mismatch (each named: file, byte, offset, object key); 2 usage.")]
+    Verify(verify::VerifyArgs),
+    /// Replace damaged segments of a STOPPED partition that lie below its stop point with their copy from the bucket (never cuts local writes).
+    #[command(after_help = "Examples:
+  applier repair --log-dir /data/mirror --bucket s3://dr-bucket/segmirror --topic orders --partition 0
+
+Verifies the partition, then replaces each damaged rolled segment wholly below the stop
+point from the bucket's objects (checked against the manifest first), in place. Refused,
+changing nothing, when the damage is in the segment holding the stop point or above (local
+writes), when the bucket no longer has that segment, or while `applier run`/`serve` holds
+the log dir. A mirror partition is repaired by `applier start`. Exit 0 repaired or clean;
+1 refused; 2 usage.")]
+    Repair(verify::RepairArgs),
     /// Configuration helpers.
     Config {
         #[command(subcommand)]
@@ -342,6 +374,8 @@ fn main() -> ExitCode {
             Cmd::Status(a) => status::run(a),
             Cmd::Gaps { command } => gaps::run(command),
             Cmd::Groups(a) => groups::run(a),
+            Cmd::Verify(a) => verify::run(a).await,
+            Cmd::Repair(a) => verify::repair(a).await,
             Cmd::KafkaUser(a) => kafka_user::run(a),
             Cmd::Plan(a) => plan::run(a).await,
             Cmd::Doctor(a) => Ok(doctor::cli::main("applier", doctor::View::Applier, a).await),

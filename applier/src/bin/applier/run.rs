@@ -80,6 +80,10 @@ async fn run_with(
         .map(|b| b.build_with_retry_timeout(v.store_timeout))
         .transpose()?;
     let mut applier = Applier::open(v.options.clone(), store.clone())?;
+    if !once {
+        // The background verification (`applier::scrub`), run only.
+        applier.enable_scrub();
+    }
     if let Some(addr) = v.metrics_addr {
         let exposition = applier::metrics::serve(addr)
             .map_err(|e| anyhow::anyhow!("metrics address {addr}: {e}"))?;

@@ -8,7 +8,7 @@ pub(crate) struct StatusArgs {
     /// The destination log dir.
     #[arg(long, value_name = "DIR", env = "SEGMIRROR_LOG_DIR")]
     log_dir: PathBuf,
-    /// JSON instead of a table (`{"partitions": [...], "group_sync": {...} | null}`, fields documented in the library's `status` and `group_sync` modules).
+    /// JSON instead of a table (`{"partitions": [...], "group_sync": {...} | null, "verify": {...}}`, fields documented in the library's `status` and `group_sync` modules).
     #[arg(long)]
     json: bool,
 }
@@ -18,6 +18,10 @@ pub(crate) fn run(args: StatusArgs) -> anyhow::Result<u8> {
     let groups = applier::group_sync::SyncRecord::read(&args.log_dir).unwrap_or_else(|e| {
         eprintln!("applier: warning: {e}");
         None
+    });
+    let verified = applier::verify::VerifyRecord::read(&args.log_dir).unwrap_or_else(|e| {
+        eprintln!("applier: warning: {e}");
+        applier::verify::VerifyRecord::default()
     });
     if args.json {
         let sync = groups.as_ref().map(|g| {
@@ -32,7 +36,7 @@ pub(crate) fn run(args: StatusArgs) -> anyhow::Result<u8> {
         });
         crate::print_out(&format!(
             "{}\n",
-            serde_json::json!({ "partitions": rows, "group_sync": sync })
+            serde_json::json!({ "partitions": rows, "group_sync": sync, "verify": verified })
         ));
     } else {
         let mut text = applier::status::table(&rows);
@@ -43,6 +47,11 @@ pub(crate) fn run(args: StatusArgs) -> anyhow::Result<u8> {
             text.push_str(&g.summary(now));
             text.push('\n');
         }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        text.push_str(&verified.summary(now));
+        text.push('\n');
         crate::print_out(&text);
     }
     Ok(0)
