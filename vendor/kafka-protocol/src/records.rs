@@ -514,7 +514,12 @@ impl RecordBatchDecoder {
         version: i8,
         records: &mut Vec<Record>,
     ) -> Result<()> {
-        records.reserve(batch_decode_info.record_count as usize);
+        // PATCH (segmirror): the count is the batch's claim; reserve no
+        // more than the bytes left could hold (see PATCHED.md).
+        records.reserve(types::bounded_capacity::<Record>(
+            batch_decode_info.record_count as usize,
+            buf.remaining(),
+        ));
         for _ in 0..batch_decode_info.record_count {
             records.push(Record::decode_new(buf, batch_decode_info, version)?);
         }
@@ -893,7 +898,12 @@ impl Record {
         }
         let num_headers = num_headers as usize;
 
-        let mut headers = IndexMap::with_capacity(num_headers);
+        // PATCH (segmirror): the header count is the record's claim (see
+        // PATCHED.md).
+        let mut headers = IndexMap::with_capacity(types::bounded_capacity::<(
+            StrBytes,
+            Option<Bytes>,
+        )>(num_headers, bytes::Buf::remaining(buf)));
         for _ in 0..num_headers {
             // Key len
             let key_len: i32 = types::VarInt.decode(buf)?;
@@ -972,6 +982,56 @@ mod tests {
         )
         .unwrap();
         buf.freeze()
+    }
+
+    /// PATCH (segmirror): `make_batch(1)` with the record count and the
+    /// record's header count replaced, lengths and CRC fixed up.
+    fn hostile_batch(record_count: i32, header_count_varint: &[u8]) -> Bytes {
+        let mut b = make_batch(1).to_vec();
+        b[57..61].copy_from_slice(&record_count.to_be_bytes());
+        // The only record: length 0x10, then 8 bytes ending in header count 0.
+        assert_eq!((b[61], b.len()), (0x10, 61 + 9));
+        assert_eq!(b[69], 0);
+        b.truncate(69);
+        b.extend_from_slice(header_count_varint);
+        b[61] = ((8 - 1 + header_count_varint.len()) * 2) as u8;
+        let batch_length = (b.len() - 12) as i32;
+        b[8..12].copy_from_slice(&batch_length.to_be_bytes());
+        let crc = crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        Bytes::from(b)
+    }
+
+    fn decode_measured(batch: Bytes) -> (Result<RecordSet>, usize) {
+        let mut buf = batch;
+        crate::protocol::types::bounded_tests::largest_allocation(|| {
+            RecordBatchDecoder::decode(&mut buf)
+        })
+    }
+
+    #[test]
+    fn the_hostile_batch_helper_builds_a_valid_batch() {
+        let (set, _) = decode_measured(hostile_batch(1, &[0]));
+        let set = set.unwrap();
+        assert_eq!(set.records.len(), 1);
+        assert_eq!(set.records[0].value, Some(Bytes::from("v")));
+    }
+
+    #[test]
+    fn a_record_count_of_two_billion_is_refused_without_allocating_for_it() {
+        // Unpatched: Vec<Record>::reserve(i32::MAX), about 300 GiB.
+        let (result, largest) = decode_measured(hostile_batch(i32::MAX, &[0]));
+        assert!(result.is_err());
+        assert!(largest <= 1 << 20, "allocated {largest} bytes at once");
+    }
+
+    #[test]
+    fn a_header_count_of_a_billion_is_refused_without_allocating_for_it() {
+        // Varint (zigzag) i32::MAX: fe ff ff ff 0f. Unpatched: an IndexMap
+        // with room for 2^31 headers.
+        let (result, largest) = decode_measured(hostile_batch(1, &[0xfe, 0xff, 0xff, 0xff, 0x0f]));
+        assert!(result.is_err());
+        assert!(largest <= 1 << 20, "allocated {largest} bytes at once");
     }
 
     #[test]

@@ -10,6 +10,32 @@ use anyhow::{bail, Result};
 use std::convert::TryFrom;
 use std::string::String as StdString;
 
+// PATCH (segmirror): every length and element count read off the wire is
+// checked against the bytes remaining before anything is allocated for it,
+// so a frame claiming billions of elements costs nothing (upstream
+// kafka-protocol-rs PRs #152, #161, #200; see PATCHED.md).
+
+/// Largest pre-allocation made for a count read off the wire, in bytes. Past
+/// it a `Vec` grows as elements are actually decoded.
+const MAX_PREALLOC_BYTES: usize = 64 * 1024;
+
+/// How many elements of `T` to pre-allocate for `count` elements claimed by
+/// the wire when `remaining` bytes are left to decode them from: never more
+/// than `remaining` (every element takes at least one byte), nor more than
+/// [`MAX_PREALLOC_BYTES`] of memory.
+pub(crate) fn bounded_capacity<T>(count: usize, remaining: usize) -> usize {
+    let per_element = std::mem::size_of::<T>().max(1);
+    count.min(remaining).min(MAX_PREALLOC_BYTES / per_element)
+}
+
+/// Fails unless `len` bytes remain in `buf` (before allocating them).
+fn ensure_remaining<B: ByteBuf>(buf: &B, len: usize) -> Result<()> {
+    if buf.remaining() < len {
+        bail!(crate::protocol::buf::NotEnoughBytesError);
+    }
+    Ok(())
+}
+
 macro_rules! define_copy_impl {
     ($e:ident, $t:ty) => (
         impl Encoder<$t> for $e {
@@ -359,6 +385,7 @@ impl Decoder<Option<StdString>> for String {
         match Int16.decode(buf)? {
             -1 => Ok(None),
             n if n >= 0 => {
+                ensure_remaining(buf, n as usize)?;
                 let mut strbuf = vec![0; n as usize];
                 buf.try_copy_to_slice(&mut strbuf)?;
                 Ok(Some(std::string::String::from_utf8(strbuf)?))
@@ -511,6 +538,7 @@ impl Decoder<Option<StdString>> for CompactString {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
+                ensure_remaining(buf, (n - 1) as usize)?;
                 let mut strbuf = vec![0; (n - 1) as usize];
                 buf.try_copy_to_slice(&mut strbuf)?;
                 Ok(Some(std::string::String::from_utf8(strbuf)?))
@@ -655,6 +683,7 @@ impl Decoder<Option<Vec<u8>>> for Bytes {
         match Int32.decode(buf)? {
             -1 => Ok(None),
             n if n >= 0 => {
+                ensure_remaining(buf, n as usize)?;
                 let mut data = vec![0; n as usize];
                 buf.try_copy_to_slice(&mut data)?;
                 Ok(Some(data))
@@ -804,6 +833,7 @@ impl Decoder<Option<Vec<u8>>> for CompactBytes {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
+                ensure_remaining(buf, (n - 1) as usize)?;
                 let mut data = vec![0; (n - 1) as usize];
                 buf.try_copy_to_slice(&mut data)?;
                 Ok(Some(data))
@@ -985,7 +1015,7 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
         match Int32.decode(buf)? {
             -1 => Ok(None),
             n if n >= 0 => {
-                let mut result = Vec::with_capacity(n as usize);
+                let mut result = Vec::with_capacity(bounded_capacity::<T>(n as usize, buf.remaining()));
                 for _ in 0..n {
                     result.push(self.0.decode(buf)?);
                 }
@@ -1093,7 +1123,8 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for CompactArray<E> {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
-                let mut result = Vec::with_capacity((n - 1) as usize);
+                let mut result =
+                    Vec::with_capacity(bounded_capacity::<T>((n - 1) as usize, buf.remaining()));
                 for _ in 1..n {
                     result.push(self.0.decode(buf)?);
                 }
@@ -1112,6 +1143,137 @@ impl<T, E: Decoder<T>> Decoder<Vec<T>> for CompactArray<E> {
             Ok(Some(s)) => Ok(s),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// PATCH (segmirror): counts and lengths read off the wire allocate no more
+/// than the input could fill. Each test would abort the test binary
+/// (`memory allocation of N bytes failed`) or allocate gigabytes on the
+/// unpatched crate; the largest single allocation a decode makes on this
+/// thread is measured by the counting allocator below.
+#[cfg(test)]
+pub(crate) mod bounded_tests {
+    use super::*;
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    struct Largest;
+
+    thread_local! {
+        static LARGEST: Cell<usize> = const { Cell::new(0) };
+    }
+
+    unsafe impl GlobalAlloc for Largest {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let _ = LARGEST.try_with(|l| l.set(l.get().max(layout.size())));
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            let _ = LARGEST.try_with(|l| l.set(l.get().max(layout.size())));
+            unsafe { System.alloc_zeroed(layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            let _ = LARGEST.try_with(|l| l.set(l.get().max(new_size)));
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOCATOR: Largest = Largest;
+
+    /// Runs `f`, returning its result and the largest single allocation it made.
+    pub(crate) fn largest_allocation<R>(f: impl FnOnce() -> R) -> (R, usize) {
+        LARGEST.with(|l| l.set(0));
+        let r = f();
+        (r, LARGEST.with(|l| l.get()))
+    }
+
+    /// Upper bound on what decoding `input_len` bytes may allocate at once.
+    fn bound(input_len: usize) -> usize {
+        MAX_PREALLOC_BYTES + 64 * input_len
+    }
+
+    fn decodes_to_error<T>(decoder: impl Decoder<T>, input: &[u8]) {
+        let mut buf = bytes::Bytes::copy_from_slice(input);
+        let (result, largest) = largest_allocation(|| decoder.decode(&mut buf));
+        assert!(result.is_err(), "{input:02x?} decoded");
+        assert!(
+            largest <= bound(input.len()),
+            "{input:02x?}: allocated {largest} bytes at once"
+        );
+    }
+
+    #[test]
+    fn bounded_capacity_never_exceeds_count_remaining_or_the_byte_cap() {
+        // (count, remaining, element size) -> capacity
+        let cases: [(usize, usize, usize, usize); 7] = [
+            (0, 100, 1, 0),
+            (3, 100, 1, 3),
+            (100, 3, 1, 3),
+            (usize::MAX, 10, 8, 10),
+            (usize::MAX, usize::MAX, 1, MAX_PREALLOC_BYTES),
+            (usize::MAX, usize::MAX, 24, MAX_PREALLOC_BYTES / 24),
+            (1 << 31, 1 << 20, 1024, MAX_PREALLOC_BYTES / 1024),
+        ];
+        for (count, remaining, size, want) in cases {
+            let got = match size {
+                1 => bounded_capacity::<u8>(count, remaining),
+                8 => bounded_capacity::<u64>(count, remaining),
+                24 => bounded_capacity::<Vec<u8>>(count, remaining),
+                1024 => bounded_capacity::<[u8; 1024]>(count, remaining),
+                _ => unreachable!(),
+            };
+            assert_eq!(got, want, "count {count} remaining {remaining} size {size}");
+        }
+        assert_eq!(bounded_capacity::<()>(usize::MAX, 5), 5);
+    }
+
+    #[test]
+    fn an_array_count_of_two_billion_is_refused_without_allocating_for_it() {
+        // Int32 count i32::MAX, then one element: elements of 24 bytes would
+        // have been 48 GiB reserved up front.
+        let input = [0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 1, 0x41];
+        decodes_to_error::<Option<Vec<Option<StdString>>>>(Array(String), &input);
+        decodes_to_error::<Option<Vec<Vec<i8>>>>(Array(Array(Int8)), &input);
+        decodes_to_error::<Option<Vec<i64>>>(Array(Int64), &input[..4]);
+    }
+
+    #[test]
+    fn a_compact_array_count_of_four_billion_is_refused_without_allocating_for_it() {
+        // UnsignedVarInt u32::MAX (count u32::MAX - 1), then one element.
+        let input = [0xff, 0xff, 0xff, 0xff, 0x0f, 0x02, 0x41];
+        decodes_to_error::<Option<Vec<Option<StdString>>>>(CompactArray(CompactString), &input);
+        decodes_to_error::<Vec<Vec<i8>>>(CompactArray(CompactArray(Int8)), &input);
+    }
+
+    #[test]
+    fn string_and_bytes_lengths_beyond_the_input_are_refused_before_allocating() {
+        decodes_to_error::<Option<StdString>>(String, &[0x7f, 0xff, b'a']);
+        decodes_to_error::<Option<StdString>>(CompactString, &[0xff, 0xff, 0xff, 0xff, 0x0f, b'a']);
+        decodes_to_error::<Option<Vec<u8>>>(Bytes, &[0x7f, 0xff, 0xff, 0xff, 1]);
+        decodes_to_error::<Option<Vec<u8>>>(CompactBytes, &[0xff, 0xff, 0xff, 0xff, 0x0f, 1]);
+        decodes_to_error::<Option<bytes::Bytes>>(Bytes, &[0x7f, 0xff, 0xff, 0xff, 1]);
+        decodes_to_error::<Option<bytes::Bytes>>(CompactBytes, &[0xff, 0xff, 0xff, 0xff, 0x0f]);
+    }
+
+    #[test]
+    fn honest_counts_still_decode() {
+        let mut buf = bytes::Bytes::from_static(&[0, 0, 0, 2, 0, 1, b'a', 0, 0]);
+        let v: Option<Vec<Option<StdString>>> = Array(String).decode(&mut buf).unwrap();
+        assert_eq!(v, Some(vec![Some("a".into()), Some(StdString::new())]));
+        let mut buf = bytes::Bytes::from_static(&[3, 2, b'a', 1]);
+        let v: Vec<Option<StdString>> = CompactArray(CompactString).decode(&mut buf).unwrap();
+        assert_eq!(v, vec![Some("a".into()), Some(StdString::new())]);
+        // More elements than MAX_PREALLOC_BYTES holds: the Vec grows.
+        let n = 100_000u32;
+        let mut input = n.to_be_bytes().to_vec();
+        input.extend(std::iter::repeat(7u8).take(n as usize));
+        let mut buf = bytes::Bytes::from(input);
+        let v: Option<Vec<i8>> = Array(Int8).decode(&mut buf).unwrap();
+        assert_eq!(v.map(|v| v.len()), Some(n as usize));
     }
 }
 

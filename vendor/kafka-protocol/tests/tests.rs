@@ -1,1 +1,0 @@
-mod all_tests;
