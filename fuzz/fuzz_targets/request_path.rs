@@ -50,6 +50,8 @@ fn world() -> &'static World {
         let mut b = build_batch(&BatchSpec::new(0, 0), &records).expect("batch");
         log.append_as_leader(&mut b, 0).expect("append");
         log.close().expect("close");
+        // The writer below opens the dir again: release its lock first.
+        drop(logdir);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
