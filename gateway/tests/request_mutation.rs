@@ -234,8 +234,7 @@ async fn capturing_proxy(
             let (mut sr, mut sw) = server.into_split();
             let (mut cr, mut cw) = client.split();
             let to_server = async {
-                loop {
-                    let Ok(size) = cr.read_i32().await else { break };
+                while let Ok(size) = cr.read_i32().await {
                     let mut body = vec![0u8; size.max(0) as usize];
                     if cr.read_exact(&mut body).await.is_err() {
                         break;
