@@ -6,6 +6,7 @@
 //! built once. A size prefix the listener would refuse (under 4 bytes, or
 //! over the 1 MiB cap used here) or one longer than the input ends the
 //! input, as the listener closes the connection or waits for more bytes.
+//! A request still held after 100 ms (a long poll) is dropped.
 //!
 //! What must hold: no panic, no abort, no allocation past libFuzzer's
 //! `-rss_limit_mb` (2 GiB by default). Seeds: the frames captured from
@@ -96,7 +97,14 @@ fuzz_target!(|data: &[u8]| {
     let frame = bytes::Bytes::copy_from_slice(&rest[..size]);
     let w = world();
     let peer = "127.0.0.1:1".parse().expect("addr");
-    let _ = w
-        .runtime
-        .block_on(gateway::request::answer_frame(&w.shared, frame, peer));
+    // A request the gateway holds (a Fetch long-polling for its max wait, a
+    // JoinGroup waiting for its rebalance) is dropped after 100 ms, as a
+    // closed connection drops it: decoding and dispatch are what is fuzzed.
+    let _ = w.runtime.block_on(async {
+        tokio::time::timeout(
+            std::time::Duration::from_millis(100),
+            gateway::request::answer_frame(&w.shared, frame, peer),
+        )
+        .await
+    });
 });
