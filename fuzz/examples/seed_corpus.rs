@@ -1,7 +1,9 @@
-//! Writes seed inputs for the three fuzz targets into `corpus/<target>/`
-//! (next to this crate's Cargo.toml): real v2 batches in every codec,
-//! control and transactional batches, real index files and checkpoint
-//! texts, all made with kafkalog's own writers.
+//! Writes seed inputs for the `batch_iter`, `checkpoints`, `indexes` and
+//! `request_path` fuzz targets into `corpus/<target>/` (next to this
+//! crate's Cargo.toml): real v2 batches in every codec, control and
+//! transactional batches, real index files and checkpoint texts, all made
+//! with kafkalog's own writers, and the request frames captured from the
+//! stock clients (`gateway/tests/corpus/requests`, size prefix added).
 //!
 //! `cargo run --example seed_corpus` (from `fuzz/`, plain stable cargo).
 
