@@ -40,61 +40,6 @@ pub fn check_produced(records: &[u8], limit: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// A batch of one record whose section is `total` zero bytes compressed
-/// with `codec` as one 8 MiB chunk compressed and repeated (gzip members,
-/// zstd frames and xerial snappy chunks are read concatenated; LZ4 blocks
-/// are repeated inside one frame), with a correct CRC: a decompression bomb, for tests and
-/// fuzz seeds. `total` is rounded down to whole chunks.
-pub fn bomb_batch(codec: kafkalog::batch::Compression, total: usize) -> Vec<u8> {
-    let chunk = 8 << 20;
-    let section = bomb_section(codec, chunk, total / chunk);
-    let mut spec = kafkalog::builder::BatchSpec::new(0, 0);
-    spec.compression = codec;
-    let one = [kafkalog::builder::RecordInput {
-        timestamp: 1,
-        key: None,
-        value: Some(b"v".to_vec()),
-        headers: vec![],
-    }];
-    let mut b = kafkalog::builder::build_batch(&spec, &one).expect("a one-record batch");
-    b.truncate(61);
-    b.extend_from_slice(&section);
-    let batch_length = (b.len() - 12) as i32;
-    b[8..12].copy_from_slice(&batch_length.to_be_bytes());
-    let crc = kafkalog::batch::compute_crc(&b);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
-    b
-}
-
-fn bomb_section(codec: kafkalog::batch::Compression, chunk: usize, copies: usize) -> Vec<u8> {
-    let one = kafkalog::compression::compress(codec, &vec![0u8; chunk]).expect("compress");
-    let one = if codec == kafkalog::batch::Compression::Snappy {
-        one[16..].to_vec()
-    } else {
-        one
-    };
-    let mut out = Vec::new();
-    if codec == kafkalog::batch::Compression::Lz4 {
-        // Kafka reads one LZ4 frame: repeat the frame's independent blocks
-        // (no content size, no checksum) between its header and end mark.
-        let (header, rest) = one.split_at(7);
-        let (blocks, end) = rest.split_at(rest.len() - 4);
-        out.extend_from_slice(header);
-        for _ in 0..copies {
-            out.extend_from_slice(blocks);
-        }
-        out.extend_from_slice(end);
-        return out;
-    }
-    if codec == kafkalog::batch::Compression::Snappy {
-        out.extend_from_slice(&kafkalog::compression::compress(codec, b"").expect("header"));
-    }
-    for _ in 0..copies {
-        out.extend_from_slice(&one);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,7 +119,7 @@ mod tests {
             Compression::Lz4,
             Compression::Snappy,
         ] {
-            let bomb = bomb_batch(codec, 1 << 30);
+            let bomb = kafkalog::builder::decompression_bomb(codec, 1 << 30).expect("bomb");
             let started = std::time::Instant::now();
             let refused = check_produced(&bomb, MAX_DECOMPRESSED_BATCH_BYTES).expect_err("a bomb");
             assert!(

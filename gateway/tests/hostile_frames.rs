@@ -275,7 +275,7 @@ async fn hostile_counts_and_decompression_bombs_get_an_error_and_the_gateway_kee
         (Compression::Lz4, 1 << 30),
         (Compression::Snappy, 96 << 20),
     ] {
-        let bomb = gateway::produced::bomb_batch(codec, total);
+        let bomb = kafkalog::builder::decompression_bomb(codec, total).expect("bomb");
         let started = Instant::now();
         match send_frame(
             s.addr,
