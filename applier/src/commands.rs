@@ -74,7 +74,10 @@ pub fn hand_to_daemon(
     )?;
     let deadline = Instant::now() + timeout;
     loop {
-        if let Ok(bytes) = std::fs::read(response_path(&dir, &id)) {
+        if let Ok(bytes) = kafkalog::fsutil::read_bounded(
+            &response_path(&dir, &id),
+            kafkalog::fsutil::MAX_SMALL_FILE_BYTES,
+        ) {
             let response: CommandResponse = serde_json::from_slice(&bytes)?;
             let _ = std::fs::remove_file(response_path(&dir, &id));
             return Ok(response.outcomes);
@@ -116,9 +119,12 @@ impl Applier {
         paths.sort();
         let mut handled = 0;
         for path in paths {
-            let request: CommandRequest = match std::fs::read(&path)
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok())
+            let request: CommandRequest = match kafkalog::fsutil::read_bounded(
+                &path,
+                kafkalog::fsutil::MAX_SMALL_FILE_BYTES,
+            )
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
             {
                 Some(r) => r,
                 None => {

@@ -218,8 +218,9 @@ impl ApplierConfig {
     /// Reads and parses a TOML file. A relative `log_dir` in it is
     /// relative to the file's directory.
     pub fn from_file(path: &std::path::Path) -> Result<ApplierConfig, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| field("(file)", format!("{}: {e}", path.display())))?;
+        let text =
+            kafkalog::fsutil::read_to_string_bounded(path, kafkalog::fsutil::MAX_SMALL_FILE_BYTES)
+                .map_err(|e| field("(file)", format!("{}: {e}", path.display())))?;
         let mut config = Self::from_toml(&text)
             .map_err(|e| field(e.field, format!("{}: {}", path.display(), e.reason)))?;
         if let Some(dir) = config.log_dir.as_mut()

@@ -138,6 +138,28 @@ async fn commands_reach_a_running_daemon_and_stop_works_without_one() {
     let (code, _, err) = applier(&["pause", "--log-dir", &dest_s, "--topic", "audit"]);
     assert_eq!(code, 1);
     assert!(err.contains("cannot pause: partition is STOPPED"), "{err}");
+    // A 2 GiB (sparse) request file dropped in the command channel is
+    // refused without being read whole: the daemon's peak RSS stays far
+    // below it (read whole, it reaches 2 GiB), it stays up and performs the
+    // next command.
+    let huge = applier::commands::commands_dir(&dest).join("huge.request.json");
+    std::fs::File::create(&huge)
+        .and_then(|f| f.set_len(2 << 30))
+        .expect("sparse request file");
+    wait_for(
+        "the oversized request dropped",
+        Duration::from_secs(60),
+        || !huge.exists(),
+    );
+    let peak_kib: u64 = std::fs::read_to_string(format!("/proc/{}/status", daemon.0.id()))
+        .expect("daemon status")
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    assert!(peak_kib < 512 * 1024, "daemon peak RSS {peak_kib} KiB");
+    let (code, out, err) = applier(&["resume", "--log-dir", &dest_s, "--topic", "orders"]);
+    assert_eq!(code, 0, "the daemon after an oversized request: {out}{err}");
     drop(daemon);
 
     // No daemon: the command performs the failover itself.

@@ -1,7 +1,9 @@
-//! Writes seed inputs for the three fuzz targets into `corpus/<target>/`
-//! (next to this crate's Cargo.toml): real v2 batches in every codec,
-//! control and transactional batches, real index files and checkpoint
-//! texts, all made with kafkalog's own writers.
+//! Writes seed inputs for the `batch_iter`, `checkpoints`, `indexes` and
+//! `request_path` fuzz targets into `corpus/<target>/` (next to this
+//! crate's Cargo.toml): real v2 batches in every codec, control and
+//! transactional batches, real index files and checkpoint texts, all made
+//! with kafkalog's own writers, and the request frames captured from the
+//! stock clients (`gateway/tests/corpus/requests`, size prefix added).
 //!
 //! `cargo run --example seed_corpus` (from `fuzz/`, plain stable cargo).
 
@@ -167,6 +169,17 @@ fn main() {
         format_partition_metadata(&meta),
     )
     .expect("write");
+    // request_path: the request frames captured from the stock clients
+    // (gateway/tests/corpus/requests), each with its 4-byte size prefix.
+    let d = dir("request_path");
+    let captured = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gateway/tests/corpus/requests");
+    for entry in fs::read_dir(&captured).expect("gateway/tests/corpus/requests") {
+        let path = entry.expect("entry").path();
+        let frame = fs::read(&path).expect("read");
+        let mut seed = (frame.len() as i32).to_be_bytes().to_vec();
+        seed.extend_from_slice(&frame);
+        fs::write(d.join(path.file_name().expect("name")), seed).expect("write");
+    }
     eprintln!(
         "seed corpus written under {}",
         Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -8,6 +8,8 @@
 //!
 //! - [`server`]: the listener, framing and shutdown.
 //! - [`api`]: one module per Kafka API.
+//! - [`request`]: one frame from its bytes to its reply (what the listener
+//!   and the fuzz target share).
 //! - [`view`]: what is served, read from the segment files.
 //! - [`writer`]: producers' appends, performed by the single writer.
 //! - [`versions`]: the API versions implemented and advertised.
@@ -18,7 +20,9 @@
 mod api;
 pub mod groups;
 pub mod idempotence;
+pub mod produced;
 pub mod producer_ids;
+pub mod request;
 pub mod sasl;
 pub mod security;
 pub mod server;

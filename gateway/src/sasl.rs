@@ -164,7 +164,9 @@ pub struct Credentials {
 impl Credentials {
     /// Reads the users file at `path`, naming the entry that is wrong.
     pub fn load(path: &Path) -> Result<Credentials, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text =
+            kafkalog::fsutil::read_to_string_bounded(path, kafkalog::fsutil::MAX_SMALL_FILE_BYTES)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
         let file: UsersFile =
             toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         Credentials::from_file(file).map_err(|e| format!("{}: {e}", path.display()))

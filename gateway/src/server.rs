@@ -21,12 +21,11 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
-use kafka_protocol::protocol::{Encodable, decode_request_header_from_buffer};
+use kafka_protocol::protocol::Encodable;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::api;
 use crate::view::LogView;
 use crate::writer::{AppendSender, Appends};
 
@@ -180,20 +179,11 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
         }
         let mut body = BytesMut::zeroed(size);
         stream.read_exact(&mut body).await?;
-        let mut body = body.freeze();
-        let header = match decode_request_header_from_buffer(&mut body) {
-            Ok(h) => h,
-            Err(e) => anyhow::bail!("unreadable request header: {e}"),
-        };
-        let Ok(key) = ApiKey::try_from(header.request_api_key) else {
-            anyhow::bail!("unknown API key {}", header.request_api_key);
-        };
-        let reply = match auth.gate(&shared, key, &header, body) {
-            crate::security::Gate::Pass(body) => {
-                api::dispatch(&shared, key, &header, body, peer).await
-            }
-            crate::security::Gate::Answer(reply) => reply,
-        };
+        let (key, header, reply) =
+            match crate::request::handle(&shared, &mut auth, body.freeze(), peer).await {
+                Ok(answered) => answered,
+                Err(why) => anyhow::bail!(why),
+            };
         match reply {
             Reply::Body(payload) => write_response(&mut stream, key, &header, payload).await?,
             Reply::Nothing => {}

@@ -153,6 +153,8 @@ pub fn append_as_leader(
     if has_transactional_batch(batches) {
         return Err(AppendError::Transactional);
     }
+    crate::produced::check_produced(batches, crate::produced::MAX_DECOMPRESSED_BATCH_BYTES)
+        .map_err(AppendError::Corrupt)?;
     let header = kafkalog::batch::parse_header(batches, 0)
         .map_err(|e| AppendError::Corrupt(format!("the produced batch: {e}")))?;
     let idempotent = header.producer_id >= 0 && header.base_sequence >= 0;

@@ -3,6 +3,8 @@
 //! version nobody speaks, send an oversized request, hang up mid-request.
 //! Requests are encoded with the `kafka-protocol` crate's client codecs.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +22,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
-use kafkalog::{LogConfig, LogDir, TopicPartition};
+use kafkalog::{LogDir, TopicPartition};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
@@ -52,27 +54,7 @@ impl Server {
 /// A gateway serving a log dir with `orders-0` holding 30 records.
 async fn server() -> Server {
     let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().join("logs");
-    {
-        let logdir = LogDir::open(&root).expect("log dir");
-        let tp = TopicPartition::new("orders", 0).expect("tp");
-        let mut log = logdir
-            .open_or_create_partition(&tp, None, LogConfig::default())
-            .expect("create");
-        for i in 0..3 {
-            let records: Vec<RecordInput> = (0..10)
-                .map(|j| RecordInput {
-                    timestamp: 1_700_000_000_000 + i * 10 + j,
-                    key: None,
-                    value: Some(format!("v{}", i * 10 + j).into_bytes()),
-                    headers: vec![],
-                })
-                .collect();
-            let mut b = build_batch(&BatchSpec::new(0, 0), &records).expect("batch");
-            log.append_as_leader(&mut b, 0).expect("append");
-        }
-        log.close().expect("close");
-    }
+    let root = common::orders_log_dir(dir.path());
     let mut s = serve_dir(root).await;
     s._dir = Some(dir);
     s

@@ -282,6 +282,64 @@ pub fn build_control_batch(
     assemble(&spec, &layout, &record)
 }
 
+/// A batch of one record whose records section is `total` zero bytes
+/// compressed with `codec` (rounded down to whole 8 MiB chunks), made of one
+/// compressed 8 MiB chunk repeated: gzip members, zstd frames and xerial
+/// snappy chunks are read concatenated, LZ4 blocks are repeated inside one
+/// frame (Kafka reads one). The CRC is correct. A decompression bomb, for
+/// tests and fuzz seeds: 1 GiB is about 1 MiB of gzip, 4.4 MiB of LZ4, 35 KiB
+/// of zstd; snappy expands about 21x at most.
+pub fn decompression_bomb(codec: Compression, total: usize) -> crate::Result<Vec<u8>> {
+    const CHUNK: usize = 8 << 20;
+    let codec_err = |e: crate::compression::CodecError| Error::InvalidArgument(e.to_string());
+    let one = compress(codec, &vec![0u8; CHUNK]).map_err(codec_err)?;
+    let copies = total / CHUNK;
+    let mut section = Vec::new();
+    match codec {
+        Compression::Lz4 => {
+            // Header (7 bytes), independent blocks, end mark (4 bytes).
+            let (header, rest) = one.split_at(7.min(one.len()));
+            let (blocks, end) = rest.split_at(rest.len().saturating_sub(4));
+            section.extend_from_slice(header);
+            for _ in 0..copies {
+                section.extend_from_slice(blocks);
+            }
+            section.extend_from_slice(end);
+        }
+        Compression::Snappy => {
+            // One xerial header, then the chunks of every copy.
+            section.extend_from_slice(&one[..16.min(one.len())]);
+            for _ in 0..copies {
+                section.extend_from_slice(&one[16.min(one.len())..]);
+            }
+        }
+        _ => {
+            for _ in 0..copies {
+                section.extend_from_slice(&one);
+            }
+        }
+    }
+    let spec = BatchSpec {
+        compression: codec,
+        ..BatchSpec::new(0, 0)
+    };
+    let record = RecordInput {
+        timestamp: 1,
+        key: None,
+        value: Some(b"v".to_vec()),
+        headers: vec![],
+    };
+    let mut b = build_batch(&spec, &[record])?;
+    b.truncate(HEADER_SIZE);
+    b.extend_from_slice(&section);
+    let batch_length = i32::try_from(b.len() - 12)
+        .map_err(|_| Error::InvalidArgument(format!("a bomb of {} bytes", b.len())))?;
+    b[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    let crc = crate::batch::compute_crc(&b);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    Ok(b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -660,6 +718,33 @@ mod tests {
             parse_batch(&batch, 0).expect("parse").last_offset(),
             i64::MAX - 1
         );
+    }
+
+    #[test]
+    fn a_batch_claiming_gigabytes_stops_at_the_default_cap() {
+        // 4 GiB of zstd and 1 GiB of gzip and LZ4 stop at
+        // MAX_DECOMPRESSED_SIZE (256 MiB) with TooLarge.
+        for (codec, total) in [
+            (Compression::Zstd, 4usize << 30),
+            (Compression::Gzip, 1 << 30),
+            (Compression::Lz4, 1 << 30),
+        ] {
+            let bomb = decompression_bomb(codec, total).expect("bomb");
+            assert!(bomb.len() < 5 << 20, "{codec}: {} bytes", bomb.len());
+            let h = parse_batch(&bomb, 0).expect("a valid batch");
+            let started = std::time::Instant::now();
+            let err = decode_records(&h, &bomb).expect_err("too large");
+            assert!(
+                err.to_string()
+                    .contains("decompresses to more than 268435456 bytes"),
+                "{codec}: {err}"
+            );
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "{codec}: {:?}",
+                started.elapsed()
+            );
+        }
     }
 
     #[test]

@@ -609,6 +609,35 @@ impl SyncLater {
     }
 }
 
+/// Largest configuration, users or command file read whole (16 MiB): such
+/// files are a few KiB, so anything near this is a mistake or hostile, and
+/// a process must not allocate whatever size a file has.
+pub const MAX_SMALL_FILE_BYTES: u64 = 16 << 20;
+
+/// Reads a whole file of at most `limit` bytes; a larger one is an
+/// `InvalidData` error naming the limit, after reading no more than
+/// `limit + 1` bytes of it (the file may grow while it is read).
+pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = File::open(path)?;
+    let hint = file.metadata().map(|m| m.len()).unwrap_or(0).min(limit);
+    let mut out = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
+    file.take(limit.saturating_add(1)).read_to_end(&mut out)?;
+    if out.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            ErrorKind::InvalidData,
+            format!("larger than {limit} bytes"),
+        ));
+    }
+    Ok(out)
+}
+
+/// [`read_bounded`] as UTF-8 text.
+pub fn read_to_string_bounded(path: &Path, limit: u64) -> std::io::Result<String> {
+    String::from_utf8(read_bounded(path, limit)?)
+        .map_err(|e| std::io::Error::new(ErrorKind::InvalidData, e.utf8_error()))
+}
+
 /// Reads a whole file, or returns `None` when it does not exist.
 pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
     // A replacement or removal waiting for this thread's barrier is the
@@ -654,6 +683,32 @@ fn parent_dir(path: &Path) -> &Path {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_bounded_read_refuses_a_file_over_its_limit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f");
+        fs::write(&path, vec![b'a'; 1000]).expect("write");
+        assert_eq!(read_bounded(&path, 1000).expect("at the limit").len(), 1000);
+        let err = read_bounded(&path, 999).expect_err("over");
+        assert_eq!(err.kind(), ErrorKind::InvalidData);
+        assert!(err.to_string().contains("larger than 999 bytes"), "{err}");
+        assert_eq!(
+            read_to_string_bounded(&path, 1000).expect("text").len(),
+            1000
+        );
+        fs::write(&path, [0xff, 0xfe]).expect("write");
+        assert_eq!(
+            read_to_string_bounded(&path, 10).expect_err("utf-8").kind(),
+            ErrorKind::InvalidData
+        );
+        assert_eq!(
+            read_bounded(&dir.path().join("none"), 10)
+                .expect_err("missing")
+                .kind(),
+            ErrorKind::NotFound
+        );
+    }
+
     use super::*;
 
     #[test]

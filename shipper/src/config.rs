@@ -506,8 +506,9 @@ impl ShipperConfig {
 
     /// Reads and parses a TOML file.
     pub fn from_file(path: &std::path::Path) -> Result<ShipperConfig, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| bad("(file)", format!("{}: {e}", path.display())))?;
+        let text =
+            kafkalog::fsutil::read_to_string_bounded(path, kafkalog::fsutil::MAX_SMALL_FILE_BYTES)
+                .map_err(|e| bad("(file)", format!("{}: {e}", path.display())))?;
         let config = Self::from_toml(&text)
             .map_err(|e| bad(e.field, format!("{}: {}", path.display(), e.reason)))?;
         // Paths in the file resolve against the file's directory.
