@@ -19,6 +19,7 @@
 //! - [`state_dir`]: the applier's own files under `<log-dir>/.segmirror/`.
 //! - [`reserve`]: the disk reserve that keeps room to record a full disk's
 //!   failures.
+//! - [`listener`]: the Kafka listener's configured limits and metrics.
 
 pub use manifest::applying;
 pub mod commands;
@@ -29,6 +30,7 @@ pub mod error;
 pub mod feed;
 pub mod group_sync;
 pub mod inventory;
+pub mod listener;
 pub mod metrics;
 pub mod mirror;
 pub mod plan;

@@ -497,7 +497,8 @@ mod tests {
     #[test]
     fn limits_that_could_serve_nobody_are_refused_naming_the_limit() {
         assert_eq!(ListenerLimits::default().check(), Ok(()));
-        let cases: [(fn(&mut ListenerLimits), &str); 6] = [
+        type Change = fn(&mut ListenerLimits);
+        let cases: [(Change, &str); 6] = [
             (|l| l.max_connections = 0, "max_connections"),
             (
                 |l| l.max_connections_per_address = 0,

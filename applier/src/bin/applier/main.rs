@@ -6,6 +6,7 @@ mod commands;
 mod groups;
 mod kafka;
 mod kafka_user;
+mod limits;
 mod plan;
 mod run;
 mod serve;
@@ -164,6 +165,9 @@ impl Common {
             metrics_addr: self.metrics_addr.clone(),
             store_timeout: self.store_timeout.clone(),
             preflight: self.preflight.clone(),
+            // The Kafka listener's limits are flags of run and serve
+            // (`limits::LimitArgs`), merged over these.
+            ..ApplierConfig::default()
         }))
     }
 }
@@ -181,7 +185,7 @@ Runs until SIGTERM or Ctrl-C. Operator commands (start, pause, resume, stop) giv
 while it runs are handed to it and answered within --timeout. With --kafka-listen it also
 serves the log dir to Kafka clients: consumers read the mirror, producers are refused
 (POLICY_VIOLATION) on a mirror partition until `applier stop`.")]
-    Run(run::DaemonArgs),
+    Run(Box<run::DaemonArgs>),
     /// Serve a log dir over the Kafka protocol without mirroring (after failover, or a restored backfill).
     #[command(after_help = "Examples:
   applier serve --log-dir /data/mirror --kafka-listen 127.0.0.1:9092
@@ -318,7 +322,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
-            Cmd::Run(a) => run::daemon(a).await,
+            Cmd::Run(a) => run::daemon(*a).await,
             Cmd::Serve(a) => serve::run(a).await,
             Cmd::Once(a) => run::run(a, true).await,
             Cmd::Start(a) => commands::run(manifest::state::Command::Start, a).await,
