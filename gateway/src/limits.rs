@@ -19,10 +19,12 @@
 //!   above it (or below the smallest request header) closes the
 //!   connection before its body is read.
 //! - Request bytes are taken from the shared [`ListenerLimits::max_in_flight_bytes`]
-//!   budget as they arrive (never for a length prefix alone) and given
-//!   back once the request is answered: all connections together hold at
-//!   most that many request bytes. A request that cannot get its bytes
-//!   within its request timeout closes its connection.
+//!   budget as they arrive (never for a length prefix alone; a request's
+//!   buffer is allocated once its first bytes are admitted) and given back
+//!   once the request is answered: all connections together hold at most
+//!   that many request bytes, plus one 16 KiB read buffer each. A request
+//!   that cannot get its bytes within its request timeout closes its
+//!   connection.
 //! - Waiting for the first byte of a request is bounded by
 //!   [`ListenerLimits::idle_timeout`]; from that byte, the whole frame must
 //!   arrive within [`ListenerLimits::request_timeout`] (slowloris). The

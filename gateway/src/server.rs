@@ -235,8 +235,8 @@ struct Conn {
     peer: SocketAddr,
 }
 
-/// Bytes read from the socket at a time (and taken from the budget).
-const READ_CHUNK: usize = 64 << 10;
+/// Bytes read from the socket at a time (then taken from the budget).
+const READ_CHUNK: usize = 16 << 10;
 
 /// Why reading a request stopped.
 enum Read {
@@ -295,15 +295,26 @@ impl Conn {
                 ),
             )
         })?;
-        // Reserved, not touched: memory is used as bytes arrive.
-        let mut body = BytesMut::with_capacity(size);
+        // Bytes are read into a small scratch buffer, then taken from the
+        // budget and moved into the body: a connection waiting for bytes
+        // (or for budget) holds at most the scratch outside the budget, and
+        // the body is allocated once its first bytes have been admitted.
+        let mut scratch = vec![0u8; size.min(READ_CHUNK)];
+        let mut body = BytesMut::new();
         let mut held: Option<OwnedSemaphorePermit> = None;
         while body.len() < size {
             let want = (size - body.len()).min(READ_CHUNK);
+            let got =
+                match tokio::time::timeout_at(deadline, stream.read(&mut scratch[..want])).await {
+                    Err(_) => return Err(too_slow("a request")),
+                    Ok(r) => r?,
+                };
+            if got == 0 {
+                anyhow::bail!("closed in the middle of a request");
+            }
             let permit = match tokio::time::timeout_at(
                 deadline,
-                Arc::clone(&self.budget)
-                    .acquire_many_owned(u32::try_from(want).unwrap_or(u32::MAX)),
+                Arc::clone(&self.budget).acquire_many_owned(u32::try_from(got).unwrap_or(u32::MAX)),
             )
             .await
             {
@@ -316,20 +327,10 @@ impl Conn {
                 Ok(Err(closed)) => return Err(closed.into()),
                 Ok(Ok(p)) => p,
             };
-            let mut chunk = (&mut *stream).take(want as u64);
-            let got = match tokio::time::timeout_at(deadline, chunk.read_buf(&mut body)).await {
-                Err(_) => return Err(too_slow("a request")),
-                Ok(r) => r?,
-            };
-            if got == 0 {
-                anyhow::bail!("closed in the middle of a request");
+            if body.is_empty() {
+                body.reserve(size);
             }
-            // The bytes not read yet go back at once.
-            let mut permit = permit;
-            if got < want {
-                let unused = permit.split(want - got);
-                drop(unused);
-            }
+            body.extend_from_slice(&scratch[..got]);
             match held.as_mut() {
                 Some(h) => h.merge(permit),
                 None => held = Some(permit),
