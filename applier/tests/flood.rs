@@ -19,9 +19,11 @@
 //! - kcat (from 127.0.0.1) reads every record with its offset and value
 //!   during and after the flood.
 //!
-//! And a failed SASL authentication is answered after the configured delay,
-//! then the connection is closed, while a right password is answered at
-//! once.
+//! And: a failed SASL authentication is answered after the configured
+//! delay, then the connection is closed, while a right password is answered
+//! at once; request bytes are taken from the shared budget as they arrive
+//! and given back; a limit comes from the file, then the environment, then
+//! the flag.
 //!
 //! The garbage frames carry an API key no Kafka API has, so they are
 //! refused by the request header and never reach a body decoder. Setting
@@ -973,4 +975,71 @@ async fn request_bytes_are_taken_from_the_budget_as_they_arrive_and_given_back()
     let hits = limit_hits(SocketAddr::from((Ipv4Addr::LOCALHOST, metrics_port)));
     assert_eq!(hits.get("max_in_flight_bytes"), Some(&1.0), "{hits:?}");
     assert_eq!(hits.get("request_timeout"), Some(&21.0), "{hits:?}");
+}
+
+/// `applier serve` with `env` and `args` on an empty log dir: its exit
+/// code and stderr when it exits within 5 s, `None` when it serves.
+fn serve_with(logs: &Path, env: &[(&str, &str)], args: &[&str]) -> Option<(i32, String)> {
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_applier"))
+        .args([
+            "serve",
+            "--log-dir",
+            logs.to_str().expect("utf-8"),
+            "--kafka-listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("applier serve");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let mut err = String::new();
+            use std::io::Read as _;
+            let _ = child
+                .stderr
+                .take()
+                .expect("stderr")
+                .read_to_string(&mut err);
+            return Some((status.code().unwrap_or(-1), err));
+        }
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("applier serve neither served nor exited");
+}
+
+#[test]
+fn a_listener_limit_comes_from_the_file_then_the_environment_then_the_flag() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).expect("log dir");
+    let config = dir.path().join("applier.toml");
+    std::fs::write(&config, "kafka_max_connections = 0\n").expect("config");
+    let file = ["--config", config.to_str().expect("utf-8")];
+    let (code, err) = serve_with(&logs, &[], &file).expect("refused");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("config field `kafka_max_connections`"),
+        "{err}"
+    );
+    let env = [("SEGMIRROR_KAFKA_MAX_CONNECTIONS", "5")];
+    assert_eq!(serve_with(&logs, &env, &file), None, "the variable wins");
+    let flag = [&file[..], &["--kafka-max-connections", "0"]].concat();
+    let (code, err) = serve_with(&logs, &env, &flag).expect("refused");
+    assert_eq!(code, 2, "{err}");
+    let bad = [("SEGMIRROR_KAFKA_IDLE_TIMEOUT", "soon")];
+    let (code, err) = serve_with(&logs, &bad, &[]).expect("refused");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("kafka_idle_timeout"), "{err}");
 }
