@@ -20,7 +20,12 @@
 //! `SEGMIRROR_DOWNLOAD_CONCURRENCY`, `SEGMIRROR_DOWNLOAD_MEMORY`,
 //! `SEGMIRROR_STREAM_ABOVE`,
 //! `SEGMIRROR_DISK_RESERVE`, `SEGMIRROR_METRICS_ADDR`,
-//! `SEGMIRROR_STORE_TIMEOUT`, `SEGMIRROR_PREFLIGHT`.
+//! `SEGMIRROR_STORE_TIMEOUT`, `SEGMIRROR_PREFLIGHT`; the Kafka listener's
+//! limits (`crate::listener`): `SEGMIRROR_KAFKA_MAX_CONNECTIONS`,
+//! `SEGMIRROR_KAFKA_MAX_CONNECTIONS_PER_ADDRESS`,
+//! `SEGMIRROR_KAFKA_MAX_REQUEST_SIZE`, `SEGMIRROR_KAFKA_MAX_IN_FLIGHT_BYTES`,
+//! `SEGMIRROR_KAFKA_IDLE_TIMEOUT`, `SEGMIRROR_KAFKA_REQUEST_TIMEOUT`,
+//! `SEGMIRROR_KAFKA_SASL_FAILURE_DELAY`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -112,6 +117,30 @@ preflight = "warn"
 # repairs it from the bucket) and is reported on a STOPPED one. 0: off.
 # Default: 1GiB (about 300 KB/s).
 scrub_bytes_per_hour = "1GiB"
+# Limits of the Kafka listener (run --kafka-listen, serve). A connection over
+# a connection limit is accepted and closed at once; every limit hit is
+# counted in segmirror_applier_kafka_limit_hits_total{limit}.
+# Connections open at once, from every client address together. Default: 1024.
+kafka_max_connections = 1024
+# Connections open at once from one client IP address. Default: 128.
+kafka_max_connections_per_address = 128
+# Largest request; a larger length prefix closes the connection before its
+# body is read (Kafka's socket.request.max.bytes). A connection holds one
+# request at a time, so this is also what one connection holds. Default: 100MiB.
+kafka_max_request_size = "100MiB"
+# Request bytes read and not yet answered, all connections together (Kafka's
+# queued.max.request.bytes); taken as bytes arrive, so a length prefix alone
+# holds nothing. At least kafka_max_request_size. Default: 256MiB.
+kafka_max_in_flight_bytes = "256MiB"
+# A connection with no request started for this long is closed (Kafka's
+# connections.max.idle.ms). Default: 10m.
+kafka_idle_timeout = "10m"
+# A request (or TLS handshake) started and not received whole within this is
+# closed (slowloris). Default: 60s.
+kafka_request_timeout = "60s"
+# A failed SASL authentication is answered after this, then closed (Kafka's
+# connection.failed.authentication.delay.ms); 0 to 60s. Default: 1s.
+kafka_sasl_failure_delay = "1s"
 "#;
 
 /// The configuration file's contents (every field optional in the file;
@@ -159,6 +188,20 @@ pub struct ApplierConfig {
     pub preflight: Option<String>,
     /// Bytes per hour the scrub of `applier run` verifies (0: off).
     pub scrub_bytes_per_hour: Option<ByteSize>,
+    /// Kafka listener: connections open at once ([`crate::listener`]).
+    pub kafka_max_connections: Option<usize>,
+    /// Kafka listener: connections open at once from one address.
+    pub kafka_max_connections_per_address: Option<usize>,
+    /// Kafka listener: largest request.
+    pub kafka_max_request_size: Option<ByteSize>,
+    /// Kafka listener: request bytes held, all connections together.
+    pub kafka_max_in_flight_bytes: Option<ByteSize>,
+    /// Kafka listener: idle timeout (a duration).
+    pub kafka_idle_timeout: Option<String>,
+    /// Kafka listener: request timeout (a duration).
+    pub kafka_request_timeout: Option<String>,
+    /// Kafka listener: delay before a failed SASL authentication is answered.
+    pub kafka_sasl_failure_delay: Option<String>,
 }
 
 /// Default of `store_timeout`.
@@ -207,6 +250,8 @@ pub struct Validated {
     pub store_timeout: Duration,
     /// Bucket checks at start.
     pub preflight: doctor::PreflightMode,
+    /// The Kafka listener's limits.
+    pub kafka_limits: gateway::limits::ListenerLimits,
 }
 
 impl ApplierConfig {
@@ -253,7 +298,14 @@ impl ApplierConfig {
             metrics_addr,
             store_timeout,
             preflight,
-            scrub_bytes_per_hour
+            scrub_bytes_per_hour,
+            kafka_max_connections,
+            kafka_max_connections_per_address,
+            kafka_max_request_size,
+            kafka_max_in_flight_bytes,
+            kafka_idle_timeout,
+            kafka_request_timeout,
+            kafka_sasl_failure_delay
         );
         if !over.tiered_topics.is_empty() {
             self.tiered_topics = over.tiered_topics;
@@ -383,6 +435,7 @@ impl ApplierConfig {
             None => doctor::PreflightMode::default(),
             Some(p) => p.parse().map_err(|e: String| field("preflight", e))?,
         };
+        let kafka_limits = crate::listener::limits(self)?;
         Ok(Validated {
             options,
             bucket,
@@ -390,6 +443,7 @@ impl ApplierConfig {
             metrics_addr,
             store_timeout,
             preflight,
+            kafka_limits,
         })
     }
 }
@@ -578,6 +632,7 @@ mod tests {
         assert_eq!(o.tiered_topics, d.tiered_topics);
         assert_eq!(v.store_timeout, DEFAULT_STORE_TIMEOUT);
         assert!(o.topics.is_none() && o.exclude.is_none() && v.metrics_addr.is_none());
+        assert_eq!(v.kafka_limits, gateway::limits::ListenerLimits::default());
         // Every commented-out key parses and validates too once uncommented.
         let uncommented: String = EXAMPLE
             .lines()
@@ -620,6 +675,13 @@ mod tests {
             store_timeout: Some(String::new()),
             preflight: Some(String::new()),
             scrub_bytes_per_hour: Some(ByteSize(1)),
+            kafka_max_connections: Some(1),
+            kafka_max_connections_per_address: Some(1),
+            kafka_max_request_size: Some(ByteSize(1)),
+            kafka_max_in_flight_bytes: Some(ByteSize(1)),
+            kafka_idle_timeout: Some(String::new()),
+            kafka_request_timeout: Some(String::new()),
+            kafka_sasl_failure_delay: Some(String::new()),
         };
         let value = serde_json::to_value(&full).expect("serialize");
         let keys: Vec<&str> = value
@@ -628,7 +690,7 @@ mod tests {
             .keys()
             .map(String::as_str)
             .collect();
-        assert_eq!(keys.len(), 17, "{value}");
+        assert_eq!(keys.len(), 24, "{value}");
         for key in keys {
             let shown = EXAMPLE.lines().any(|l| {
                 let l = l.strip_prefix("# ").unwrap_or(l);

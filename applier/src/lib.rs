@@ -25,6 +25,7 @@
 //!   and their durable record; [`scrub`]: the same within a byte budget per
 //!   hour in `applier run`; [`repair`]: what `start` and `applier repair`
 //!   do about damage found.
+//! - [`listener`]: the Kafka listener's configured limits and metrics.
 
 pub use manifest::applying;
 pub mod commands;
@@ -36,6 +37,7 @@ pub mod feed;
 pub mod gaps;
 pub mod group_sync;
 pub mod inventory;
+pub mod listener;
 pub mod metrics;
 pub mod mirror;
 pub mod plan;

@@ -14,12 +14,14 @@
 //! - [`writer`]: producers' appends, performed by the single writer.
 //! - [`versions`]: the API versions implemented and advertised.
 //! - [`groups`]: the consumer group coordinator and `__consumer_offsets`.
+//! - [`limits`]: the listener's limits (connections, bytes, timeouts).
 //!
 //! See `docs/kafka-gateway.md` for what each client was measured to do.
 
 mod api;
 pub mod groups;
 pub mod idempotence;
+pub mod limits;
 pub mod produced;
 pub mod producer_ids;
 pub mod request;

@@ -64,7 +64,7 @@ pub async fn answer_frame(
         Err(why) => FrameAnswer::Close(why),
         Ok((key, _, Reply::Body(body))) => FrameAnswer::Response(key, body),
         Ok((_, _, Reply::Nothing)) => FrameAnswer::Nothing,
-        Ok((_, _, Reply::Close(why))) | Ok((_, _, Reply::BodyThenClose(_, why))) => {
+        Ok((_, _, Reply::Close(why))) | Ok((_, _, Reply::FailedAuthentication(_, why))) => {
             FrameAnswer::Close(why)
         }
     }

@@ -191,7 +191,7 @@ impl Auth {
                             .with_error_code(ResponseError::SaslAuthenticationFailed.code())
                             .with_error_message(Some(StrBytes::from_string(message.clone())));
                         match encode(&response, version) {
-                            Reply::Body(b) => Gate::Answer(Reply::BodyThenClose(b, message)),
+                            Reply::Body(b) => Gate::Answer(Reply::FailedAuthentication(b, message)),
                             other => Gate::Answer(other),
                         }
                     }

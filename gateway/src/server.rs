@@ -5,6 +5,10 @@
 //! - A request larger than [`GatewayConfig::max_request_bytes`] closes the
 //!   connection before its body is read (Kafka's `socket.request.max.bytes`),
 //!   so a connection holds at most one request and one response in memory.
+//! - The listener's limits ([`crate::limits`]: connections in all and per
+//!   address, request bytes held, idle and request timeouts, the delay after
+//!   a failed SASL authentication) are decided there and executed here; a
+//!   refused connection is closed at once, the accept loop never waits.
 //! - A version the gateway does not implement is answered as Kafka answers
 //!   it: ApiVersions with UNSUPPORTED_VERSION and the supported list, any
 //!   other API by closing the connection.
@@ -18,14 +22,19 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::Encodable;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
+use crate::limits::{
+    Connections, LimitHit, ListenerLimits, ListenerStats, Reading, WarnEvery, frame_size,
+    read_deadline,
+};
 use crate::view::LogView;
 use crate::writer::{AppendSender, Appends};
 
@@ -67,6 +76,7 @@ pub struct Shared {
 }
 
 /// What a handler decided to send back.
+#[derive(Debug)]
 pub(crate) enum Reply {
     /// This response body (after the header).
     Body(BytesMut),
@@ -74,8 +84,9 @@ pub(crate) enum Reply {
     Nothing,
     /// Close the connection (why, for the log).
     Close(String),
-    /// Send this body, then close (a failed authentication).
-    BodyThenClose(BytesMut, String),
+    /// A failed authentication: send this body after the SASL failure
+    /// delay, then close.
+    FailedAuthentication(BytesMut, String),
 }
 
 /// Encodes `message` at `version`; an encoding failure closes the connection.
@@ -91,13 +102,34 @@ pub(crate) fn encode<M: Encodable>(message: &M, version: i16) -> Reply {
 pub struct Gateway {
     shared: Shared,
     listener: TcpListener,
+    limits: ListenerLimits,
+    stats: Arc<ListenerStats>,
 }
 
 impl Gateway {
-    /// Binds `listen`.
+    /// Binds `listen`, with the default [`ListenerLimits`].
     pub async fn bind(listen: SocketAddr, shared: Shared) -> std::io::Result<Gateway> {
         let listener = TcpListener::bind(listen).await?;
-        Ok(Gateway { shared, listener })
+        Ok(Gateway {
+            shared,
+            listener,
+            limits: ListenerLimits::default(),
+            stats: Arc::default(),
+        })
+    }
+
+    /// Serves within `limits` (their `max_request_size` replaces
+    /// [`GatewayConfig::max_request_bytes`]), counting in `stats`.
+    pub fn with_limits(mut self, limits: ListenerLimits, stats: Arc<ListenerStats>) -> Gateway {
+        self.shared.config.max_request_bytes = limits.max_request_size;
+        self.limits = limits;
+        self.stats = stats;
+        self
+    }
+
+    /// The listener's counters.
+    pub fn stats(&self) -> Arc<ListenerStats> {
+        Arc::clone(&self.stats)
     }
 
     /// Advertises `port` in Metadata (the bound port, when 0 was asked for).
@@ -113,32 +145,70 @@ impl Gateway {
 
     /// Serves until `shutdown` turns true.
     pub async fn serve(self, mut shutdown: watch::Receiver<bool>) {
+        let mut limits = self.limits;
+        limits.max_request_size = self.shared.config.max_request_bytes;
+        let budget = Arc::new(Semaphore::new(limits.max_in_flight_bytes));
         let shared = Arc::new(self.shared);
+        let limits = Arc::new(limits);
+        let slots = Connections::new(Arc::clone(&self.stats));
+        let mut refused_warning = WarnEvery::new(Duration::from_secs(10));
         let mut connections = tokio::task::JoinSet::new();
-        let mut ticks = tokio::time::interval(std::time::Duration::from_millis(100));
+        let mut ticks = tokio::time::interval(Duration::from_millis(100));
         loop {
             tokio::select! {
                 accepted = self.listener.accept() => match accepted {
                     Ok((stream, peer)) => {
-                        let shared = Arc::clone(&shared);
+                        let slot = match slots.admit(peer.ip(), &limits) {
+                            Ok(slot) => slot,
+                            Err(hit) => {
+                                // Closed at once: nothing read, nothing written.
+                                drop(stream);
+                                if let Some(left_out) = refused_warning.note(Instant::now()) {
+                                    tracing::warn!(
+                                        %peer,
+                                        limit = hit.as_str(),
+                                        open = self.stats.open(),
+                                        refused_since_last_warning = left_out,
+                                        "Kafka listener: connection refused and closed"
+                                    );
+                                }
+                                continue;
+                            }
+                        };
+                        let conn = Conn {
+                            shared: Arc::clone(&shared),
+                            limits: Arc::clone(&limits),
+                            stats: Arc::clone(&self.stats),
+                            budget: Arc::clone(&budget),
+                            peer,
+                        };
                         let stop = shutdown.clone();
                         connections.spawn(async move {
+                            let _slot = slot;
                             let _ = stream.set_nodelay(true);
-                            let ended = match shared.security.tls.clone() {
-                                Some(tls) => match tls.accept(stream).await {
-                                    Ok(s) => connection(s, peer, shared, stop).await,
-                                    Err(e) => Err(anyhow::anyhow!("TLS handshake: {e}")),
-                                },
-                                None => connection(stream, peer, shared, stop).await,
+                            let ended = match conn.shared.security.tls.clone() {
+                                Some(tls) => {
+                                    // The handshake is a request: within the request timeout.
+                                    let (deadline, hit) = read_deadline(Reading::RestOfRequest, Instant::now(), &conn.limits);
+                                    match tokio::time::timeout_at(deadline.into(), tls.accept(stream)).await {
+                                        Ok(Ok(s)) => connection(s, &conn, stop).await,
+                                        Ok(Err(e)) => Err(anyhow::anyhow!("TLS handshake: {e}")),
+                                        Err(_) => {
+                                            conn.stats.hit(hit);
+                                            Err(anyhow::anyhow!("TLS handshake not done within the request timeout"))
+                                        }
+                                    }
+                                }
+                                None => connection(stream, &conn, stop).await,
                             };
                             if let Err(e) = ended {
-                                tracing::debug!(%peer, error = %e, "connection ended");
+                                tracing::debug!(peer = %conn.peer, error = %e, "connection ended");
                             }
                         });
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "accepting a connection");
-                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 },
                 _ = ticks.tick() => shared.groups.tick(),
@@ -154,45 +224,156 @@ impl Gateway {
     }
 }
 
+/// What one connection's task holds.
+struct Conn {
+    shared: Arc<Shared>,
+    limits: Arc<ListenerLimits>,
+    stats: Arc<ListenerStats>,
+    /// The shared budget of request bytes in flight (one permit a byte).
+    budget: Arc<Semaphore>,
+    peer: SocketAddr,
+}
+
+/// Bytes read from the socket at a time (then taken from the budget).
+const READ_CHUNK: usize = 16 << 10;
+
+/// Why reading a request stopped.
+enum Read {
+    /// A whole request, and its share of the in-flight budget.
+    Request(Bytes, OwnedSemaphorePermit),
+    /// The client closed the connection between requests.
+    Closed,
+}
+
+impl Conn {
+    /// Counts `hit` and closes the connection with `why`.
+    fn limit(&self, hit: LimitHit, why: String) -> anyhow::Error {
+        self.stats.hit(hit);
+        anyhow::anyhow!("{why} ({} limit)", hit.as_str())
+    }
+
+    /// Reads the next request within the idle and request timeouts,
+    /// taking its bytes from the budget as they arrive.
+    async fn read_request<S: AsyncRead + Unpin>(
+        &self,
+        stream: &mut S,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> anyhow::Result<Option<Read>> {
+        let limits = &*self.limits;
+        let mut prefix = [0u8; 4];
+        let (idle_until, idle) = read_deadline(Reading::NextRequest, Instant::now(), limits);
+        let first = tokio::select! {
+            read = tokio::time::timeout_at(idle_until.into(), stream.read(&mut prefix[..1])) => read,
+            _ = shutdown.changed() => return Ok(None),
+        };
+        match first {
+            Err(_) => return Err(self.limit(idle, "no request within the idle timeout".into())),
+            Ok(Ok(0)) => return Ok(Some(Read::Closed)),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(e.into()),
+        }
+        let (deadline, late) = read_deadline(Reading::RestOfRequest, Instant::now(), limits);
+        let deadline = tokio::time::Instant::from_std(deadline);
+        let too_slow = |what: &str| {
+            self.limit(
+                late,
+                format!("{what} not received within the request timeout"),
+            )
+        };
+        match tokio::time::timeout_at(deadline, stream.read_exact(&mut prefix[1..])).await {
+            Err(_) => return Err(too_slow("a length prefix")),
+            Ok(r) => r?,
+        };
+        let announced = i32::from_be_bytes(prefix);
+        let size = frame_size(announced, limits).map_err(|hit| {
+            self.limit(
+                hit,
+                format!(
+                    "request of {announced} bytes (limit {}): closing the connection",
+                    limits.max_request_size
+                ),
+            )
+        })?;
+        // Bytes are read into a small scratch buffer, then taken from the
+        // budget and moved into the body: a connection waiting for bytes
+        // (or for budget) holds at most the scratch outside the budget, and
+        // the body is allocated once its first bytes have been admitted.
+        let mut scratch = vec![0u8; size.min(READ_CHUNK)];
+        let mut body = BytesMut::new();
+        let mut held: Option<OwnedSemaphorePermit> = None;
+        while body.len() < size {
+            let want = (size - body.len()).min(READ_CHUNK);
+            let got =
+                match tokio::time::timeout_at(deadline, stream.read(&mut scratch[..want])).await {
+                    Err(_) => return Err(too_slow("a request")),
+                    Ok(r) => r?,
+                };
+            if got == 0 {
+                anyhow::bail!("closed in the middle of a request");
+            }
+            let permit = match tokio::time::timeout_at(
+                deadline,
+                Arc::clone(&self.budget).acquire_many_owned(u32::try_from(got).unwrap_or(u32::MAX)),
+            )
+            .await
+            {
+                Err(_) => {
+                    return Err(self.limit(
+                        LimitHit::MaxInFlightBytes,
+                        "no room in the request bytes budget within the request timeout".into(),
+                    ));
+                }
+                Ok(Err(closed)) => return Err(closed.into()),
+                Ok(Ok(p)) => p,
+            };
+            if body.is_empty() {
+                body.reserve(size);
+            }
+            body.extend_from_slice(&scratch[..got]);
+            match held.as_mut() {
+                Some(h) => h.merge(permit),
+                None => held = Some(permit),
+            }
+        }
+        let permit = match held {
+            Some(p) => p,
+            None => anyhow::bail!("an empty request"),
+        };
+        Ok(Some(Read::Request(body.freeze(), permit)))
+    }
+}
+
 async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
-    peer: SocketAddr,
-    shared: Arc<Shared>,
+    conn: &Conn,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
+    let shared = &conn.shared;
+    let peer = conn.peer;
     let mut auth = crate::security::Auth::new(shared.security.sasl.is_some());
     loop {
-        let size = tokio::select! {
-            read = stream.read_i32() => match read {
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-                Err(e) => return Err(e.into()),
-            },
-            _ = shutdown.changed() => return Ok(()),
+        let (body, in_flight) = match conn.read_request(&mut stream, &mut shutdown).await? {
+            None | Some(Read::Closed) => return Ok(()),
+            Some(Read::Request(body, permit)) => (body, permit),
         };
-        let size = usize::try_from(size).unwrap_or(usize::MAX);
-        if size > shared.config.max_request_bytes || size < 4 {
-            anyhow::bail!(
-                "request of {size} bytes (limit {}): closing the connection",
-                shared.config.max_request_bytes
-            );
-        }
-        let mut body = BytesMut::zeroed(size);
-        stream.read_exact(&mut body).await?;
-        let (key, header, reply) =
-            match crate::request::handle(&shared, &mut auth, body.freeze(), peer).await {
-                Ok(answered) => answered,
-                Err(why) => anyhow::bail!(why),
-            };
+        let (key, header, reply) = match crate::request::handle(shared, &mut auth, body, peer).await
+        {
+            Ok(answered) => answered,
+            Err(why) => anyhow::bail!(why),
+        };
         match reply {
             Reply::Body(payload) => write_response(&mut stream, key, &header, payload).await?,
             Reply::Nothing => {}
             Reply::Close(why) => anyhow::bail!("{key:?} v{}: {why}", header.request_api_version),
-            Reply::BodyThenClose(payload, why) => {
+            Reply::FailedAuthentication(payload, why) => {
+                conn.stats.hit(LimitHit::SaslFailure);
+                drop(in_flight);
+                tokio::time::sleep(conn.limits.sasl_failure_delay).await;
                 write_response(&mut stream, key, &header, payload).await?;
                 anyhow::bail!("{key:?}: {why}");
             }
         }
+        drop(in_flight);
     }
 }
 

@@ -49,6 +49,8 @@ pub(crate) struct KafkaArgs {
     /// Serve on a non-loopback address without both TLS and SASL: anyone who reaches the port reads every topic and may write to stopped partitions.
     #[arg(long)]
     kafka_insecure: bool,
+    #[command(flatten)]
+    pub(crate) limits: crate::limits::LimitArgs,
 }
 
 /// A running listener.
@@ -130,10 +132,14 @@ impl KafkaArgs {
         Ok(gateway::security::Security { tls, sasl })
     }
 
-    /// Binds the listener and serves `view` until [`Listener::shutdown`].
+    /// Binds the listener and serves `view` within `limits`, counting in
+    /// `stats`, until [`Listener::shutdown`].
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn start(
         &self,
         addr: SocketAddr,
+        limits: gateway::limits::ListenerLimits,
+        stats: Arc<gateway::limits::ListenerStats>,
         cluster_id: &str,
         view: Arc<LogView>,
         appends: Arc<Appends>,
@@ -171,7 +177,9 @@ impl KafkaArgs {
             .await
             .map_err(|e| anyhow::anyhow!("--kafka-listen {addr}: {e}"))
             .and_then(|g| Ok((g.local_addr()?, g)))?;
-        let listener = listener.with_advertised_port(port.unwrap_or(bound.port()));
+        let listener = listener
+            .with_advertised_port(port.unwrap_or(bound.port()))
+            .with_limits(limits, stats);
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(listener.serve(stopped));
         tracing::info!(listen = %bound, "serving the log dir over the Kafka protocol");

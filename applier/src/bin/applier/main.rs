@@ -7,6 +7,7 @@ mod gaps;
 mod groups;
 mod kafka;
 mod kafka_user;
+mod limits;
 mod plan;
 mod run;
 mod serve;
@@ -171,6 +172,9 @@ impl Common {
             store_timeout: self.store_timeout.clone(),
             preflight: self.preflight.clone(),
             scrub_bytes_per_hour: self.scrub_bytes_per_hour,
+            // The Kafka listener's limits are flags of run and serve
+            // (`limits::LimitArgs`), merged over these.
+            ..ApplierConfig::default()
         }))
     }
 }
@@ -188,7 +192,7 @@ Runs until SIGTERM or Ctrl-C. Operator commands (start, pause, resume, stop) giv
 while it runs are handed to it and answered within --timeout. With --kafka-listen it also
 serves the log dir to Kafka clients: consumers read the mirror, producers are refused
 (POLICY_VIOLATION) on a mirror partition until `applier stop`.")]
-    Run(run::DaemonArgs),
+    Run(Box<run::DaemonArgs>),
     /// Serve a log dir over the Kafka protocol without mirroring (after failover, or a restored backfill).
     #[command(after_help = "Examples:
   applier serve --log-dir /data/mirror --kafka-listen 127.0.0.1:9092
@@ -364,7 +368,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
-            Cmd::Run(a) => run::daemon(a).await,
+            Cmd::Run(a) => run::daemon(*a).await,
             Cmd::Serve(a) => serve::run(a).await,
             Cmd::Once(a) => run::run(a, true).await,
             Cmd::Start(a) => commands::run(manifest::state::Command::Start, a).await,

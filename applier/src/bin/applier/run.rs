@@ -54,7 +54,11 @@ async fn run_with(
     kafka: Option<crate::kafka::KafkaArgs>,
     once: bool,
 ) -> anyhow::Result<u8> {
-    let v = args.common.load()?.validate(true)?;
+    let mut config = args.common.load()?;
+    if let Some(k) = &kafka {
+        config = config.merge(k.limits.as_config());
+    }
+    let v = config.validate(true)?;
     if let Some(b) = &v.bucket {
         require_bucket_dir(b)?;
         // Bucket checks (`applier doctor`'s must-haves), before the log
@@ -84,8 +88,13 @@ async fn run_with(
         // The background verification (`applier::scrub`), run only.
         applier.enable_scrub();
     }
+    // The Kafka listener's counters, on the engine's metrics endpoint.
+    let listener_stats = kafka
+        .as_ref()
+        .and_then(|k| k.kafka_listen)
+        .map(|_| Arc::new(gateway::limits::ListenerStats::default()));
     if let Some(addr) = v.metrics_addr {
-        let exposition = applier::metrics::serve(addr)
+        let (exposition, _) = applier::listener::serve_metrics(addr, listener_stats.clone())
             .map_err(|e| anyhow::anyhow!("metrics address {addr}: {e}"))?;
         tracing::info!(%addr, "serving Prometheus metrics on /metrics");
         applier.set_metrics(exposition);
@@ -253,8 +262,17 @@ async fn run_with(
             ));
             let cluster = v.options.local_cluster_id.as_deref().unwrap_or("segmirror");
             Some(
-                k.start(addr, cluster, p.view, p.appends, Some(p.sender), p.groups)
-                    .await?,
+                k.start(
+                    addr,
+                    v.kafka_limits.clone(),
+                    listener_stats.clone().unwrap_or_default(),
+                    cluster,
+                    p.view,
+                    p.appends,
+                    Some(p.sender),
+                    p.groups,
+                )
+                .await?,
             )
         }
         None => None,

@@ -4,7 +4,9 @@
 //! only until STOPPED, other partitions take producers' writes.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use applier::config::ApplierConfig;
 use gateway::DirWriter;
 
 use crate::kafka::KafkaArgs;
@@ -18,6 +20,12 @@ pub(crate) struct ServeArgs {
     /// The cluster id reported to clients [default: segmirror].
     #[arg(long, value_name = "ID", env = "SEGMIRROR_CLUSTER_ID")]
     cluster_id: Option<String>,
+    /// The applier's TOML configuration file: serve reads its kafka_* listener limits (`applier config example`) [default: none].
+    #[arg(long, value_name = "FILE", env = "SEGMIRROR_APPLIER_CONFIG")]
+    config: Option<PathBuf>,
+    /// Serve the listener's Prometheus metrics on this address (host:port) [default: not served].
+    #[arg(long, value_name = "ADDR", env = "SEGMIRROR_METRICS_ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
     #[command(flatten)]
     kafka: KafkaArgs,
 }
@@ -37,6 +45,17 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
     let dir = kafkalog::LogDir::open(&args.log_dir).map_err(|e| {
         anyhow::anyhow!("{e} (is `applier run` serving it? give that one --kafka-listen instead)")
     })?;
+    let file = match &args.config {
+        Some(path) => ApplierConfig::from_file(path)?,
+        None => ApplierConfig::default(),
+    };
+    let limits = applier::listener::limits(&file.merge(args.kafka.limits.as_config()))?;
+    let stats = Arc::new(gateway::limits::ListenerStats::default());
+    if let Some(addr) = args.metrics_addr {
+        applier::listener::serve_metrics(addr, Some(stats.clone()))
+            .map_err(|e| anyhow::anyhow!("metrics address {addr}: {e}"))?;
+        tracing::info!(%addr, "serving Prometheus metrics on /metrics");
+    }
     let p = crate::kafka::plumbing(&args.log_dir);
     let writer = DirWriter::new(dir, p.view.clone(), p.appends.clone());
     let receiver = p.receiver;
@@ -44,7 +63,16 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
     let cluster = args.cluster_id.as_deref().unwrap_or("segmirror");
     let listener = args
         .kafka
-        .start(addr, cluster, p.view, p.appends, Some(p.sender), p.groups)
+        .start(
+            addr,
+            limits,
+            stats,
+            cluster,
+            p.view,
+            p.appends,
+            Some(p.sender),
+            p.groups,
+        )
         .await?;
     eprintln!(
         "serving {} over the Kafka protocol on {} (Ctrl-C or SIGTERM to stop)",
