@@ -130,7 +130,9 @@ kafka_max_connections_per_address = 128
 kafka_max_request_size = "100MiB"
 # Request bytes read and not yet answered, all connections together (Kafka's
 # queued.max.request.bytes); taken as bytes arrive, so a length prefix alone
-# holds nothing. At least kafka_max_request_size. Default: 256MiB.
+# holds nothing. A request other than Produce takes 40 times its size (what it
+# may grow to once decoded), so one above 1/40 of this is refused. At least
+# kafka_max_request_size. Default: 256MiB.
 kafka_max_in_flight_bytes = "256MiB"
 # A connection with no request started for this long is closed (Kafka's
 # connections.max.idle.ms). Default: 10m.

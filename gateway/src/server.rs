@@ -32,8 +32,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::limits::{
-    Connections, LimitHit, ListenerLimits, ListenerStats, Reading, WarnEvery, frame_size,
-    read_deadline,
+    Connections, LimitHit, ListenerLimits, ListenerStats, Reading, WarnEvery, decode_charge,
+    frame_size, read_deadline,
 };
 use crate::view::LogView;
 use crate::writer::{AppendSender, Appends};
@@ -341,6 +341,52 @@ impl Conn {
         };
         Ok(Some(Read::Request(body.freeze(), permit)))
     }
+
+    /// Takes from the budget what `request` grows to once decoded
+    /// ([`crate::limits::decode_charge`]), within the request timeout, and
+    /// adds it to what the request already holds; a request that could
+    /// never fit is refused at once.
+    async fn charge_decoding(
+        &self,
+        request: &Bytes,
+        mut held: OwnedSemaphorePermit,
+    ) -> anyhow::Result<OwnedSemaphorePermit> {
+        let api_key = match request.get(..2) {
+            Some(b) => i16::from_be_bytes([b[0], b[1]]),
+            None => anyhow::bail!("a request shorter than its API key"),
+        };
+        let extra = decode_charge(api_key, request.len(), &self.limits).map_err(|hit| {
+            self.limit(
+                hit,
+                format!(
+                    "a request (API key {api_key}) of {} bytes decodes to more than the in-flight budget of {} bytes",
+                    request.len(),
+                    self.limits.max_in_flight_bytes
+                ),
+            )
+        })?;
+        if extra == 0 {
+            return Ok(held);
+        }
+        let deadline = tokio::time::Instant::now() + self.limits.request_timeout;
+        let more = match tokio::time::timeout_at(
+            deadline,
+            Arc::clone(&self.budget).acquire_many_owned(u32::try_from(extra).unwrap_or(u32::MAX)),
+        )
+        .await
+        {
+            Err(_) => {
+                return Err(self.limit(
+                    LimitHit::MaxInFlightBytes,
+                    "no room in the request bytes budget for a request's decoding within the request timeout".into(),
+                ));
+            }
+            Ok(Err(closed)) => return Err(closed.into()),
+            Ok(Ok(p)) => p,
+        };
+        held.merge(more);
+        Ok(held)
+    }
 }
 
 async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
@@ -356,6 +402,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
             None | Some(Read::Closed) => return Ok(()),
             Some(Read::Request(body, permit)) => (body, permit),
         };
+        let in_flight = conn.charge_decoding(&body, in_flight).await?;
         let (key, header, reply) = match crate::request::handle(shared, &mut auth, body, peer).await
         {
             Ok(answered) => answered,

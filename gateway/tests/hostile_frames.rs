@@ -298,3 +298,48 @@ async fn hostile_counts_and_decompression_bombs_get_an_error_and_the_gateway_kee
     real_clients_still_consume(s.addr).await;
     s.shutdown().await;
 }
+
+/// A legal Metadata v9 request naming `topics` empty topic names: 2 bytes a
+/// topic on the wire, a struct of tens of bytes each once decoded.
+fn metadata_v9_of_empty_topics(topics: usize) -> Vec<u8> {
+    let mut f = header_v2(3, 9);
+    let mut n = topics + 1; // compact array: count + 1, unsigned varint
+    while n >= 0x80 {
+        f.push((n as u8 & 0x7f) | 0x80);
+        n >>= 7;
+    }
+    f.push(n as u8);
+    for _ in 0..topics {
+        f.extend_from_slice(&[1, 0]); // name "" (compact), no tagged fields
+    }
+    // allow_auto_topic_creation, cluster and topic authorized operations,
+    // no tagged fields.
+    f.extend_from_slice(&[0, 0, 0, 0]);
+    f
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legal_request_that_would_decode_past_the_in_flight_budget_is_refused_before_decoding() {
+    // 8 MiB requests, the default 256 MiB in flight: a request other than
+    // Produce may be at most 256 MiB / 40 = 6.4 MiB on the wire.
+    let s = server(8 << 20, None).await;
+    let wait = Duration::from_secs(30);
+    let small = metadata_v9_of_empty_topics(10_000);
+    match send_frame(s.addr, &small, wait).await {
+        Outcome::Answered(r) => assert_eq!(r[..4], [0, 0, 0, 7], "correlation id"),
+        other => panic!("a 20 KB Metadata request: {other:?}"),
+    }
+    // 3.5 M topics, 7 MB: about 250 MiB decoded (36x measured); closed
+    // before the body is decoded.
+    let big = metadata_v9_of_empty_topics(3_500_000);
+    assert!(big.len() > (256 << 20) / 40 && big.len() < 8 << 20);
+    let started = Instant::now();
+    assert_eq!(send_frame(s.addr, &big, wait).await, Outcome::Closed);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(answers_api_versions(s.addr).await, "still serving");
+    s.shutdown().await;
+}
