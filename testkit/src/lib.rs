@@ -5,6 +5,8 @@
 //!   implementation of Kafka's record format independent of ours, run with
 //!   the interpreter of `tests/.venv` (created on first use by
 //!   `tests/fixtures/setup.sh`).
+//! - [`help`]: every subcommand's `--help` of a binary, and the lines
+//!   where clap's `[env: ...]` or `[default: ...]` appear twice.
 //! - [`metrics`]: scraping a service's metrics endpoint over TCP and
 //!   reading its OpenMetrics samples.
 //! - [`backends`] (feature `backends`): the bucket backends every store test
@@ -25,6 +27,7 @@
 
 #[cfg(feature = "backends")]
 mod backends;
+pub mod help;
 pub mod kafka_python;
 pub mod metrics;
 
