@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use bytes::Bytes;
