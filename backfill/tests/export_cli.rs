@@ -174,14 +174,27 @@ async fn an_export_holds_the_committed_records_as_pyarrow_and_duckdb_read_them()
         );
     }
 
-    // A second run keeps every file byte for byte; so does a rewrite.
+    // The summary says what this run wrote and what was already there.
+    let n = parquet.len();
+    let total: usize = parquet.iter().map(|k| files[*k].len()).sum();
+    assert_eq!(summary["bytes_written"].as_u64(), Some(total as u64));
+    let first = format!(
+        "in {n} files of {total} bytes ({n} written now, {total} bytes; 0 already there from an earlier run, 0 bytes)"
+    );
+    assert!(run.stderr.contains(&first), "{first}\n{}", run.stderr);
+
+    // A second run keeps every file byte for byte, and says it wrote
+    // nothing; so does a rewrite.
     let again = export(&bucket, &out, &[]);
     assert_eq!(again.code, 0, "{again:?}");
-    assert!(again.stderr.contains("0 written"), "{}", again.stderr);
+    let second = format!(
+        "in {n} files of {total} bytes (0 written now, 0 bytes; {n} already there from an earlier run, {total} bytes)"
+    );
+    assert!(again.stderr.contains(&second), "{second}\n{}", again.stderr);
     assert_eq!(files_under(&out_dir), files, "a second run changes no byte");
     let rewrite = export(&bucket, &out, &["--rewrite"]);
     assert_eq!(rewrite.code, 0, "{rewrite:?}");
-    assert!(!rewrite.stderr.contains(" 0 written"), "{}", rewrite.stderr);
+    assert!(!rewrite.stderr.contains("(0 written"), "{}", rewrite.stderr);
     assert_eq!(
         files_under(&out_dir),
         files,
@@ -567,6 +580,28 @@ async fn an_lso_cut_inside_a_segment_of_several_objects() {
     assert_eq!(read_export(&out_dir).duckdb.rows, want);
     let again = export(&bucket, &out, &[]);
     assert_eq!(again.code, 0, "{again:?}");
-    assert!(again.stderr.contains("0 written"), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("(0 written now, 0 bytes;"),
+        "{}",
+        again.stderr
+    );
     assert_eq!(files_under(&out_dir), files);
+}
+
+/// The export directory reads as one table with pyarrow and with DuckDB,
+/// the way README.md shows (its Python block, run as written).
+#[tokio::test]
+async fn the_export_directory_reads_as_one_table_as_the_readme_shows() {
+    if !readers_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let (bucket, store) = file_bucket(&dir.path().join("bucket"));
+    let expected = publish_all(store, "", &dir.path().join("source")).await;
+    let out_dir = dir.path().join("out");
+    let run = export(&bucket, &format!("file://{}", out_dir.display()), &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let (pyarrow, duckdb) = read_dir_as_the_readme_shows(&out_dir);
+    assert_eq!(pyarrow, expected.rows.len(), "pyarrow.parquet.read_table");
+    assert_eq!(duckdb, expected.rows.len(), "DuckDB read_parquet");
 }

@@ -684,3 +684,37 @@ pub fn kafka_python_read_committed(source: &Path) -> Vec<Row> {
     rows.sort();
     rows
 }
+
+/// Runs README.md's Python block that reads an export directory as one
+/// table ("The directory as one table"), on `dir`: the rows pyarrow's
+/// `read_table` and DuckDB's `read_parquet` read. The test checked
+/// [`readers_present`] first.
+pub fn read_dir_as_the_readme_shows(dir: &Path) -> (usize, usize) {
+    let readme = std::fs::read_to_string(segmirror_testkit::workspace_root().join("README.md"))
+        .expect("README.md");
+    let block = readme
+        .split_once("The directory as one table")
+        .and_then(|(_, rest)| rest.split_once("```python\n"))
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(block, _)| block)
+        .expect("README.md's Python block after \"The directory as one table\"");
+    let demo = "/tmp/segmirror-demo/parquet";
+    assert!(block.contains(demo), "{block}");
+    let script = format!(
+        "{}print(table.num_rows, len(rows))\n",
+        block.replace(demo, dir.to_str().expect("utf-8 path"))
+    );
+    let python = segmirror_testkit::workspace_root().join("tests/.venv/bin/python");
+    let out = Command::new(python)
+        .args(["-c", &script])
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "README's block failed:\n{script}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (a, b) = text.trim().split_once(' ').expect("two counts");
+    (a.parse().expect("count"), b.parse().expect("count"))
+}
