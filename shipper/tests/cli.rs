@@ -70,7 +70,6 @@ fn help_has_examples_everywhere() {
             "--cluster-id",
             "--topics",
             "--exclude",
-            "--tail-interval",
             "--upload-concurrency",
             "--part-size",
             "--rate-limit",
@@ -78,6 +77,14 @@ fn help_has_examples_everywhere() {
             "--shipper-id",
         ] {
             assert!(out.contains(flag), "{sub:?} --help lacks {flag}");
+        }
+        // The intervals are the daemon's: `once` makes one pass.
+        for flag in ["--tail-interval", "--group-sync-interval"] {
+            assert_eq!(
+                out.contains(flag),
+                sub[0] != "once",
+                "{sub:?} --help and {flag}"
+            );
         }
     }
     let (code, out, _) = run(&["config", "check", "--help"]);
@@ -731,7 +738,7 @@ fn help_shows_every_default_exit_codes_and_examples_that_paste_as_they_are() {
             );
         }
     }
-    let (_, out, _) = run(&["once", "--help"]);
+    let (_, out, _) = run(&["run", "--help"]);
     for default in [
         "[default: 5s]",
         "[default: 4]",
