@@ -122,6 +122,13 @@ async fn an_export_holds_the_committed_records_as_pyarrow_and_duckdb_read_them()
     let run = export(&bucket, &out, &["--json"]);
     assert_eq!(run.code, 0, "{run:?}");
     check_export(&out_dir, &expected);
+    // The directory reads as one table with pyarrow and with DuckDB, the
+    // way README.md shows (its Python block, run as written).
+    assert_eq!(
+        read_dir_as_the_readme_shows(&out_dir),
+        (expected.rows.len(), expected.rows.len()),
+        "rows read by pyarrow.parquet.read_table and DuckDB's read_parquet"
+    );
     // The same rows as kafka-python reads from the source log with Kafka's
     // read_committed rules (an oracle sharing no code with ours).
     assert_eq!(
@@ -586,22 +593,4 @@ async fn an_lso_cut_inside_a_segment_of_several_objects() {
         again.stderr
     );
     assert_eq!(files_under(&out_dir), files);
-}
-
-/// The export directory reads as one table with pyarrow and with DuckDB,
-/// the way README.md shows (its Python block, run as written).
-#[tokio::test]
-async fn the_export_directory_reads_as_one_table_as_the_readme_shows() {
-    if !readers_present() {
-        return;
-    }
-    let dir = tempfile::tempdir().expect("tmp");
-    let (bucket, store) = file_bucket(&dir.path().join("bucket"));
-    let expected = publish_all(store, "", &dir.path().join("source")).await;
-    let out_dir = dir.path().join("out");
-    let run = export(&bucket, &format!("file://{}", out_dir.display()), &[]);
-    assert_eq!(run.code, 0, "{run:?}");
-    let (pyarrow, duckdb) = read_dir_as_the_readme_shows(&out_dir);
-    assert_eq!(pyarrow, expected.rows.len(), "pyarrow.parquet.read_table");
-    assert_eq!(duckdb, expected.rows.len(), "DuckDB read_parquet");
 }

@@ -561,19 +561,25 @@ pub fn readers_present() -> bool {
 /// Reads the export in `dir` with pyarrow and DuckDB (the test checked
 /// [`readers_present`] first).
 pub fn read_export(dir: &Path) -> Readers {
-    let python = segmirror_testkit::workspace_root().join("tests/.venv/bin/python");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/read_parquet.py");
+    let out = python(&[script.as_os_str(), dir.as_os_str()], "read_parquet.py");
+    serde_json::from_slice(&out).expect("readers' JSON")
+}
+
+/// Runs the Python of `tests/.venv` with `args`; its stdout, or a panic
+/// naming `what` with its stderr.
+fn python(args: &[&std::ffi::OsStr], what: &str) -> Vec<u8> {
+    let python = segmirror_testkit::workspace_root().join("tests/.venv/bin/python");
     let out = Command::new(python)
-        .arg(script)
-        .arg(dir)
+        .args(args)
         .output()
-        .expect("run read_parquet.py");
+        .expect("run python");
     assert!(
         out.status.success(),
-        "read_parquet.py failed: {}",
+        "{what} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("readers' JSON")
+    out.stdout
 }
 
 /// Every file under `dir` (relative path -> bytes).
@@ -704,17 +710,11 @@ pub fn read_dir_as_the_readme_shows(dir: &Path) -> (usize, usize) {
         "{}print(table.num_rows, len(rows))\n",
         block.replace(demo, dir.to_str().expect("utf-8 path"))
     );
-    let python = segmirror_testkit::workspace_root().join("tests/.venv/bin/python");
-    let out = Command::new(python)
-        .args(["-c", &script])
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "README's block failed:\n{script}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = python(
+        &["-c".as_ref(), script.as_ref()],
+        &format!("README's block:\n{script}\n"),
     );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out);
     let (a, b) = text.trim().split_once(' ').expect("two counts");
     (a.parse().expect("count"), b.parse().expect("count"))
 }
