@@ -74,6 +74,9 @@ struct Cli {
 // | StoreArgs     |  x  |  x   |      x       |  x   |       |                   |
 // | DaemonTuning  |  x  |  x   |      x       |      |       |                   |
 //
+// MirrorArgs is the first five together (plan; RunArgs adds DaemonTuning
+// for run, once and config check; run adds the Kafka listener's flags).
+//
 // ConfigArgs::load reads the file, then lays each group's flags over it
 // (each flag falls back to its SEGMIRROR_* variable first): file, then
 // environment, then flags.
@@ -176,6 +179,32 @@ pub(crate) struct DaemonTuning {
     /// Bytes of the local log `run` re-verifies per hour in the background (as `applier verify`), e.g. 1GiB (0: off) [default: 1GiB].
     #[arg(long, value_name = "SIZE", env = "SEGMIRROR_SCRUB_BYTES_PER_HOUR")]
     scrub_bytes_per_hour: Option<ByteSize>,
+}
+
+/// What plan and once/run/config check share: the file and log dir, the
+/// source, how partitions become mirrors, which topics, the store timeout.
+#[derive(Args, Clone, Default)]
+pub(crate) struct MirrorArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    #[command(flatten)]
+    source: SourceArgs,
+    #[command(flatten)]
+    prepare: PrepareArgs,
+    #[command(flatten)]
+    topics: TopicArgs,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+impl MirrorArgs {
+    /// The file, then these groups' flags and `more`'s over it.
+    pub(crate) fn load(&self, more: &[&dyn Flags]) -> anyhow::Result<ApplierConfig> {
+        let mut groups: Vec<&dyn Flags> =
+            vec![&self.source, &self.prepare, &self.topics, &self.store];
+        groups.extend_from_slice(more);
+        self.config.load(&groups)
+    }
 }
 
 /// A group of flags laid over the configuration file by

@@ -1,30 +1,19 @@
 //! `applier plan`: what `start`/`once` would do, changing nothing.
 
-use crate::{ConfigArgs, PrepareArgs, SourceArgs, StoreArgs, TopicArgs};
+use crate::MirrorArgs;
 
 /// Settings of `plan`.
 #[derive(clap::Args)]
 pub(crate) struct PlanArgs {
     #[command(flatten)]
-    config: ConfigArgs,
-    #[command(flatten)]
-    source: SourceArgs,
-    #[command(flatten)]
-    prepare: PrepareArgs,
-    #[command(flatten)]
-    topics: TopicArgs,
-    #[command(flatten)]
-    store: StoreArgs,
+    mirror: MirrorArgs,
     /// JSON instead of a table (`{"partitions": [...]}`).
     #[arg(long)]
     json: bool,
 }
 
 pub(crate) async fn run(args: PlanArgs) -> anyhow::Result<u8> {
-    let v = args
-        .config
-        .load(&[&args.source, &args.prepare, &args.topics, &args.store])?
-        .validate(true)?;
+    let v = args.mirror.load(&[])?.validate(true)?;
     let Some(bucket) = &v.bucket else {
         anyhow::bail!("--bucket is required");
     };

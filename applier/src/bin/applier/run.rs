@@ -8,34 +8,20 @@ use applier::inventory::Verdict;
 use manifest::bucket::BucketUrl;
 use manifest::diagnosis::{self, FirstRequestFailure};
 
-use crate::{ConfigArgs, DaemonTuning, PrepareArgs, SourceArgs, StoreArgs, TopicArgs};
+use crate::{DaemonTuning, MirrorArgs};
 
 /// Settings of once/config check (and run, with the Kafka listener's).
 #[derive(clap::Args)]
 pub(crate) struct RunArgs {
     #[command(flatten)]
-    config: ConfigArgs,
-    #[command(flatten)]
-    source: SourceArgs,
-    #[command(flatten)]
-    prepare: PrepareArgs,
-    #[command(flatten)]
-    topics: TopicArgs,
-    #[command(flatten)]
-    store: StoreArgs,
+    mirror: MirrorArgs,
     #[command(flatten)]
     tuning: DaemonTuning,
 }
 
 impl RunArgs {
     fn load(&self) -> anyhow::Result<applier::config::ApplierConfig> {
-        self.config.load(&[
-            &self.source,
-            &self.prepare,
-            &self.topics,
-            &self.store,
-            &self.tuning,
-        ])
+        self.mirror.load(&[&self.tuning])
     }
 }
 
