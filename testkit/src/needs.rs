@@ -56,7 +56,7 @@ const PYTHON: Need = Need {
 };
 
 const S3: Need = Need {
-    what: "the S3 test server (SEGMIRROR_TEST_S3_BUCKET is not set)",
+    what: "the S3 test server (SEGMIRROR_TEST_S3_BUCKET and the AWS_* variables)",
     skip_var: SKIP_S3_VAR,
     how: "start it with `eval \"$(bash tests/s3-server.sh start)\"` (or run the tests with `bash scripts/test.sh`)",
 };
@@ -94,7 +94,7 @@ fn check(need: &Need, present: impl FnOnce() -> bool) -> bool {
 /// The failure of a test whose dependency is missing.
 fn missing(need: &Need) -> String {
     format!(
-        "this test needs {}: {}; or set {}=1 to skip it",
+        "this test needs {}, which is missing: {}; or set {}=1 to skip it",
         need.what, need.how, need.skip_var
     )
 }
