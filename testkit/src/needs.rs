@@ -119,7 +119,7 @@ fn record_skip(need: &Need) {
         need.skip_var,
         need.what
     );
-    eprintln!("skipped: {line}");
+    eprintln!("{line}");
     if let Some(path) = std::env::var_os(SKIP_LOG_VAR) {
         // One write of one line in append mode: concurrent tests do not
         // interleave.
