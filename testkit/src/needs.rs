@@ -114,7 +114,7 @@ fn test_name() -> String {
 
 fn record_skip(need: &Need) {
     let line = format!(
-        "{}: {}=1 skips what needs {}",
+        "{}: skipped by {}=1 (what needs {})",
         test_name(),
         need.skip_var,
         need.what
