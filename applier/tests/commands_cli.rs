@@ -178,7 +178,7 @@ fn commands_on_a_mistyped_log_dir_fail_and_create_nothing() {
 /// line naming what was tried and the fix ([`manifest::diagnosis`]).
 #[test]
 fn once_on_a_bucket_that_does_not_exist_exits_1_naming_it_and_the_endpoint() {
-    let Some(bucket) = segmirror_testkit::s3_test_bucket() else {
+    let Some(bucket) = segmirror_testkit::needs::s3() else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");

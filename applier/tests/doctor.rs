@@ -2,8 +2,8 @@
 //! source and a DR bucket configured as infra/'s modules configure them,
 //! with the replication rule, pass; removing the rule fails on it; what
 //! the server cannot answer (replication status) is a warn that says "not
-//! supported by this endpoint". Skips without `SEGMIRROR_TEST_S3_BUCKET`,
-//! fails instead under `SEGMIRROR_REQUIRE_S3`.
+//! supported by this endpoint". Without the S3 test server these fail,
+//! unless `SEGMIRROR_SKIP_S3=1` skips them.
 
 use std::path::Path;
 use std::process::Command;
@@ -12,7 +12,6 @@ use doctor::testbed::{
     Testbed, block_on, report_check as check, report_checks as checks, unique_bucket as unique,
 };
 use manifest::layout::ClusterLayout;
-use segmirror_testkit::{s3_required, s3_test_bucket};
 
 const KEY_A: &str = "arn:aws:kms:us-east-1:123456789012:key/aaaaaaaa-0000-0000-0000-000000000001";
 const KEY_B: &str = "arn:aws:kms:us-east-1:123456789012:key/bbbbbbbb-0000-0000-0000-000000000002";
@@ -32,15 +31,7 @@ fn applier(args: &[&str]) -> (i32, String, String) {
 }
 
 fn s3_available() -> bool {
-    if s3_test_bucket().is_some() {
-        return true;
-    }
-    assert!(
-        !s3_required(),
-        "SEGMIRROR_REQUIRE_S3 is set but SEGMIRROR_TEST_S3_BUCKET is not"
-    );
-    eprintln!("skipped: no S3 test server (SEGMIRROR_TEST_S3_BUCKET)");
-    false
+    segmirror_testkit::needs::s3().is_some()
 }
 
 /// A source and a DR bucket with cluster c1's head in both (as replication

@@ -88,23 +88,6 @@ const EARLY: Duration = Duration::from_millis(250);
 /// request, was refused at accept.
 const AT_ONCE: Duration = Duration::from_millis(500);
 
-fn kcat_required() -> bool {
-    let present = Command::new("kcat")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if present {
-        return true;
-    }
-    if std::env::var("SEGMIRROR_SKIP_KCAT").is_ok_and(|v| v == "1") {
-        eprintln!("skipped: kcat is not installed and SEGMIRROR_SKIP_KCAT=1");
-        return false;
-    }
-    panic!(
-        "kcat is not installed (apt-get install -y kcat); SEGMIRROR_SKIP_KCAT=1 skips this test"
-    );
-}
-
 /// The value of the record at `offset` in the fed partition.
 fn value_at(offset: i64) -> String {
     format!("value-{offset}")
@@ -433,7 +416,7 @@ impl Lags {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_flood_neither_kills_the_applier_nor_slows_the_mirror() {
-    if !kcat_required() {
+    if !segmirror_testkit::needs::kcat() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -894,7 +877,7 @@ async fn a_failed_sasl_authentication_is_answered_after_the_delay_then_closed() 
 /// and counted, and the bytes come back when a connection closes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_bytes_are_taken_from_the_budget_as_they_arrive_and_given_back() {
-    if !kcat_required() {
+    if !segmirror_testkit::needs::kcat() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::clients::{Running, applier, client, free_port, kcat_present, wait_for_port};
+use common::clients::{Running, applier, client, clients_present, free_port, wait_for_port};
 use common::{SOURCE, file_bucket, produce, topic_id, tp};
 use kafkalog::offsets_topic::{self, Committed, OFFSETS_TOPIC};
 use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
@@ -123,7 +123,7 @@ fn group_first_offsets(who: &str, port: u16, group: &str, max: usize) -> Vec<i64
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumers_on_the_destination_start_at_the_synced_offsets_and_active_groups_keep_theirs() {
-    if !kcat_present() {
+    if !clients_present() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");

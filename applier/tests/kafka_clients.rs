@@ -11,8 +11,9 @@
 //!   (the log unchanged) and accepted after `applier stop`, at an epoch above
 //!   the LME.
 //!
-//! kcat must be installed (`.ci/run` installs it); without it these tests
-//! fail under `SEGMIRROR_REQUIRE_S3=1` (CI) and are skipped otherwise.
+//! kcat and the Python clients must be installed (`bash scripts/test.sh`
+//! installs them); without them these tests fail, unless
+//! `SEGMIRROR_SKIP_KCAT=1` or `SEGMIRROR_SKIP_PYTHON=1` skips them.
 
 mod common;
 
@@ -21,7 +22,7 @@ use std::process::{Command, Stdio};
 
 use base64::Engine as _;
 use common::clients::{
-    Running, applier, client, free_port, kcat_present, offsets_records_read_by_kafka_python,
+    Running, applier, client, clients_present, free_port, offsets_records_read_by_kafka_python,
     wait_for_port,
 };
 use common::{SOURCE, file_bucket, publish, topic_id, tp};
@@ -137,12 +138,13 @@ fn expected_records(
 
 #[test]
 fn stock_clients_read_a_genuine_kafka_log_dir_and_read_committed_skips_aborted_transactions() {
-    if !kcat_present() {
+    if !clients_present() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let logs = dir.path().join("kafka");
-    let expected = segmirror_testkit::kafka_python::generate_kafka_logdir(&logs);
+    let expected = segmirror_testkit::kafka_python::generate_kafka_logdir(&logs)
+        .expect("checked by clients_present()");
     let port = free_port();
     let _serve = serve(&logs, port, &[]);
     for partition in expected["partitions"].as_array().expect("partitions") {
@@ -221,7 +223,7 @@ fn log_end(mirror: &Path) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mirror_is_read_by_every_client_and_written_only_after_stop() {
-    if !kcat_present() {
+    if !clients_present() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -444,7 +446,7 @@ fn group_run(who: &str, port: u16, topic: &str, group: &str, max: usize) -> Vec<
 
 #[test]
 fn consumer_groups_commit_restart_and_resume_at_their_offsets_with_every_client() {
-    if !kcat_present() {
+    if !clients_present() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -513,7 +515,8 @@ fn consumer_groups_commit_restart_and_resume_at_their_offsets_with_every_client(
     }
     // kafka-python reads the offsets partitions as the record format it
     // knows: keys are OffsetCommitKey v1 (version 1, then the group).
-    let commits = offsets_records_read_by_kafka_python(&logs);
+    let commits =
+        offsets_records_read_by_kafka_python(&logs).expect("checked by clients_present()");
     assert!(
         commits >= 4 * 3,
         "one commit record or more per run: {commits}"
@@ -595,7 +598,7 @@ fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 
 #[test]
 fn tls_and_scram_let_only_authenticated_clients_in() {
-    if !kcat_present() {
+    if !clients_present() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -728,7 +731,7 @@ fn tls_and_scram_let_only_authenticated_clients_in() {
 
 #[test]
 fn client_certificates_are_required_when_a_client_ca_is_given() {
-    if !kcat_present() {
+    if !clients_present() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -839,7 +842,7 @@ fn client_certificates_are_required_when_a_client_ca_is_given() {
 /// the marker is gone.
 #[test]
 fn stock_clients_read_nothing_of_a_range_still_being_streamed_in() {
-    if !kcat_present() {
+    if !clients_present() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");

@@ -411,9 +411,8 @@ async fn the_scrub_of_run_finds_the_damage_within_one_budget_period_and_fails_th
 /// Stops the mirror, then writes `n` records locally at the stop epoch.
 /// Returns the log end before and after the local writes.
 fn stop_and_write(w: &World, n: usize) -> (i64, i64) {
-    let mut stop = w.args("stop");
-    stop.extend(["--topic", "orders"]);
-    let (code, out) = applier(&stop);
+    // stop takes no bucket: it acts on the local log alone.
+    let (code, out) = applier(&["stop", "--log-dir", w.dest_str(), "--topic", "orders"]);
     assert_eq!(code, 0, "{out}");
     let d = LogDir::open(&w.dest).expect("dest");
     let mut log = d

@@ -167,6 +167,8 @@ pub struct PartitionReport {
     pub entry: PartitionEntry,
     /// Files written by this run.
     pub written: u32,
+    /// Bytes of the files written by this run (those kept are not counted).
+    pub bytes_written: u64,
     /// Complete files kept from an earlier run.
     pub reused: u32,
     /// Files of an earlier run removed (overlapping under other names).
@@ -562,6 +564,7 @@ impl Exporter {
                     clamp: None,
                 },
                 written: 0,
+                bytes_written: 0,
                 reused: 0,
                 removed: Vec::new(),
                 bytes_read: 0,
@@ -938,6 +941,7 @@ impl Exporter {
         let counted = w.into_inner();
         let rows = f.total;
         report.written += 1;
+        report.bytes_written += counted.size;
         self.progress.file_written(&key, rows, counted.size);
         tracing::info!(partition = %tp, file = %key, rows, bytes = counted.size, "written");
         Ok(Some(FileEntry {

@@ -371,7 +371,7 @@ async fn pages_are_written_before_the_manifest_that_names_them() {
 
 #[tokio::test]
 async fn a_missing_bucket_is_a_permanent_error_naming_bucket_and_credentials() {
-    let Some(bucket) = segmirror_testkit::s3_test_bucket() else {
+    let Some(bucket) = segmirror_testkit::needs::s3() else {
         return;
     };
     let url = BucketUrl::parse(&format!("s3://{bucket}-does-not-exist/x")).expect("url");

@@ -1,8 +1,8 @@
 //! `shipper doctor` driven as a binary: against the S3 test server (a bare
 //! bucket fails naming each setting with its fix; a bucket configured as
 //! infra/'s modules configure it passes), a missing bucket (exit 2) and a
-//! `file://` bucket. S3 cases skip without `SEGMIRROR_TEST_S3_BUCKET` and
-//! fail instead under `SEGMIRROR_REQUIRE_S3`.
+//! `file://` bucket. S3 cases fail without the S3 test server, unless
+//! `SEGMIRROR_SKIP_S3=1` skips them.
 
 use std::process::Command;
 
@@ -10,7 +10,6 @@ use doctor::testbed::{
     Testbed, block_on, report_check as check, report_checks as checks, unique_bucket as unique,
 };
 use manifest::layout::ClusterLayout;
-use segmirror_testkit::{s3_required, s3_test_bucket};
 
 fn shipper(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_shipper"))
@@ -28,15 +27,7 @@ fn shipper(args: &[&str]) -> (i32, String, String) {
 
 /// Whether the S3 server is there (panics when it is required but not).
 fn s3_available() -> bool {
-    if s3_test_bucket().is_some() {
-        return true;
-    }
-    assert!(
-        !s3_required(),
-        "SEGMIRROR_REQUIRE_S3 is set but SEGMIRROR_TEST_S3_BUCKET is not"
-    );
-    eprintln!("skipped: no S3 test server (SEGMIRROR_TEST_S3_BUCKET)");
-    false
+    segmirror_testkit::needs::s3().is_some()
 }
 
 #[test]

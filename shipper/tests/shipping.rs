@@ -18,7 +18,9 @@ fn shipper(o: shipper::ShipperOptions, b: &Backend) -> Shipper {
 async fn ships_a_kafka_broker_log_dir_exactly_up_to_the_hw() {
     let src = tempfile::tempdir().expect("tempdir");
     let root = src.path().join("logs");
-    let expected = generate_kafka_logdir(&root);
+    let Some(expected) = generate_kafka_logdir(&root) else {
+        return;
+    };
     for b in backends() {
         let mut s = shipper(options(&root, &b, "shipper-a"), &b);
         let r = s.ship_available().await;

@@ -1,11 +1,11 @@
 //! The bucket backends every store test body runs on.
 //!
 //! Always `memory` and `file` (a temp dir, removed when the [`Backend`] is
-//! dropped); `s3` too when `SEGMIRROR_TEST_S3_BUCKET` names a bucket on an
+//! dropped), and `s3`: the bucket `SEGMIRROR_TEST_S3_BUCKET` names on an
 //! S3-compatible server (endpoint and credentials from the AWS variables;
 //! `eval "$(bash tests/s3-server.sh start)"` starts moto and sets them).
-//! With `SEGMIRROR_REQUIRE_S3` (or `CI`) set and no bucket, [`backends`]
-//! and [`s3_test_bucket`] panic: a CI run must never pass by skipping S3.
+//! Without it [`backends`] panics ([`crate::needs::s3`]) unless
+//! `SEGMIRROR_SKIP_S3=1` says to run without the `s3` backend.
 //!
 //! Each call gets fresh stores: a new temp dir, and on S3 a new key prefix
 //! under `segmirror-tests/`, so tests and runs never see each other.
@@ -15,31 +15,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use manifest::bucket::BucketUrl;
 use object_store::ObjectStore;
-
-/// The variable naming the S3 test bucket.
-pub const S3_BUCKET_VAR: &str = "SEGMIRROR_TEST_S3_BUCKET";
-
-/// The variable that makes the S3 backend mandatory (`.ci/run` sets it).
-pub const REQUIRE_S3_VAR: &str = "SEGMIRROR_REQUIRE_S3";
-
-/// Whether a missing S3 bucket must fail the test instead of skipping S3:
-/// `SEGMIRROR_REQUIRE_S3` set to anything but `0`, or `CI` set.
-pub fn s3_required() -> bool {
-    std::env::var(REQUIRE_S3_VAR).is_ok_and(|v| v != "0") || std::env::var_os("CI").is_some()
-}
-
-/// The S3 test bucket, or `None` when the S3 backend is not configured and
-/// not required. Panics, failing the test, when [`s3_required`] and the
-/// bucket is not set.
-pub fn s3_test_bucket() -> Option<String> {
-    match std::env::var(S3_BUCKET_VAR) {
-        Ok(bucket) => Some(bucket),
-        Err(_) if s3_required() => panic!(
-            "the S3 backend is required ({REQUIRE_S3_VAR} or CI is set) but {S3_BUCKET_VAR} is not: eval \"$(bash tests/s3-server.sh start)\" first"
-        ),
-        Err(_) => None,
-    }
-}
 
 /// One bucket to run a test body on. Keep it alive while its store is used
 /// (it owns the `file` backend's directory).
@@ -89,7 +64,7 @@ pub fn backends() -> Vec<Backend> {
             _dir: Some(dir),
         },
     ];
-    match s3_test_bucket() {
+    match crate::needs::s3() {
         Some(bucket) => {
             let url = format!("s3://{bucket}/{}", fresh_prefix());
             let parsed = BucketUrl::parse(&url).expect("s3 url");

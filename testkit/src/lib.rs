@@ -1,16 +1,21 @@
 //! Test support shared by segmirror's crates; a dev-dependency only, never
 //! linked into a service.
 //!
+//! - [`needs`]: one check per external dependency (kcat, the Python
+//!   clients of `tests/.venv`, the S3 test server): present, skipped by an
+//!   explicit `SEGMIRROR_SKIP_*=1`, or a failure naming the install
+//!   command. No test passes silently without its client.
 //! - [`kafka_python`]: the fixtures written and read by kafka-python, an
 //!   implementation of Kafka's record format independent of ours, run with
-//!   the interpreter of `tests/.venv` (created on first use by
-//!   `tests/fixtures/setup.sh`).
+//!   the interpreter of `tests/.venv` (`tests/fixtures/setup.sh` creates it).
+//! - [`help`]: every subcommand's `--help` of a binary, and the lines
+//!   where clap's `[env: ...]` or `[default: ...]` appear twice.
 //! - [`metrics`]: scraping a service's metrics endpoint over TCP and
 //!   reading its OpenMetrics samples.
 //! - [`backends`] (feature `backends`): the bucket backends every store test
 //!   body runs on — `memory://`, `file://` in a fresh temp dir, and an
-//!   S3-compatible server under a fresh prefix when
-//!   `SEGMIRROR_TEST_S3_BUCKET` is set. The stores are built with
+//!   S3-compatible server under a fresh prefix (required unless
+//!   `SEGMIRROR_SKIP_S3=1`). The stores are built with
 //!   [`manifest::bucket::BucketUrl`], the production builder, so S3 tests
 //!   exercise the configuration the services use.
 //!
@@ -25,11 +30,14 @@
 
 #[cfg(feature = "backends")]
 mod backends;
+pub mod help;
 pub mod kafka_python;
 pub mod metrics;
+pub mod needs;
 
 #[cfg(feature = "backends")]
-pub use backends::{Backend, REQUIRE_S3_VAR, S3_BUCKET_VAR, backends, s3_required, s3_test_bucket};
+pub use backends::{Backend, backends};
+pub use needs::S3_BUCKET_VAR;
 
 /// The workspace root (this crate's parent directory).
 pub fn workspace_root() -> std::path::PathBuf {

@@ -1,9 +1,10 @@
 //! The end-to-end test kit: one scenario body, several backends.
 //!
-//! [`backends`] (from `segmirror-testkit`) yields `memory://`, `file://` (a temp dir) and, when
-//! `SEGMIRROR_TEST_S3_BUCKET` is set (CI starts moto and sets it, with the
-//! AWS endpoint and credentials), an S3-compatible server under a fresh
-//! prefix. Every scenario in `tests/` runs its body on each.
+//! [`backends`] (from `segmirror-testkit`) yields `memory://`, `file://` (a temp dir) and
+//! the S3 test server under a fresh prefix (`SEGMIRROR_TEST_S3_BUCKET`, set
+//! with the AWS endpoint and credentials by `tests/s3-server.sh`; without
+//! it a test fails unless `SEGMIRROR_SKIP_S3=1`). Every scenario in
+//! `tests/` runs its body on each.
 #![allow(missing_docs)]
 
 use std::path::Path;

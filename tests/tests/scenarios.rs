@@ -35,7 +35,9 @@ async fn kafka_python_broker_dir_is_mirrored_up_to_the_high_watermark() {
     for b in backends() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (source, dest) = (dir.path().join("source"), dir.path().join("dest"));
-        let expected = generate_kafka_logdir(&source);
+        let Some(expected) = generate_kafka_logdir(&source) else {
+            return;
+        };
         let report = ship(&b, &source, "kp-cluster").await;
         assert!(report.committed >= 4, "[{}] {report:?}", b.name);
         let a = apply(&b, applier_options(&b, &dest, "kp-cluster", "dr-cluster")).await;

@@ -36,9 +36,10 @@ pub fn wait_for_port(port: u16) {
     panic!("nothing listens on 127.0.0.1:{port}");
 }
 
-/// Runs the client driver; its JSON answer.
+/// Runs the client driver; its JSON answer. The test checked
+/// [`clients_present`] first.
 pub fn client(args: &[&str]) -> Value {
-    let python = segmirror_testkit::kafka_python::fixture_python();
+    let python = segmirror_testkit::needs::python().expect("checked by clients_present()");
     let script = segmirror_testkit::workspace_root().join("tests/fixtures/kafka_clients.py");
     let out = Command::new(python)
         .arg(script)
@@ -66,28 +67,21 @@ pub fn applier(args: &[&str]) -> (i32, String) {
     )
 }
 
-/// Whether kcat is here; CI requires it.
-pub fn kcat_present() -> bool {
-    let present = Command::new("kcat")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !present && segmirror_testkit::s3_required() {
-        panic!("kcat is not installed (apt-get install -y kcat); .ci/run installs it");
-    }
-    if !present {
-        eprintln!("skipped: kcat is not installed (apt-get install -y kcat)");
-    }
-    present
+/// Whether to run a test with kcat and the Python clients: false when
+/// `SEGMIRROR_SKIP_KCAT=1` or `SEGMIRROR_SKIP_PYTHON=1` skips it; a missing
+/// client fails the test ([`segmirror_testkit::needs`]).
+pub fn clients_present() -> bool {
+    segmirror_testkit::needs::kcat() && segmirror_testkit::needs::python().is_some()
 }
 
 /// How many records of the `__consumer_offsets` partitions of `log_dir`
-/// kafka-python parses (`tests/fixtures/read_with_kafka_python.py`).
-pub fn offsets_records_read_by_kafka_python(log_dir: &std::path::Path) -> usize {
+/// kafka-python parses (`tests/fixtures/read_with_kafka_python.py`);
+/// `None` when the Python tests are skipped.
+pub fn offsets_records_read_by_kafka_python(log_dir: &std::path::Path) -> Option<usize> {
     let read = segmirror_testkit::kafka_python::run_fixture(
         "read_with_kafka_python.py",
         &["--log-dir", log_dir.to_str().expect("utf-8")],
-    );
+    )?;
     let parsed: Value = serde_json::from_slice(&read.stdout).expect("json");
     parsed
         .as_array()
@@ -97,4 +91,5 @@ pub fn offsets_records_read_by_kafka_python(log_dir: &std::path::Path) -> usize 
         .flat_map(|p| p["batches"].as_array().cloned().unwrap_or_default())
         .flat_map(|b| b["records"].as_array().cloned().unwrap_or_default())
         .count()
+        .into()
 }

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use bytes::Bytes;
@@ -521,28 +521,6 @@ pub fn export(bucket: &str, out: &str, extra: &[&str]) -> Run {
     backfill(&args)
 }
 
-/// The Python of `tests/.venv` with pyarrow and duckdb (set up by
-/// `tests/fixtures/setup.sh` when missing).
-pub fn python() -> PathBuf {
-    let root = segmirror_testkit::workspace_root();
-    let python = root.join("tests/.venv/bin/python");
-    let ok = Command::new(&python)
-        .args(["-c", "import pyarrow, duckdb"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        let status = Command::new("bash")
-            .arg(root.join("tests/fixtures/setup.sh"))
-            .status()
-            .expect("run tests/fixtures/setup.sh");
-        assert!(
-            status.success(),
-            "tests/fixtures/setup.sh failed: no pyarrow/duckdb"
-        );
-    }
-    python
-}
-
 /// What pyarrow and DuckDB read from an export in `dir`.
 #[derive(Debug, serde::Deserialize)]
 pub struct Readers {
@@ -573,20 +551,35 @@ pub struct DuckRows {
     pub per_partition: Vec<(String, i32, i64, i64, i64, i64)>,
 }
 
-/// Reads the export in `dir` with pyarrow and DuckDB.
+/// Whether to run a test that reads its export with pyarrow and DuckDB:
+/// false when `SEGMIRROR_SKIP_PYTHON=1`; a missing venv fails the test.
+/// Called first, so that a skipped test does nothing.
+pub fn readers_present() -> bool {
+    segmirror_testkit::needs::python().is_some()
+}
+
+/// Reads the export in `dir` with pyarrow and DuckDB (the test checked
+/// [`readers_present`] first).
 pub fn read_export(dir: &Path) -> Readers {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/read_parquet.py");
-    let out = Command::new(python())
-        .arg(script)
-        .arg(dir)
+    let out = python(&[script.as_os_str(), dir.as_os_str()], "read_parquet.py");
+    serde_json::from_slice(&out).expect("readers' JSON")
+}
+
+/// Runs the Python of `tests/.venv` with `args`; its stdout, or a panic
+/// naming `what` with its stderr.
+fn python(args: &[&std::ffi::OsStr], what: &str) -> Vec<u8> {
+    let python = segmirror_testkit::workspace_root().join("tests/.venv/bin/python");
+    let out = Command::new(python)
+        .args(args)
         .output()
-        .expect("run read_parquet.py");
+        .expect("run python");
     assert!(
         out.status.success(),
-        "read_parquet.py failed: {}",
+        "{what} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("readers' JSON")
+    out.stdout
 }
 
 /// Every file under `dir` (relative path -> bytes).
@@ -615,13 +608,15 @@ pub fn files_under(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 /// ours) and filtered here by Kafka's rules: control batches dropped, a
 /// transaction's records kept when its COMMIT marker comes, dropped on
 /// ABORT, and records from the oldest transaction still open onwards
-/// withheld (the last stable offset). Sorted like the readers' rows.
+/// withheld (the last stable offset). Sorted like the readers' rows. The
+/// test checked [`readers_present`] first.
 pub fn kafka_python_read_committed(source: &Path) -> Vec<Row> {
     use base64::Engine;
     let out = segmirror_testkit::kafka_python::run_fixture(
         "read_with_kafka_python.py",
         &["--log-dir", source.to_str().expect("utf-8 path")],
-    );
+    )
+    .expect("checked by readers_present()");
     let parts: serde_json::Value = serde_json::from_slice(&out.stdout).expect("kafka-python JSON");
     let bytes = |v: &serde_json::Value, enc: &serde_json::Value| -> Option<String> {
         let text = v.as_str()?;
@@ -694,4 +689,32 @@ pub fn kafka_python_read_committed(source: &Path) -> Vec<Row> {
     }
     rows.sort();
     rows
+}
+
+/// Runs README.md's Python block that reads an export directory as one
+/// table ("The directory as one table"), on `dir`: the rows pyarrow's
+/// `read_table` and DuckDB's `read_parquet` read. The test checked
+/// [`readers_present`] first.
+pub fn read_dir_as_the_readme_shows(dir: &Path) -> (usize, usize) {
+    let readme = std::fs::read_to_string(segmirror_testkit::workspace_root().join("README.md"))
+        .expect("README.md");
+    let block = readme
+        .split_once("The directory as one table")
+        .and_then(|(_, rest)| rest.split_once("```python\n"))
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(block, _)| block)
+        .expect("README.md's Python block after \"The directory as one table\"");
+    let demo = "/tmp/segmirror-demo/parquet";
+    assert!(block.contains(demo), "{block}");
+    let script = format!(
+        "{}print(table.num_rows, len(rows))\n",
+        block.replace(demo, dir.to_str().expect("utf-8 path"))
+    );
+    let out = python(
+        &["-c".as_ref(), script.as_ref()],
+        &format!("README's block:\n{script}\n"),
+    );
+    let text = String::from_utf8_lossy(&out);
+    let (a, b) = text.trim().split_once(' ').expect("two counts");
+    (a.parse().expect("count"), b.parse().expect("count"))
 }

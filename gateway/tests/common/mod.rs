@@ -15,11 +15,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
-/// Set to 1 to let a test pass without a stock client that is not
-/// installed (it is skipped, and says so); otherwise a missing client fails
-/// the test.
-pub const ALLOW_MISSING_CLIENTS: &str = "SEGMIRROR_ALLOW_MISSING_CLIENTS";
-
 pub struct Server {
     pub addr: std::net::SocketAddr,
     stop: watch::Sender<bool>,
@@ -152,34 +147,15 @@ pub async fn answers_api_versions(addr: std::net::SocketAddr) -> bool {
     )
 }
 
-/// Whether the stock client `client` is installed; a missing one fails the
-/// test unless [`ALLOW_MISSING_CLIENTS`] is 1.
+/// Whether to run `client` (kcat or one of the Python clients): false when
+/// its `SEGMIRROR_SKIP_*=1` skips it; a missing client fails the test
+/// ([`segmirror_testkit::needs`]).
 pub fn client_present(client: &str) -> bool {
-    let present = if client == "kcat" {
-        std::process::Command::new("kcat")
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success())
+    if client == "kcat" {
+        segmirror_testkit::needs::kcat()
     } else {
-        let python = segmirror_testkit::workspace_root().join("tests/.venv/bin/python");
-        let module = match client {
-            "kafka-python" => "kafka",
-            "confluent-kafka" => "confluent_kafka",
-            other => other,
-        };
-        std::process::Command::new(python)
-            .args(["-c", &format!("import {module}")])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if !present {
-        assert!(
-            std::env::var(ALLOW_MISSING_CLIENTS).is_ok_and(|v| v == "1"),
-            "{client} is not installed (kcat: apt-get install -y kcat; Python clients: bash tests/fixtures/setup.sh); set {ALLOW_MISSING_CLIENTS}=1 to skip it"
-        );
-        eprintln!("skipped: {client} is not installed ({ALLOW_MISSING_CLIENTS}=1)");
+        segmirror_testkit::needs::python().is_some()
     }
-    present
 }
 
 /// The values `client` reads from `orders-0` at `bootstrap` from offset 0

@@ -5,13 +5,24 @@ use std::time::Duration;
 use applier::Applier;
 use manifest::state::Command;
 
-use crate::Common;
+use crate::{ConfigArgs, Flags, PrepareArgs, SourceArgs};
 
-/// Which partitions a command applies to.
+/// Settings of `start`: which partitions, and the source it pins them to.
+#[derive(clap::Args)]
+pub(crate) struct StartArgs {
+    #[command(flatten)]
+    command: CommandArgs,
+    #[command(flatten)]
+    source: SourceArgs,
+    #[command(flatten)]
+    prepare: PrepareArgs,
+}
+
+/// Which partitions a command applies to (start, pause, resume, stop).
 #[derive(clap::Args)]
 pub(crate) struct CommandArgs {
     #[command(flatten)]
-    common: Common,
+    config: ConfigArgs,
     /// A topic by its exact name, repeatable (not a regex: `--topics REGEX` of run and once selects topics to start automatically).
     #[arg(
         id = "topic",
@@ -37,10 +48,27 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// `applier start`.
+pub(crate) async fn start(args: StartArgs) -> anyhow::Result<u8> {
+    run_with(Command::Start, args.command, &[&args.source, &args.prepare]).await
+}
+
+/// `applier pause|resume|stop`.
 pub(crate) async fn run(command: Command, args: CommandArgs) -> anyhow::Result<u8> {
+    run_with(command, args, &[]).await
+}
+
+async fn run_with(
+    command: Command,
+    args: CommandArgs,
+    groups: &[&dyn Flags],
+) -> anyhow::Result<u8> {
     // `start` pins the source it mirrors: without the bucket and the
     // source cluster id it would pin an empty identity, so both are required.
-    let v = args.common.load()?.validate(command == Command::Start)?;
+    let v = args
+        .config
+        .load(groups)?
+        .validate(command == Command::Start)?;
     // Only `start` may begin a mirror in a new log dir; the others act on
     // mirrors that exist, so a mistyped dir is an error, never created.
     if command != Command::Start && !v.options.log_dir.is_dir() {

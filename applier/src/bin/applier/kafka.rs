@@ -16,7 +16,7 @@ pub(crate) struct KafkaArgs {
     /// The address clients are told to connect to (Metadata), e.g. mirror.example.com:9092 [default: the listen address].
     #[arg(long, value_name = "HOST:PORT", env = "SEGMIRROR_KAFKA_ADVERTISE")]
     kafka_advertise: Option<String>,
-    /// This node's id in Metadata (leader of every partition) [default: 1].
+    /// This node's id in Metadata (leader of every partition).
     #[arg(long, value_name = "N", env = "SEGMIRROR_NODE_ID", default_value_t = 1)]
     node_id: i32,
     /// Serve TLS with this certificate chain (PEM); needs --kafka-tls-key.

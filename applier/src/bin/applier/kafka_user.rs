@@ -16,7 +16,7 @@ pub(crate) struct KafkaUserArgs {
     /// The user name.
     #[arg(long, value_name = "NAME")]
     name: String,
-    /// PBKDF2 iterations (at least 4096) [default: 8192].
+    /// PBKDF2 iterations (at least 4096).
     #[arg(long, value_name = "N", default_value_t = 8192)]
     iterations: u32,
 }

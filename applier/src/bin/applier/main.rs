@@ -61,15 +61,40 @@ struct Cli {
     command: Cmd,
 }
 
-/// Settings shared by every subcommand: file, then environment, then flags.
+// The settings of run, once, plan, start, pause, resume, stop and config
+// check, in small groups, each flattened only into the commands that use
+// it (so each command's --help lists only its own options):
+//
+// | group         | run | once | config check | plan | start | pause/resume/stop |
+// |---------------|-----|------|--------------|------|-------|-------------------|
+// | ConfigArgs    |  x  |  x   |      x       |  x   |   x   |         x         |
+// | SourceArgs    |  x  |  x   |      x       |  x   |   x   |                   |
+// | PrepareArgs   |  x  |  x   |      x       |  x   |   x   |                   |
+// | TopicArgs     |  x  |  x   |      x       |  x   |       |                   |
+// | StoreArgs     |  x  |  x   |      x       |  x   |       |                   |
+// | DaemonTuning  |  x  |  x   |      x       |      |       |                   |
+//
+// MirrorArgs is the first five together (plan; RunArgs adds DaemonTuning
+// for run, once and config check; run adds the Kafka listener's flags).
+//
+// ConfigArgs::load reads the file, then lays each group's flags over it
+// (each flag falls back to its SEGMIRROR_* variable first): file, then
+// environment, then flags.
+
+/// The configuration file and the log dir (every command).
 #[derive(Args, Clone, Default)]
-pub(crate) struct Common {
+pub(crate) struct ConfigArgs {
     /// TOML configuration file (`applier config example` prints one) [default: none: environment and flags only].
     #[arg(long, value_name = "FILE", env = "SEGMIRROR_APPLIER_CONFIG")]
     config: Option<PathBuf>,
     /// The destination log dir.
     #[arg(long, value_name = "DIR", env = "SEGMIRROR_LOG_DIR")]
     log_dir: Option<PathBuf>,
+}
+
+/// The bucket and the cluster ids (run, once, config check, plan, start).
+#[derive(Args, Clone, Default)]
+pub(crate) struct SourceArgs {
     /// Bucket URL: file:///abs/path, memory:// or s3://bucket/prefix (required by run, once, plan and start).
     #[arg(long, value_name = "URL", env = "SEGMIRROR_BUCKET")]
     bucket: Option<String>,
@@ -79,12 +104,39 @@ pub(crate) struct Common {
     /// This cluster's own id (mirror-loop check and failback LME lookup) [default: none].
     #[arg(long, value_name = "ID", env = "SEGMIRROR_CLUSTER_ID")]
     cluster_id: Option<String>,
+}
+
+/// How a partition becomes a mirror (run, once, config check, plan, start).
+#[derive(Args, Clone, Default)]
+pub(crate) struct PrepareArgs {
+    /// Destination topic with remote.storage.enable=true: preparing its partitions is refused, as the log cannot be truncated safely (repeatable) [default: none].
+    #[arg(long = "tiered-topic", value_name = "TOPIC")]
+    tiered_topics: Vec<String>,
+}
+
+/// Which topics are started automatically (run, once, config check, plan).
+#[derive(Args, Clone, Default)]
+pub(crate) struct TopicArgs {
     /// Topics started automatically by run and once: a regex on the whole topic name (`--topic NAME` of start/pause/resume/stop is one exact name) [default: none].
     #[arg(long, value_name = "REGEX", env = "SEGMIRROR_TOPICS")]
     topics: Option<String>,
     /// Topics never started automatically: a regex on the whole topic name [default: none].
     #[arg(long, value_name = "REGEX", env = "SEGMIRROR_EXCLUDE")]
     exclude: Option<String>,
+}
+
+/// How long the bucket may not answer (run, once, config check, plan).
+#[derive(Args, Clone, Default)]
+pub(crate) struct StoreArgs {
+    /// How long `once` and `plan` wait for an unreachable bucket before
+    /// they give up with exit 1 (e.g. 30s, 2m) [default: 60s].
+    #[arg(long, value_name = "DURATION", env = "SEGMIRROR_STORE_TIMEOUT")]
+    store_timeout: Option<String>,
+}
+
+/// How the applier polls, downloads and appends (run, once, config check).
+#[derive(Args, Clone, Default)]
+pub(crate) struct DaemonTuning {
     /// How often the bucket's change feed is polled, e.g. 500ms, 5s [default: 1s].
     #[arg(long, value_name = "DURATION", env = "SEGMIRROR_POLL_INTERVAL")]
     poll_interval: Option<String>,
@@ -121,13 +173,6 @@ pub(crate) struct Common {
     /// Serve Prometheus metrics on this address (host:port) [default: not served].
     #[arg(long, value_name = "ADDR", env = "SEGMIRROR_METRICS_ADDR")]
     metrics_addr: Option<String>,
-    /// Destination topic with remote.storage.enable=true: preparing its partitions is refused, as the log cannot be truncated safely (repeatable) [default: none].
-    #[arg(long = "tiered-topic", value_name = "TOPIC")]
-    tiered_topics: Vec<String>,
-    /// How long `once` and `plan` wait for an unreachable bucket before
-    /// they give up with exit 1 (e.g. 30s, 2m) [default: 60s].
-    #[arg(long, value_name = "DURATION", env = "SEGMIRROR_STORE_TIMEOUT")]
-    store_timeout: Option<String>,
     /// Bucket checks at start by run and once (`applier doctor`'s must-haves): off, warn (log failures) or enforce (exit 1 first) [default: warn].
     #[arg(long, value_name = "off|warn|enforce", env = "SEGMIRROR_PREFLIGHT")]
     preflight: Option<String>,
@@ -136,12 +181,92 @@ pub(crate) struct Common {
     scrub_bytes_per_hour: Option<ByteSize>,
 }
 
-impl Common {
-    pub(crate) fn load(&self) -> anyhow::Result<ApplierConfig> {
+/// What plan and once/run/config check share: the file and log dir, the
+/// source, how partitions become mirrors, which topics, the store timeout.
+#[derive(Args, Clone, Default)]
+pub(crate) struct MirrorArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    #[command(flatten)]
+    source: SourceArgs,
+    #[command(flatten)]
+    prepare: PrepareArgs,
+    #[command(flatten)]
+    topics: TopicArgs,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+impl MirrorArgs {
+    /// The file, then these groups' flags and `more`'s over it.
+    pub(crate) fn load(&self, more: &[&dyn Flags]) -> anyhow::Result<ApplierConfig> {
+        let mut groups: Vec<&dyn Flags> =
+            vec![&self.source, &self.prepare, &self.topics, &self.store];
+        groups.extend_from_slice(more);
+        self.config.load(&groups)
+    }
+}
+
+/// A group of flags laid over the configuration file by
+/// [`ConfigArgs::load`]: each sets only its own fields.
+pub(crate) trait Flags {
+    fn set(&self, c: &mut ApplierConfig) -> anyhow::Result<()>;
+}
+
+impl ConfigArgs {
+    /// The file (or the defaults), then `groups`' flags (and their
+    /// environment variables) over it.
+    pub(crate) fn load(&self, groups: &[&dyn Flags]) -> anyhow::Result<ApplierConfig> {
         let file = match &self.config {
             Some(p) => ApplierConfig::from_file(p)?,
             None => ApplierConfig::default(),
         };
+        let mut flags = ApplierConfig {
+            log_dir: self.log_dir.clone(),
+            // The Kafka listener's limits are flags of run and serve
+            // (`limits::LimitArgs`), merged over these.
+            ..ApplierConfig::default()
+        };
+        for g in groups {
+            g.set(&mut flags)?;
+        }
+        Ok(file.merge(flags))
+    }
+}
+
+impl Flags for SourceArgs {
+    fn set(&self, c: &mut ApplierConfig) -> anyhow::Result<()> {
+        c.bucket = self.bucket.clone();
+        c.source_cluster_id = self.source_cluster_id.clone();
+        c.cluster_id = self.cluster_id.clone();
+        Ok(())
+    }
+}
+
+impl Flags for PrepareArgs {
+    fn set(&self, c: &mut ApplierConfig) -> anyhow::Result<()> {
+        c.tiered_topics = self.tiered_topics.clone();
+        Ok(())
+    }
+}
+
+impl Flags for TopicArgs {
+    fn set(&self, c: &mut ApplierConfig) -> anyhow::Result<()> {
+        c.topics = self.topics.clone();
+        c.exclude = self.exclude.clone();
+        Ok(())
+    }
+}
+
+impl Flags for StoreArgs {
+    fn set(&self, c: &mut ApplierConfig) -> anyhow::Result<()> {
+        c.store_timeout = self.store_timeout.clone();
+        Ok(())
+    }
+}
+
+impl Flags for DaemonTuning {
+    fn set(&self, c: &mut ApplierConfig) -> anyhow::Result<()> {
         // The older name of SEGMIRROR_DISK_RESERVE, still read for one release.
         let disk_reserve = match (
             self.disk_reserve,
@@ -154,28 +279,16 @@ impl Common {
             ),
             (None, Err(_)) => None,
         };
-        Ok(file.merge(ApplierConfig {
-            log_dir: self.log_dir.clone(),
-            bucket: self.bucket.clone(),
-            source_cluster_id: self.source_cluster_id.clone(),
-            cluster_id: self.cluster_id.clone(),
-            topics: self.topics.clone(),
-            exclude: self.exclude.clone(),
-            poll_interval: self.poll_interval.clone(),
-            poll_interval_ms: self.poll_interval_ms,
-            download_concurrency: self.download_concurrency,
-            download_memory: self.download_memory,
-            stream_above: self.stream_above,
-            disk_reserve,
-            tiered_topics: self.tiered_topics.clone(),
-            metrics_addr: self.metrics_addr.clone(),
-            store_timeout: self.store_timeout.clone(),
-            preflight: self.preflight.clone(),
-            scrub_bytes_per_hour: self.scrub_bytes_per_hour,
-            // The Kafka listener's limits are flags of run and serve
-            // (`limits::LimitArgs`), merged over these.
-            ..ApplierConfig::default()
-        }))
+        c.poll_interval = self.poll_interval.clone();
+        c.poll_interval_ms = self.poll_interval_ms;
+        c.download_concurrency = self.download_concurrency;
+        c.download_memory = self.download_memory;
+        c.stream_above = self.stream_above;
+        c.disk_reserve = disk_reserve;
+        c.metrics_addr = self.metrics_addr.clone();
+        c.preflight = self.preflight.clone();
+        c.scrub_bytes_per_hour = self.scrub_bytes_per_hour;
+        Ok(())
     }
 }
 
@@ -234,7 +347,7 @@ PAUSED keeps its source until `applier stop`.
 
 Without a running `applier run` the command acts itself; with one, it hands the
 request over and waits up to --timeout. Exit 0 only when every partition started.")]
-    Start(commands::CommandArgs),
+    Start(commands::StartArgs),
     /// Pause mirroring (the partitions stay read-only).
     #[command(after_help = "Examples:
   applier pause --log-dir /data/mirror --topic orders
@@ -371,7 +484,7 @@ fn main() -> ExitCode {
             Cmd::Run(a) => run::daemon(*a).await,
             Cmd::Serve(a) => serve::run(a).await,
             Cmd::Once(a) => run::run(a, true).await,
-            Cmd::Start(a) => commands::run(manifest::state::Command::Start, a).await,
+            Cmd::Start(a) => commands::start(a).await,
             Cmd::Pause(a) => commands::run(manifest::state::Command::Pause, a).await,
             Cmd::Resume(a) => commands::run(manifest::state::Command::Resume, a).await,
             Cmd::Stop(a) => commands::run(manifest::state::Command::Stop, a).await,

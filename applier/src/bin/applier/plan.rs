@@ -1,19 +1,19 @@
 //! `applier plan`: what `start`/`once` would do, changing nothing.
 
-use crate::Common;
+use crate::MirrorArgs;
 
 /// Settings of `plan`.
 #[derive(clap::Args)]
 pub(crate) struct PlanArgs {
     #[command(flatten)]
-    common: Common,
+    mirror: MirrorArgs,
     /// JSON instead of a table (`{"partitions": [...]}`).
     #[arg(long)]
     json: bool,
 }
 
 pub(crate) async fn run(args: PlanArgs) -> anyhow::Result<u8> {
-    let v = args.common.load()?.validate(true)?;
+    let v = args.mirror.load(&[])?.validate(true)?;
     let Some(bucket) = &v.bucket else {
         anyhow::bail!("--bucket is required");
     };

@@ -8,13 +8,21 @@ use applier::inventory::Verdict;
 use manifest::bucket::BucketUrl;
 use manifest::diagnosis::{self, FirstRequestFailure};
 
-use crate::Common;
+use crate::{DaemonTuning, MirrorArgs};
 
-/// Settings of once/config check.
+/// Settings of once/config check (and run, with the Kafka listener's).
 #[derive(clap::Args)]
 pub(crate) struct RunArgs {
     #[command(flatten)]
-    common: Common,
+    mirror: MirrorArgs,
+    #[command(flatten)]
+    tuning: DaemonTuning,
+}
+
+impl RunArgs {
+    fn load(&self) -> anyhow::Result<applier::config::ApplierConfig> {
+        self.mirror.load(&[&self.tuning])
+    }
 }
 
 /// Settings of run: those of once, and the Kafka listener.
@@ -54,7 +62,7 @@ async fn run_with(
     kafka: Option<crate::kafka::KafkaArgs>,
     once: bool,
 ) -> anyhow::Result<u8> {
-    let mut config = args.common.load()?;
+    let mut config = args.load()?;
     if let Some(k) = &kafka {
         config = config.merge(k.limits.as_config());
     }
@@ -287,7 +295,7 @@ async fn run_with(
 }
 
 pub(crate) fn check(args: RunArgs) -> anyhow::Result<u8> {
-    let v = args.common.load()?.validate(true)?;
+    let v = args.load()?.validate(true)?;
     println!(
         "ok: log dir {}, bucket {}, source cluster {}",
         v.options.log_dir.display(),

@@ -293,6 +293,7 @@ fn report(summary: &Summary, window: &Window, shard: Shard, out: &BucketUrl, ela
     let removed: usize = summary.partitions.iter().map(|p| p.removed.len()).sum();
     let read: u64 = summary.partitions.iter().map(|p| p.bytes_read).sum();
     let bytes: u64 = summary.files().map(|f| f.bytes).sum();
+    let bytes_written: u64 = summary.partitions.iter().map(|p| p.bytes_written).sum();
     if summary.partitions.is_empty() && summary.failures.is_empty() {
         eprintln!(
             "shard {shard}: none of the {} selected partitions is this shard's; nothing to do",
@@ -301,9 +302,10 @@ fn report(summary: &Summary, window: &Window, shard: Shard, out: &BucketUrl, ela
         return;
     }
     eprintln!(
-        "exported {} rows in {} files ({written} written, {reused} kept from an earlier run{}) from {} partitions{}; read {read} bytes, wrote {bytes} bytes in {:.1}s",
+        "exported {} rows in {} files of {bytes} bytes ({written} written now, {bytes_written} bytes; {reused} already there from an earlier run, {} bytes{}) from {} partitions{}; read {read} bytes in {:.1}s",
         summary.rows(),
         written + reused,
+        bytes - bytes_written,
         if removed > 0 {
             format!(", {removed} overlapping old files removed")
         } else {
@@ -393,6 +395,7 @@ fn json_summary(
             "files": p.entry.files.len(),
             "rows": p.entry.files.iter().map(|f| f.rows).sum::<u64>(),
             "written": p.written,
+            "bytes_written": p.bytes_written,
             "kept": p.reused,
             "removed": p.removed,
             "bytes_read": p.bytes_read,
@@ -407,6 +410,7 @@ fn json_summary(
         "files": summary.files().count(),
         "rows": summary.rows(),
         "bytes": summary.files().map(|f| f.bytes).sum::<u64>(),
+        "bytes_written": summary.partitions.iter().map(|p| p.bytes_written).sum::<u64>(),
         "manifest": summary.manifest_key.as_deref().map(|k| object_url(out, k)),
         "seconds": elapsed.as_secs_f64(),
     })

@@ -21,10 +21,12 @@ Examples:
 pub(crate) struct CheckArgs {
     #[command(flatten)]
     common: Common,
+    #[command(flatten)]
+    intervals: crate::Intervals,
 }
 
 pub(crate) fn check(args: CheckArgs) -> anyhow::Result<u8> {
-    let config = args.common.load()?;
+    let config = args.intervals.over(args.common.load()?);
     let v = config.validate()?;
     let o = &v.options;
     println!(

@@ -77,15 +77,9 @@ pub(crate) struct Common {
     /// Consumer groups never shipped; '.*' ships no group offsets [env: SEGMIRROR_EXCLUDE_GROUPS] [default: none].
     #[arg(long, value_name = "REGEX")]
     exclude_groups: Option<String>,
-    /// How often __consumer_offsets is read and changed group offsets shipped [env: SEGMIRROR_GROUP_SYNC_INTERVAL] [default: 5s].
-    #[arg(long, value_name = "DURATION")]
-    group_sync_interval: Option<String>,
     /// This shipper's id, written into every manifest [env: SEGMIRROR_SHIPPER_ID] [default: <hostname>-<pid>].
     #[arg(long, value_name = "ID")]
     shipper_id: Option<String>,
-    /// How often the active segments are tailed (bounds the RPO) [env: SEGMIRROR_TAIL_INTERVAL] [default: 5s].
-    #[arg(long, value_name = "DURATION")]
-    tail_interval: Option<String>,
     /// Objects uploaded at once [env: SEGMIRROR_UPLOAD_CONCURRENCY] [default: 4].
     #[arg(long, value_name = "N")]
     upload_concurrency: Option<usize>,
@@ -143,8 +137,6 @@ impl Common {
             exclude: self.exclude.clone(),
             groups: self.groups.clone(),
             exclude_groups: self.exclude_groups.clone(),
-            group_sync_interval: self.group_sync_interval.clone(),
-            tail_interval: self.tail_interval.clone(),
             upload_concurrency: self.upload_concurrency,
             part_size: self.part_size,
             max_object_size: self.max_object_size,
@@ -159,6 +151,32 @@ impl Common {
         }
         .resolve_paths(&cwd);
         Ok(file.merge(env).merge(flags))
+    }
+}
+
+/// The daemon's intervals: flags of `run` (and `config check`) only, as
+/// `once` makes one pass.
+#[derive(Args, Clone, Default)]
+pub(crate) struct Intervals {
+    /// How often __consumer_offsets is read and changed group offsets shipped [env: SEGMIRROR_GROUP_SYNC_INTERVAL] [default: 5s].
+    #[arg(long, value_name = "DURATION")]
+    group_sync_interval: Option<String>,
+    /// How often the active segments are tailed (bounds the RPO) [env: SEGMIRROR_TAIL_INTERVAL] [default: 5s].
+    #[arg(long, value_name = "DURATION")]
+    tail_interval: Option<String>,
+}
+
+impl Intervals {
+    /// `config` (file, then environment, then the other flags) with these
+    /// flags over it.
+    pub(crate) fn over(&self, mut config: ShipperConfig) -> ShipperConfig {
+        if self.group_sync_interval.is_some() {
+            config.group_sync_interval = self.group_sync_interval.clone();
+        }
+        if self.tail_interval.is_some() {
+            config.tail_interval = self.tail_interval.clone();
+        }
+        config
     }
 }
 
@@ -182,7 +200,7 @@ Exit codes: 0 shipped (or found nothing to ship: a line says what it found); 1 a
 failed, a gap is not acknowledged (shipper gaps ack), or the store did not answer within
 --store-timeout (default 60s); 2 a usage or configuration error, none of the log dirs is
 readable, or no partition has a topic id (Kafka before 2.8 writes no partition.metadata).")]
-    Once(run::RunArgs),
+    Once(run::OnceArgs),
     /// Per-partition shipped end, source high watermark and lag, from the bucket.
     #[command(after_help = "Examples:
   shipper status --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk

@@ -20,9 +20,9 @@ use manifest::bucket::BucketUrl;
 use manifest::diagnosis::{self, FirstRequestFailure};
 use shipper::{CycleReport, PartitionStatus};
 
-use crate::run::{RunArgs, build_validated};
+use crate::run::{OnceArgs, build_validated};
 
-pub(crate) async fn once(args: RunArgs) -> anyhow::Result<u8> {
+pub(crate) async fn once(args: OnceArgs) -> anyhow::Result<u8> {
     let config = args.common.load()?;
     let selection = selection(&config);
     let v = config.validate()?;

@@ -8,9 +8,18 @@ use shipper::{Metrics, Shipper};
 
 use crate::Common;
 
-/// Settings of `run` and `once`.
+/// Settings of `run`: those of `once`, and the intervals.
 #[derive(clap::Args)]
 pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) common: Common,
+    #[command(flatten)]
+    pub(crate) intervals: crate::Intervals,
+}
+
+/// Settings of `once`.
+#[derive(clap::Args)]
+pub(crate) struct OnceArgs {
     #[command(flatten)]
     pub(crate) common: Common,
 }
@@ -85,7 +94,7 @@ pub(crate) async fn preflight(v: &Validated) -> Option<u8> {
 }
 
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let v = args.common.load()?.validate()?;
+    let v = args.intervals.over(args.common.load()?).validate()?;
     if let Some(code) = preflight(&v).await {
         return Ok(code);
     }
