@@ -277,6 +277,49 @@ fn the_readme_quickstart_runs_as_written() {
     );
 }
 
+/// The install step cannot run here (a release build of the workspace), so
+/// its one promise is checked instead: it builds, and puts on `PATH`, every
+/// binary the quickstart calls.
+#[test]
+fn the_install_step_builds_every_binary_the_quickstart_calls() {
+    let readme = std::fs::read_to_string(segmirror_testkit::workspace_root().join("README.md"))
+        .expect("README.md");
+    let install = readme
+        .split("\n## Install\n")
+        .nth(1)
+        .and_then(|s| s.split(BEGIN).next())
+        .expect("an ## Install section before the quickstart");
+    let block = install
+        .split("```bash\n")
+        .nth(1)
+        .and_then(|s| s.split("\n```").next())
+        .expect("a bash block in ## Install");
+    let build = block
+        .lines()
+        .find(|l| l.starts_with("cargo build --release"))
+        .expect("cargo build --release in the install block");
+    assert!(
+        block.contains(r#"export PATH="$PWD/target/release:$PATH""#),
+        "{block}"
+    );
+    let blocks = quickstart_blocks(&readme).unwrap_or_else(|e| panic!("{e}"));
+    for bin in ["shipper", "applier", "kafkalog"] {
+        let called = blocks
+            .iter()
+            .flat_map(|b| b.lines())
+            .any(|l| l.split_whitespace().any(|w| w == bin));
+        assert!(called, "the quickstart no longer calls {bin}");
+        assert!(
+            build
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .windows(2)
+                .any(|w| w == ["-p", bin]),
+            "the install step does not build {bin}: {build}"
+        );
+    }
+}
+
 #[test]
 fn blocks_are_extracted_between_the_markers_in_order() {
     let readme = "```bash\nnot this\n```\n<!-- quickstart: begin -->\ntext\n```bash\none\ntwo\n```\nmore\n```bash\nthree\n```\n<!-- quickstart: end -->\n```bash\nnor this\n```\n";
