@@ -229,10 +229,12 @@ fn the_readme_quickstart_runs_as_written() {
             "the quickstart did not finish within {DEADLINE:?}\n--- stdout\n{out}\n--- stderr\n{err}"
         )
     });
+    let daemon_log = std::fs::read_to_string(work.path().join("segmirror-quickstart/dc-b.log"))
+        .unwrap_or_default();
     assert!(
         status.success(),
         "the README quickstart failed ({status}); the last '### README quickstart block N' line \
-         names the block\n--- stdout\n{out}\n--- stderr\n{err}"
+         names the block\n--- stdout\n{out}\n--- stderr\n{err}\n--- dc-b.log (applier run)\n{daemon_log}"
     );
 
     let qs = work.path().join("segmirror-quickstart");
