@@ -30,7 +30,7 @@ use segmirror_reliability::bins::Bins;
 
 const BEGIN: &str = "<!-- quickstart: begin";
 const END: &str = "<!-- quickstart: end";
-/// More than the slowest run seen (about 10 s on a debug build): a hung
+/// Far more than a run takes (about 3 s on a debug build): a hung
 /// block (a kcat that never returns) fails the test instead of hanging it.
 const DEADLINE: Duration = Duration::from_secs(300);
 
