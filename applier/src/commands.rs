@@ -16,6 +16,16 @@
 //! response, and removes the request. A command returns 0 only when its
 //! transition is done: `stop` returns with the partitions STOPPED and
 //! writable.
+//!
+//! `applier serve` holds the lock too but runs no engine, so it takes no
+//! commands. While it holds the lock it records itself in
+//! `<log-dir>/.segmirror/serving.json` ([`ServeMarker`]), and a command
+//! that finds the lock held and that record present fails at once, saying
+//! to stop `serve` first, instead of waiting for an answer that cannot
+//! come. `serve` removes the record when it exits; one that a killed
+//! `serve` left behind is removed by the next process that takes the lock
+//! (`run`, `once`: [`clear_serve_marker`]), so it never speaks for another
+//! holder.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -25,7 +35,53 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::{Applier, CommandOutcome};
 pub use crate::state_dir::commands_dir;
-use crate::state_dir::{is_request, request_path, response_path};
+use crate::state_dir::{is_request, request_path, response_path, serving_path};
+
+/// `applier serve`'s record that it holds a log dir (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServeMarker {
+    /// The serving process's id.
+    pub pid: u32,
+}
+
+impl ServeMarker {
+    /// Records this process as the log dir's `serve` (call it holding the
+    /// lock).
+    pub fn write(log_dir: &Path) -> std::io::Result<()> {
+        let path = serving_path(log_dir);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let marker = ServeMarker {
+            pid: std::process::id(),
+        };
+        kafkalog::fsutil::write_atomic(&path, &serde_json::to_vec(&marker)?, true)
+            .map_err(std::io::Error::other)
+    }
+
+    /// The record, if there is a readable one.
+    pub fn read(log_dir: &Path) -> Option<ServeMarker> {
+        kafkalog::fsutil::read_bounded(
+            &serving_path(log_dir),
+            kafkalog::fsutil::MAX_SMALL_FILE_BYTES,
+        )
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+    }
+}
+
+/// Removes a `serve` record (call it holding the lock: no `serve` holds it
+/// then, whatever the record says). Whether there was one.
+pub fn clear_serve_marker(log_dir: &Path) -> bool {
+    match std::fs::remove_file(serving_path(log_dir)) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => {
+            tracing::warn!(log_dir = %log_dir.display(), error = %e, "could not remove serving.json");
+            false
+        }
+    }
+}
 
 /// A request handed to a running daemon.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,6 +114,17 @@ pub fn hand_to_daemon(
     all: bool,
     timeout: Duration,
 ) -> anyhow::Result<Vec<CommandOutcome>> {
+    if let Some(serve) = ServeMarker::read(log_dir) {
+        anyhow::bail!(
+            "{} is held by `applier serve` (pid {}), which takes no operator commands; nothing changed. \
+             Stop it (kill {}), run `applier {}` again (it then performs the transition itself) and start `serve` again, \
+             or serve the log dir with `applier run --kafka-listen`, which takes commands",
+            log_dir.display(),
+            serve.pid,
+            serve.pid,
+            command.as_str()
+        );
+    }
     let dir = commands_dir(log_dir);
     std::fs::create_dir_all(&dir)?;
     let id = manifest::layout::new_upload_id();

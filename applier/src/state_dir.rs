@@ -11,6 +11,7 @@
 //! <log-dir>/.segmirror/verify.json                     when the mirror was last verified, damage found (`verify`)
 //! <log-dir>/.segmirror/commands/<id>.request.json      an operator command handed to the daemon (`commands`)
 //! <log-dir>/.segmirror/commands/<id>.response.json     the daemon's answer
+//! <log-dir>/.segmirror/serving.json                    `applier serve` holds the lock and takes no commands (`commands`)
 //! ```
 //!
 //! Per-partition state (the mirror record, the write guard) lives in each
@@ -56,6 +57,12 @@ pub fn verify_record_path(log_dir: &Path) -> PathBuf {
 /// The disk reserve file.
 pub fn reserve_path(log_dir: &Path) -> PathBuf {
     state_dir(log_dir).join("reserve")
+}
+
+/// Written by `applier serve` while it holds the log dir's lock
+/// (`crate::commands::ServeMarker`).
+pub fn serving_path(log_dir: &Path) -> PathBuf {
+    state_dir(log_dir).join("serving.json")
 }
 
 /// The directory of pending command requests.

@@ -24,8 +24,8 @@
 //! | mirror record | local log | rule | cut to |
 //! | --- | --- | --- | --- |
 //! | new mirror of an empty log, or restart after FAILED | any | none | nothing cut by this step |
-//! | stopped while mirroring the source it now starts from again | holds records | [`HistoryRule::ResumeAfterStop`] | the stop offset (the end of the LME's epoch in the local lineage) |
-//! | stopped (LME recorded) and now mirroring another source, or adopted with records of its own | holds records | failback: [`LmeRule`], from the LME the source's manifest records for this cluster | the LME table below |
+//! | stopped while mirroring the source it now starts from again, and that source never mirrored this cluster | holds records | [`Reason::ResumeAfterStop`] | the stop offset (the end of the LME's epoch in the local lineage) |
+//! | stopped (LME recorded) and now mirroring another source, or adopted with records of its own, or starting again from a source whose manifest records an LME for this cluster (it mirrored our writes, then stopped: the switch back) | holds records | failback: [`LmeRule`], from the LME the source's manifest records for this cluster | the LME table below |
 //!
 //! The LME table (`docs/mirroring.md`, [`lineage::truncation_point_for_lme`]):
 //!
@@ -486,8 +486,15 @@ pub fn plan_preparation(
     }
     let mut sim = Simulated::new(local);
     let has_records = sim.log_end > sim.log_start;
+    // A source that mirrored this cluster after our stop and has stopped
+    // since (the switch back after a failback) holds our history up to the
+    // LME it recorded: the failback rule decides then, and cuts nothing it
+    // holds, where the cut back to our stop offset would drop (and fetch
+    // again) every record written here since.
+    let source_mirrored_us = origin_for_us.is_some_and(|o| o.lme.is_some());
     let resumes_same_source = record.stopped_at_offset.is_some()
-        && record.stopped_source_cluster_id.as_deref() == Some(manifest.source_cluster_id.as_str());
+        && record.stopped_source_cluster_id.as_deref() == Some(manifest.source_cluster_id.as_str())
+        && !source_mirrored_us;
     if has_records && resumes_same_source {
         let stopped_at = record.stopped_at_offset.unwrap_or(0);
         // The end of the LME's epoch in the local lineage: where the
@@ -924,6 +931,41 @@ mod tests {
                 to: 450,
                 reason: Reason::Divergence { .. }
             }
+        ));
+    }
+
+    #[test]
+    fn switching_back_to_a_source_that_mirrored_our_writes_cuts_nothing() {
+        // This cluster stopped mirroring SRC at 100 (LME 0) and wrote
+        // 100..120 at epoch 1; SRC mirrored them (failback), stopped at 120
+        // with LME 1 and wrote at epoch 2. Starting from SRC again keeps
+        // 0..120 (SRC holds it identically) and fetches from 120.
+        let m = manifest(
+            &[(0, 0), (1, 100), (2, 120)],
+            130,
+            0,
+            stopped_origin(Some(1)),
+        );
+        let r = stopped_record(SRC, Some(0), 100);
+        let plan = prepare(&r, &m, &[(0, 0), (1, 100)], 0, 120).expect("plan");
+        assert!(
+            plan.steps
+                .iter()
+                .all(|s| !matches!(s, Step::TruncateTo { to, .. } if *to < 120)),
+            "{:?}",
+            plan.steps
+        );
+        assert_eq!(plan.fetch_from, 120);
+        // Writes here after SRC stopped mirroring us (120..125 at epoch 1)
+        // are cut by the follower step, to where SRC's epoch 1 ends.
+        let plan = prepare(&r, &m, &[(0, 0), (1, 100)], 0, 125).expect("plan");
+        assert_eq!(plan.fetch_from, 120);
+        assert!(matches!(
+            plan.steps.last(),
+            Some(Step::TruncateTo {
+                to: 120,
+                reason: Reason::Divergence { .. }
+            })
         ));
     }
 

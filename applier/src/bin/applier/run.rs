@@ -92,6 +92,12 @@ async fn run_with(
         .map(|b| b.build_with_retry_timeout(v.store_timeout))
         .transpose()?;
     let mut applier = Applier::open(v.options.clone(), store.clone())?;
+    // This process holds the lock: a `serve` record is one a killed serve left.
+    if applier::commands::clear_serve_marker(&v.options.log_dir) {
+        tracing::info!(
+            "removed the record of an `applier serve` that no longer runs (serving.json)"
+        );
+    }
     if !once {
         // The background verification (`applier::scrub`), run only.
         applier.enable_scrub();

@@ -74,6 +74,11 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
             p.groups,
         )
         .await?;
+    // Commands (`applier stop`) find the lock held: this record tells them
+    // that no engine will answer (`applier::commands`).
+    if let Err(e) = applier::commands::ServeMarker::write(&args.log_dir) {
+        tracing::warn!(error = %e, "could not record serving.json: `applier stop` on this log dir will wait for its timeout");
+    }
     eprintln!(
         "serving {} over the Kafka protocol on {} (Ctrl-C or SIGTERM to stop)",
         args.log_dir.display(),
@@ -83,6 +88,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
     listener.shutdown().await;
     // Every sender is gone with the listener: the writer closes the logs.
     let _ = tokio::task::spawn_blocking(move || writer_thread.join()).await;
+    let _ = applier::commands::clear_serve_marker(&args.log_dir);
     Ok(0)
 }
 
