@@ -20,7 +20,7 @@
 //! process group, which the test kills afterwards, so a daemon a failed
 //! block left behind never outlives the test.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -65,34 +65,6 @@ fn quickstart_blocks(readme: &str) -> Result<Vec<String>, String> {
         return Err("an unclosed ```bash block in the quickstart".into());
     }
     Ok(blocks)
-}
-
-/// Whether kcat can run; without it and without `SEGMIRROR_SKIP_KCAT=1`
-/// the test fails with how to install it.
-fn kcat_present_or_skipped() -> bool {
-    let present = Command::new("kcat")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if present {
-        return true;
-    }
-    if std::env::var("SEGMIRROR_SKIP_KCAT").as_deref() == Ok("1") {
-        // Straight to the process's stderr, past the test harness's
-        // capture, so that a passing run still says what it skipped.
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED readme_quickstart: kcat is not on PATH and SEGMIRROR_SKIP_KCAT=1"
-        );
-        return false;
-    }
-    panic!(
-        "kcat is not on PATH: the README quickstart reads and writes with it. Install it \
-         (Debian/Ubuntu: apt-get install -y kcat; macOS: brew install kcat), or set \
-         SEGMIRROR_SKIP_KCAT=1 to skip this test"
-    );
 }
 
 fn free_port() -> u16 {
@@ -148,7 +120,7 @@ fn partition_status(bins: &Bins, log_dir: &Path) -> serde_json::Value {
 
 #[test]
 fn the_readme_quickstart_runs_as_written() {
-    if !kcat_present_or_skipped() {
+    if !segmirror_testkit::needs::kcat() {
         return;
     }
     let root = segmirror_testkit::workspace_root();
