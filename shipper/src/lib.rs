@@ -179,6 +179,7 @@
 //! - [`status`]: what `shipper status` shows; [`metrics`]: Prometheus
 //!   metrics; [`clock`]: injectable time.
 
+pub mod bucket_init;
 mod buffers;
 pub mod clock;
 mod commit;
