@@ -2,8 +2,10 @@
 //! source and a DR bucket configured as infra/'s modules configure them,
 //! with the replication rule, pass; removing the rule fails on it; what
 //! the server cannot answer (replication status) is a warn that says "not
-//! supported by this endpoint". Skips without `SEGMIRROR_TEST_S3_BUCKET`,
-//! fails instead under `SEGMIRROR_REQUIRE_S3`.
+//! supported by this endpoint"; a mistyped cluster id fails. Skips without
+//! `SEGMIRROR_TEST_S3_BUCKET`, fails instead under `SEGMIRROR_REQUIRE_S3`.
+//! And on a `file://` bucket: missing, 2; the source cluster's data
+//! there, 0; a mistyped cluster id, 1.
 
 use std::path::Path;
 use std::process::Command;
@@ -140,6 +142,63 @@ fn buckets_configured_as_the_modules_configure_them_pass_and_removing_the_rule_f
     let (code, table, _) = applier(&["doctor", "--expect", &expect]);
     assert_eq!(code, 1);
     assert!(table.contains("fail    replication.rule*"), "{table}");
+}
+
+#[test]
+fn a_mistyped_cluster_id_fails_on_s3() {
+    if !s3_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, _, dst) = two_buckets(dir.path(), false);
+    let url = format!("s3://{dst}/kafka");
+    let (code, out, err) = applier(&["doctor", "--bucket", &url, "--cluster-id", "cl", "--json"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let all = checks(&out);
+    let clusters = check(&all, "layout.clusters");
+    assert_eq!(clusters["status"], "fail", "{clusters}");
+    assert!(
+        clusters["evidence"]
+            .as_str()
+            .unwrap_or("")
+            .contains("found clusters: c1"),
+        "{clusters}"
+    );
+}
+
+#[test]
+fn a_file_bucket_is_missing_there_or_holds_another_cluster() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("dr");
+    let url = format!("file://{}", root.display());
+    let (code, out, err) = applier(&["doctor", "--bucket", &url, "--cluster-id", "c1"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("no such directory"), "{err}");
+    assert!(!root.exists(), "doctor created the bucket");
+    // Nothing replicated yet: a warn, exit 0.
+    std::fs::create_dir_all(&root).expect("mkdir");
+    let (code, out, err) = applier(&["doctor", "--bucket", &url, "--cluster-id", "c1", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        check(&checks(&out), "layout.clusters")["status"],
+        "warn",
+        "{out}"
+    );
+    // c1's head arrived: pass; another id: fail.
+    let head = root.join(ClusterLayout::new("", "c1").expect("layout").head_key(1));
+    std::fs::create_dir_all(head.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&head, b"{}").expect("write");
+    let (code, out, err) = applier(&["doctor", "--bucket", &url, "--cluster-id", "c1", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        check(&checks(&out), "layout.clusters")["status"],
+        "pass",
+        "{out}"
+    );
+    let (code, out, err) = applier(&["doctor", "--bucket", &url, "--cluster-id", "cl"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("fail    layout.clusters*"), "{out}");
+    assert!(out.contains("a mistyped cluster id?"), "{out}");
 }
 
 #[test]

@@ -152,6 +152,7 @@ fn once_then_status() {
         logs_arg,
         "--bucket",
         &bucket,
+        "--create-bucket",
         "--cluster-id",
         "src",
         "--shipper-id",
@@ -206,6 +207,7 @@ fn run_ships_and_stops_on_sigterm() {
             logs.to_str().expect("utf-8"),
             "--bucket",
             &bucket,
+            "--create-bucket",
             "--cluster-id",
             "src",
             "--tail-interval",
@@ -341,6 +343,7 @@ fn once_without_a_readable_log_dir_exits_2_naming_each() {
             logs,
             "--bucket",
             &bucket,
+            "--create-bucket",
             "--cluster-id",
             "src",
         ],
@@ -553,8 +556,9 @@ fn each_cause_of_an_error_is_printed_once() {
     source(&logs);
     let file = dir.path().join("a-file");
     std::fs::write(&file, "x").expect("write");
-    // The bucket dir cannot be created under a file: io error in a
-    // bucket error in the binary's error.
+    // The bucket dir cannot be looked at under a file: an io error in a
+    // bucket error in the binary's error (a setup error, with or without
+    // --create-bucket).
     let bucket = format!("file://{}/bucket", file.display());
     let (code, err, _) = once_in(
         dir.path(),
@@ -565,10 +569,11 @@ fn each_cause_of_an_error_is_printed_once() {
             &bucket,
             "--cluster-id",
             "src",
+            "--create-bucket",
         ],
     );
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("bucket directory"), "{err}");
+    assert!(err.contains(&format!("bucket {bucket}: ")), "{err}");
     assert_eq!(err.matches("Not a directory").count(), 1, "{err}");
 }
 
@@ -584,6 +589,7 @@ fn relative_log_dirs_resolve_against_the_working_directory_or_the_config_file() 
             "logs",
             "--bucket",
             &bucket,
+            "--create-bucket",
             "--cluster-id",
             "src",
         ],
@@ -605,7 +611,7 @@ fn relative_log_dirs_resolve_against_the_working_directory_or_the_config_file() 
     let elsewhere = tempfile::tempdir().expect("tempdir");
     let (code, err, _) = once_in(
         elsewhere.path(),
-        &["--config", file.to_str().expect("utf-8")],
+        &["--config", file.to_str().expect("utf-8"), "--create-bucket"],
     );
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("2 manifest versions"), "{err}");
@@ -625,6 +631,7 @@ fn once_that_ships_nothing_says_what_it_found() {
         &bucket,
         "--cluster-id",
         "src",
+        "--create-bucket",
     ];
     let (code, err, _) = once_in(dir.path(), &base);
     assert_eq!(code, 0, "{err}");
@@ -674,6 +681,7 @@ fn once_logs_words_without_colour_codes_when_stderr_is_not_a_terminal() {
             logs.to_str().expect("utf-8"),
             "--bucket",
             &bucket,
+            "--create-bucket",
             "--cluster-id",
             "src",
         ])

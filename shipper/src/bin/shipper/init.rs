@@ -4,8 +4,9 @@
 //!
 //! Exit codes of `init`: 0 the cluster is initialised (created now, or
 //! already there: a line says which); 1 the store refused or did not
-//! answer; 2 a usage error (bad URL or cluster id, missing credentials, a
-//! `file://` path that is not a directory).
+//! answer; 2 a usage or setup error (bad URL or cluster id, missing
+//! credentials, a `file://` path that is not a directory or cannot be
+//! read).
 
 use std::time::Duration;
 
@@ -130,7 +131,12 @@ async fn check(
             eprintln!("shipper: error: {refusal}");
             return Err(2);
         }
-        Ok(Err(e @ (InitError::NotADirectory(_) | InitError::Layout(_) | InitError::Build(_)))) => {
+        Ok(Err(
+            e @ (InitError::NotADirectory(_)
+            | InitError::Io(..)
+            | InitError::Layout(_)
+            | InitError::Build(_)),
+        )) => {
             eprintln!("shipper: error: bucket {bucket}: {e}");
             return Err(2);
         }
