@@ -139,6 +139,20 @@ fn init_sets_up_a_bucket_once_and_says_what_it_did() {
     let (code, out, _) = shipper(&["init", "--bucket", &url, "--cluster-id", "src"]);
     assert_eq!(code, 0);
     assert!(out.starts_with("already there: "), "{out}");
+    // From the file `run` uses: another cluster in the same bucket.
+    let toml = dir.path().join("shipper.toml");
+    std::fs::write(
+        &toml,
+        format!("bucket = \"{url}\"\ncluster_id = \"other\"\n"),
+    )
+    .expect("write");
+    let (code, out, err) = shipper(&["init", "--config", toml.to_str().expect("utf-8")]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with("created: ") && out.contains("cluster other"),
+        "{out}"
+    );
+    assert!(root.join("segmirror/v1/other/cluster.json").is_file());
     // Usage errors: exit 2.
     let (code, _, err) = shipper(&["init", "--bucket", &url]);
     assert_eq!(code, 2, "{err}");

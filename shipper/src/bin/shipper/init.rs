@@ -18,31 +18,55 @@ use shipper::bucket_init::{self, Decision, InitError, Initialised};
 /// Flags of `shipper init`.
 #[derive(clap::Args)]
 pub(crate) struct InitArgs {
+    /// Take the bucket, cluster id and store timeout from this TOML file (the one `run` uses) [env: SEGMIRROR_SHIPPER_CONFIG] [default: none].
+    #[arg(long, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
     /// Bucket URL: file:///abs/path or s3://bucket/prefix [env: SEGMIRROR_BUCKET] [default: none: required].
     #[arg(long, value_name = "URL")]
     bucket: Option<String>,
     /// The source cluster's id (Kafka's cluster.id) [env: SEGMIRROR_CLUSTER_ID] [default: none: required].
     #[arg(long, value_name = "ID")]
     cluster_id: Option<String>,
-    /// Give up when the store does not answer within this [default: 60s].
+    /// Give up when the store does not answer within this [env: SEGMIRROR_STORE_TIMEOUT] [default: 60s].
     #[arg(long, value_name = "DURATION")]
     store_timeout: Option<String>,
 }
 
 pub(crate) async fn init(args: InitArgs) -> anyhow::Result<u8> {
+    // Flags, then the environment, then the file (as run and once).
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    let Some(url) = args.bucket.or_else(|| env("SEGMIRROR_BUCKET")) else {
+    let file = match args
+        .config
+        .clone()
+        .or_else(|| env("SEGMIRROR_SHIPPER_CONFIG").map(Into::into))
+    {
+        Some(p) => shipper::ShipperConfig::from_file(&p)?,
+        None => shipper::ShipperConfig::default(),
+    };
+    let Some(url) = args
+        .bucket
+        .or_else(|| env("SEGMIRROR_BUCKET"))
+        .or(file.bucket)
+    else {
         anyhow::bail!("no bucket: give --bucket file:///abs/path or s3://bucket/prefix");
     };
-    let Some(id) = args.cluster_id.or_else(|| env("SEGMIRROR_CLUSTER_ID")) else {
+    let Some(id) = args
+        .cluster_id
+        .or_else(|| env("SEGMIRROR_CLUSTER_ID"))
+        .or(file.cluster_id)
+    else {
         anyhow::bail!("no cluster id: give --cluster-id (the source cluster's cluster.id)");
     };
+    let store_timeout = args
+        .store_timeout
+        .or_else(|| env("SEGMIRROR_STORE_TIMEOUT"))
+        .or(file.store_timeout);
     let bucket = BucketUrl::parse(&url)?;
     if matches!(bucket, BucketUrl::Memory) {
         anyhow::bail!("memory:// starts empty in every process: there is nothing to initialise");
     }
     let layout = ClusterLayout::new(bucket.prefix(), &id)?;
-    let timeout = match args.store_timeout.as_deref() {
+    let timeout = match store_timeout.as_deref() {
         None => Duration::from_secs(60),
         Some(t) => humantime::parse_duration(t.trim())
             .map_err(|e| anyhow::anyhow!("--store-timeout {t:?}: {e} (examples: 20s, 1m)"))?,

@@ -190,6 +190,7 @@ the bucket was never set up for this cluster (`shipper init`, or --create-bucket
     #[command(after_help = "Examples:
   shipper init --bucket file:///data/bucket --cluster-id src
   shipper init --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk
+  shipper init --config /etc/segmirror/shipper.toml
 
 once and run ship only into a bucket set up for their cluster id: one whose
 <prefix>/segmirror/v1/<cluster-id>/ holds the marker this writes
