@@ -58,7 +58,11 @@ fn once_exits_1_for_a_gap_until_it_is_acknowledged_and_again_for_a_later_one() {
     let logs_s = logs.to_str().expect("utf-8");
     let bucket = format!("file://{}", dir.path().join("bucket").display());
     let at = ["--bucket", bucket.as_str(), "--cluster-id", "src"];
-    let once = [&["once", "--log-dir", logs_s][..], &at[..]].concat();
+    let once = [
+        &["once", "--create-bucket", "--log-dir", logs_s][..],
+        &at[..],
+    ]
+    .concat();
     let ack = |offsets: &str| {
         let args = [
             &["gaps", "ack"][..],
@@ -172,6 +176,7 @@ fn once_over_log_dirs_without_topic_ids_exits_2_saying_why_and_what_to_do() {
     let bucket = format!("file://{}", dir.path().join("bucket").display());
     let once = [
         "once",
+        "--create-bucket",
         "--log-dir",
         logs_s,
         "--bucket",
@@ -219,7 +224,14 @@ fn on_a_tiered_topic_offsets_in_remote_storage_are_reported_not_lost() {
     let bucket = format!("file://{}", dir.path().join("bucket").display());
     let at = ["--bucket", bucket.as_str(), "--cluster-id", "src"];
     let once = [
-        &["once", "--log-dir", logs_s, "--tiered-topic", "orders"][..],
+        &[
+            "once",
+            "--create-bucket",
+            "--log-dir",
+            logs_s,
+            "--tiered-topic",
+            "orders",
+        ][..],
         &at[..],
     ]
     .concat();
