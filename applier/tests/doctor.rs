@@ -11,7 +11,8 @@ use std::path::Path;
 use std::process::Command;
 
 use doctor::testbed::{
-    Testbed, block_on, report_check as check, report_checks as checks, unique_bucket as unique,
+    Testbed, assert_mistyped_cluster, block_on, report_check as check, report_checks as checks,
+    unique_bucket as unique,
 };
 use manifest::layout::ClusterLayout;
 use segmirror_testkit::{s3_required, s3_test_bucket};
@@ -154,16 +155,7 @@ fn a_mistyped_cluster_id_fails_on_s3() {
     let url = format!("s3://{dst}/kafka");
     let (code, out, err) = applier(&["doctor", "--bucket", &url, "--cluster-id", "cl", "--json"]);
     assert_eq!(code, 1, "{out}{err}");
-    let all = checks(&out);
-    let clusters = check(&all, "layout.clusters");
-    assert_eq!(clusters["status"], "fail", "{clusters}");
-    assert!(
-        clusters["evidence"]
-            .as_str()
-            .unwrap_or("")
-            .contains("found clusters: c1"),
-        "{clusters}"
-    );
+    assert_mistyped_cluster(&out, "c1");
 }
 
 #[test]
@@ -195,10 +187,12 @@ fn a_file_bucket_is_missing_there_or_holds_another_cluster() {
         "pass",
         "{out}"
     );
-    let (code, out, err) = applier(&["doctor", "--bucket", &url, "--cluster-id", "cl"]);
+    let (code, out, err) = applier(&["doctor", "--bucket", &url, "--cluster-id", "cl", "--json"]);
     assert_eq!(code, 1, "{out}{err}");
-    assert!(out.contains("fail    layout.clusters*"), "{out}");
-    assert!(out.contains("a mistyped cluster id?"), "{out}");
+    assert_mistyped_cluster(&out, "c1");
+    let (code, table, _) = applier(&["doctor", "--bucket", &url, "--cluster-id", "cl"]);
+    assert_eq!(code, 1);
+    assert!(table.contains("fail    layout.clusters*"), "{table}");
 }
 
 #[test]

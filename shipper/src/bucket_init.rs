@@ -225,7 +225,13 @@ pub enum InitError {
     Store(object_store::Error),
     /// The store could not be built.
     #[error(transparent)]
-    Build(#[from] manifest::bucket::BucketError),
+    Build(Box<manifest::bucket::BucketError>),
+}
+
+impl From<manifest::bucket::BucketError> for InitError {
+    fn from(e: manifest::bucket::BucketError) -> InitError {
+        InitError::Build(Box::new(e))
+    }
 }
 
 #[cfg(test)]

@@ -9,29 +9,13 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::shipper_cli as shipper;
 use common::*;
 use futures::TryStreamExt;
 use kafkalog::LogDir;
-use segmirror_testkit::{s3_required, s3_test_bucket};
-
-fn shipper(args: &[&str]) -> (i32, String, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_shipper"));
-    c.env("RUST_LOG", "warn");
-    for (k, _) in std::env::vars() {
-        if k.starts_with("SEGMIRROR_") {
-            c.env_remove(k);
-        }
-    }
-    let out = c.args(args).output().expect("run shipper");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use segmirror_testkit::s3_test_bucket;
 
 fn source(root: &Path) -> String {
     let dir = LogDir::open(root).expect("log dir");
@@ -189,19 +173,6 @@ fn run_refuses_a_new_bucket_before_it_starts() {
     assert_refused(code, &err, &url, "src", "no such directory");
     assert!(started.elapsed() < Duration::from_secs(30));
     assert!(!root.exists());
-}
-
-/// Whether the S3 server is there (panics when it is required but not).
-fn s3_available() -> bool {
-    if s3_test_bucket().is_some() {
-        return true;
-    }
-    assert!(
-        !s3_required(),
-        "SEGMIRROR_REQUIRE_S3 is set but SEGMIRROR_TEST_S3_BUCKET is not"
-    );
-    eprintln!("skipped: no S3 test server (SEGMIRROR_TEST_S3_BUCKET)");
-    false
 }
 
 /// Every key under `url` (an s3:// URL), through object_store.

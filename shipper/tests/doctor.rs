@@ -5,13 +5,17 @@
 //! a mistyped cluster id: 1). S3 cases skip without `SEGMIRROR_TEST_S3_BUCKET` and
 //! fail instead under `SEGMIRROR_REQUIRE_S3`.
 
+mod common;
+
 use std::process::Command;
 
+use common::s3_available;
+
 use doctor::testbed::{
-    Testbed, block_on, report_check as check, report_checks as checks, unique_bucket as unique,
+    Testbed, assert_mistyped_cluster, block_on, report_check as check, report_checks as checks,
+    unique_bucket as unique,
 };
 use manifest::layout::ClusterLayout;
-use segmirror_testkit::{s3_required, s3_test_bucket};
 
 fn shipper(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_shipper"))
@@ -25,19 +29,6 @@ fn shipper(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// Whether the S3 server is there (panics when it is required but not).
-fn s3_available() -> bool {
-    if s3_test_bucket().is_some() {
-        return true;
-    }
-    assert!(
-        !s3_required(),
-        "SEGMIRROR_REQUIRE_S3 is set but SEGMIRROR_TEST_S3_BUCKET is not"
-    );
-    eprintln!("skipped: no S3 test server (SEGMIRROR_TEST_S3_BUCKET)");
-    false
 }
 
 #[test]
@@ -174,16 +165,7 @@ fn a_bucket_configured_as_the_modules_configure_it_passes() {
     let url = format!("s3://{bucket}/kafka");
     let (code, out, err) = shipper(&["doctor", "--bucket", &url, "--cluster-id", "cl", "--json"]);
     assert_eq!(code, 1, "{out}{err}");
-    let all = checks(&out);
-    let clusters = check(&all, "layout.clusters");
-    assert_eq!(clusters["status"], "fail", "{clusters}");
-    assert!(
-        clusters["evidence"]
-            .as_str()
-            .unwrap_or("")
-            .contains("found clusters: c1"),
-        "{clusters}"
-    );
+    assert_mistyped_cluster(&out, "c1");
 }
 
 #[test]
@@ -275,11 +257,7 @@ fn a_file_bucket_gets_the_file_layout_and_cluster_checks() {
     // A mistyped cluster id fails (exit 1), naming what is there.
     let (code, out, err) = shipper(&["doctor", "--bucket", &url, "--cluster-id", "cl", "--json"]);
     assert_eq!(code, 1, "{out}{err}");
-    let all = checks(&out);
-    let clusters = check(&all, "layout.clusters");
-    assert_eq!(clusters["status"], "fail", "{clusters}");
-    let evidence = clusters["evidence"].as_str().unwrap_or("");
-    assert!(evidence.contains("found clusters: c1"), "{clusters}");
+    assert_mistyped_cluster(&out, "c1");
     // A foreign file in the layout fails layout.keys.
     std::fs::write(root.join("segmirror/v1/c1/notes.txt"), b"x").expect("write");
     let (code, out, _) = shipper(&["doctor", "--bucket", &url, "--cluster-id", "c1", "--json"]);

@@ -9,27 +9,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
+use common::shipper_cli as shipper;
 use common::*;
 use kafkalog::{LogConfig, LogDir};
 use serde_json::Value;
-
-fn shipper(args: &[&str]) -> (i32, String, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_shipper"));
-    c.env("RUST_LOG", "warn");
-    for (k, _) in std::env::vars() {
-        if k.starts_with("SEGMIRROR_") {
-            c.env_remove(k);
-        }
-    }
-    let out = c.args(args).output().expect("run shipper");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn append(root: &Path, batches: usize) {
     let dir = LogDir::open(root).expect("log dir");

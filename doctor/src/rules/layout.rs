@@ -200,7 +200,14 @@ mod tests {
             ..Listing::default()
         };
         // (found, expected, view, status, evidence contains)
-        let rows: [(&[&str], &[&str], View, Status, &str); 9] = [
+        type Row = (
+            &'static [&'static str],
+            &'static [&'static str],
+            View,
+            Status,
+            &'static str,
+        );
+        let rows: [Row; 9] = [
             (&["c1"], &["c1"], Shipper, Pass, "holds clusters c1"),
             (&["c1"], &["c1"], Applier, Pass, "holds clusters c1"),
             (&["c1"], &["cl"], Shipper, Fail, "mistyped cluster id"),

@@ -598,3 +598,35 @@ impl ObjectStore for FaultyStore {
         self.inner.copy_opts(from, to, options).await
     }
 }
+
+/// Runs the `shipper` binary with `args` (`RUST_LOG=warn`, no `SEGMIRROR_*`
+/// variable of the test's environment): exit code, stdout, stderr.
+pub fn shipper_cli(args: &[&str]) -> (i32, String, String) {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_shipper"));
+    c.env("RUST_LOG", "warn");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("SEGMIRROR_") {
+            c.env_remove(k);
+        }
+    }
+    let out = c.args(args).output().expect("run shipper");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Whether the S3 test server is there (panics when it is required but
+/// not).
+pub fn s3_available() -> bool {
+    if segmirror_testkit::s3_test_bucket().is_some() {
+        return true;
+    }
+    assert!(
+        !segmirror_testkit::s3_required(),
+        "SEGMIRROR_REQUIRE_S3 is set but SEGMIRROR_TEST_S3_BUCKET is not"
+    );
+    eprintln!("skipped: no S3 test server (SEGMIRROR_TEST_S3_BUCKET)");
+    false
+}
