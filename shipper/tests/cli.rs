@@ -49,6 +49,7 @@ fn help_has_examples_everywhere() {
     for want in [
         "run",
         "once",
+        "init",
         "status",
         "config",
         "Examples:",
