@@ -35,7 +35,8 @@ S3 credentials and endpoint come from the standard AWS variables.
 
 Exit codes: 0 done; 1 a partition failed, an operation was refused, or the store is
 unreachable or refused a request (wrong region, access denied, no such bucket);
-2 a usage or setup error (bad flag or config, no readable log dir, no AWS credentials).";
+2 a usage or setup error (bad flag or config, no readable log dir, no AWS credentials,
+a bucket never set up for the cluster id: `shipper init` or --create-bucket).";
 
 #[derive(Parser)]
 #[command(
@@ -172,7 +173,9 @@ enum Cmd {
   shipper run --config /etc/segmirror/shipper.toml --metrics-addr 0.0.0.0:9464 --rate-limit 200MiB
   shipper run --config /etc/segmirror/shipper.toml --exclude-groups 'console-consumer-.*|connect-.*'
 
-SIGINT or SIGTERM: the cycle in progress finishes (uploads, manifests, head), then the process exits 0.")]
+SIGINT or SIGTERM: the cycle in progress finishes (uploads, manifests, head), then the process exits 0.
+At start, a bucket never set up for the cluster id is refused (exit 2; `shipper init`, or
+--create-bucket), and a store that does not answer that check within --store-timeout is exit 1.")]
     Run(run::RunArgs),
     /// Ship everything shippable now, then exit (0: done; 1: a partition failed or the store is unreachable; 2: bad usage or no readable log dir).
     #[command(after_help = "Examples:
@@ -213,8 +216,9 @@ store refused or did not answer; 2 a usage error.")]
 A table of checks: pass, warn or fail, the evidence (what the endpoint answered) and the fix
 (the Terraform variable or setting). --expect takes the two-region-dr example's output
 (terraform output -raw doctor_expectations > doctor.toml); without it the table states the
-defaults. Exit codes: 0 no must-have check fails; 1 one does; 2 a usage or access error
-(no credentials, endpoint unreachable, no such bucket).")]
+defaults. Exit codes: 0 no must-have check fails; 1 one does (layout.clusters: a --cluster-id
+with neither marker nor data, a mistyped id or a bucket not set up by shipper init); 2 a usage
+or access error (no credentials, endpoint unreachable, no such bucket, no such file:// directory).")]
     Doctor(doctor::cli::DoctorArgs),
     /// Gaps: offsets the source lost before they were shipped (list them; acknowledge one).
     #[command(after_help = "Examples:
