@@ -4,7 +4,8 @@
 //!
 //! Invariants:
 //! - A bucket that cannot be used at all (no credentials, unreachable
-//!   endpoint, no such bucket, access denied to HeadBucket; on `file://`
+//!   endpoint, no such bucket, access denied to HeadBucket, a layout
+//!   listing denied or failed; on `file://`
 //!   no such directory, not a directory, or a listing that fails) is a
 //!   [`DoctorError`] (exit 2), never a report.
 //! - [`Scope::Full`] lists the layout on `file://` as on S3: the same
@@ -353,7 +354,7 @@ async fn s3_checks(
         },
     }
 
-    out.extend(layout_checks(&s3, url, opts.view, format_root, clusters).await);
+    out.extend(layout_checks(&s3, url, opts.view, format_root, clusters).await?);
     Ok((endpoint, out))
 }
 
@@ -512,29 +513,45 @@ async fn replication_checks(
     out
 }
 
+/// The layout listing: a listing that is denied or fails is a bucket
+/// that cannot be used (exit 2), as the services cannot use it either; an
+/// endpoint that does not implement it is a warn.
 async fn layout_checks(
     s3: &S3,
     url: &BucketUrl,
     view: View,
     format_root: &str,
     expected: &[String],
-) -> Vec<Check> {
+) -> Result<Vec<Check>, DoctorError> {
     let BucketUrl::S3 {
         bucket: name,
         prefix,
     } = url
     else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let (keys, truncated) = match s3.list(name, &format!("{format_root}/"), LIST_LIMIT).await {
         Answer::Ok(k) => k,
+        Answer::Denied(text) | Answer::Failed(text) => {
+            return Err(DoctorError::Unusable {
+                bucket: url.to_string(),
+                endpoint: url.endpoint().unwrap_or_default(),
+                problem: format!(
+                    "cannot list {format_root}/ (ListObjectsV2: {text}); the shipper and the applier list it: \
+                     check the credentials ({}) and their role's s3:ListBucket on the prefix (modules/iam)",
+                    manifest::bucket::credential_source()
+                ),
+            });
+        }
         other => {
-            return rules::unanswered("layout.keys", true, "ListObjectsV2", &other)
-                .into_iter()
-                .collect();
+            return Ok(
+                rules::unanswered("layout.keys", true, "ListObjectsV2", &other)
+                    .into_iter()
+                    .collect(),
+            );
         }
     };
     let listing =
         layout::Listing::from_keys(&url.to_string(), prefix, format_root, &keys, truncated);
-    layout::checks(&listing, expected, view)
+    Ok(layout::checks(&listing, expected, view))
 }
