@@ -14,7 +14,7 @@ src=$DATA/small-$N
 state=$DATA/idle-state-$N
 if [ "$(cat "$state/params" 2>/dev/null)" != "$(cat "$src/params")" ]; then
   rm -rf "$state"; mkdir -p "$state/bucket"
-  "$BIN/shipper" once --log-dir "$src" --bucket "file://$state/bucket" --cluster-id idle-src 2>/dev/null
+  "$BIN/shipper" once --log-dir "$src" --bucket "file://$state/bucket" --create-bucket --cluster-id idle-src 2>/dev/null
   "$BIN/applier" once --log-dir "$state/mirror" --bucket "file://$state/bucket" --source-cluster-id idle-src \
     --cluster-id idle-dst --topics '.*' 2>/dev/null
   cp "$src/params" "$state/params"

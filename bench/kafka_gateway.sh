@@ -63,7 +63,7 @@ done
 src=$WORK/lat-source dst=$WORK/lat-mirror bucket="file://$WORK/lat-bucket"
 mkdir -p "$WORK/lat-bucket"
 echo "seed" | "$BIN/kafkalog" produce --log-dir "$src" --topic lat --partition 0 --fsync on-roll >/dev/null
-"$BIN/shipper" run --log-dir "$src" --bucket "$bucket" --cluster-id latsrc --tail-interval 1s 2>"$WORK/shipper.log" &
+"$BIN/shipper" run --log-dir "$src" --bucket "$bucket" --create-bucket --cluster-id latsrc --tail-interval 1s 2>"$WORK/shipper.log" &
 pids+=($!)
 port=$(free_port)
 "$BIN/applier" run --log-dir "$dst" --bucket "$bucket" --source-cluster-id latsrc --topics '.*' --poll-interval 100ms --kafka-listen "127.0.0.1:$port" 2>"$WORK/applier.log" &

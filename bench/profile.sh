@@ -31,7 +31,7 @@ report() {
 }
 warm "$src"; sync
 perf record -q -e cpu-clock -F 500 --call-graph dwarf,16384 -o "$WORK/ship.data" -- \
-  "$BIN/shipper" once --log-dir "$src" --bucket "file://$WORK/bucket" --cluster-id bench 2>/dev/null
+  "$BIN/shipper" once --log-dir "$src" --bucket "file://$WORK/bucket" --create-bucket --cluster-id bench 2>/dev/null
 report "$WORK/ship.data" '`shipper once`, 2 GiB to file://' \
   'read_range|segment::scan|plan_tail|parse_batch|verify_crc|crc32c::hw|crc_fast|put_part|ksys_write|ksys_read|memmove|memset|reserve_inner|exc_page_fault|WriteMultipart|put_opts'
 warm "$WORK/bucket"; sync

@@ -18,7 +18,7 @@ rm -rf "$WORK"; mkdir -p "$WORK"
 TIMES=$WORK/times
 load_start=$(loadavg)
 wait_quiet
-ship() { local n=$1; shift; rm -rf "$WORK/bucket"; mkdir -p "$WORK/bucket"; timed "$n" env "${ENVS[@]}" "$BIN/shipper" once --log-dir "$src" --bucket "file://$WORK/bucket" --cluster-id bench "$@"; }
+ship() { local n=$1; shift; rm -rf "$WORK/bucket"; mkdir -p "$WORK/bucket"; timed "$n" env "${ENVS[@]}" "$BIN/shipper" once --log-dir "$src" --bucket "file://$WORK/bucket" --create-bucket --cluster-id bench "$@"; }
 apply() { local n=$1; shift; rm -rf "$WORK/out"; timed "$n" env "${ENVS[@]}" "$BIN/applier" once --log-dir "$WORK/out" --bucket "file://$WORK/bucket" --source-cluster-id bench --topics '.*' "$@"; }
 # Peak RSS moves from run to run (glibc's per-thread arenas, thread
 # timing): RUNS runs of each, median. MALLOC_MMAP_THRESHOLD_ fixes glibc's

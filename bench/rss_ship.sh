@@ -21,6 +21,9 @@ s3=${BENCH_S3:-moto}
 s3_start "$s3" "$WORK/s3"
 bins="new"; [ -n "${BENCH_BASE_BIN:-}" ] && bins="base new"
 bin_of() { [ "$1" = base ] && echo "$BENCH_BASE_BIN" || echo "$BIN"; }
+# A new bucket is set up on request (--create-bucket); a base binary from
+# before that flag ships without it.
+create_of() { "$(bin_of "$1")/shipper" once --help | grep -q -- --create-bucket && echo --create-bucket; }
 sizes=("" "--max-object-size 256MiB")
 size_name() { [ -z "$1" ] && echo default || echo 256m; }
 load_start=$(loadavg)
@@ -31,10 +34,10 @@ for i in $(seq 1 "$RUNS"); do
       n=$(size_name "$s")
       # shellcheck disable=SC2086
       { rm -rf "$WORK/bucket-$n"; mkdir -p "$WORK/bucket-$n"
-        timed "ship_${b}_file_$n" "$(bin_of "$b")/shipper" once --log-dir "$src" --bucket "file://$WORK/bucket-$n" --cluster-id bench $s; }
+        timed "ship_${b}_file_$n" "$(bin_of "$b")/shipper" once --log-dir "$src" --bucket "file://$WORK/bucket-$n" --cluster-id bench $s $(create_of "$b"); }
       s3_reset bench
       # shellcheck disable=SC2086
-      timed "ship_${b}_s3_$n" "$(bin_of "$b")/shipper" once --log-dir "$src" --bucket s3://bench/ship --cluster-id bench $s
+      timed "ship_${b}_s3_$n" "$(bin_of "$b")/shipper" once --log-dir "$src" --bucket s3://bench/ship --cluster-id bench $s $(create_of "$b")
       if [ "$b" = new ]; then
         rm -rf "$WORK/out"
         timed "apply_$n" "$BIN/applier" once --log-dir "$WORK/out" --bucket "file://$WORK/bucket-$n" --source-cluster-id bench --topics '.*'

@@ -25,7 +25,7 @@ for i in $(seq 1 "$RUNS"); do
     case $v in
       cp) timed cp cp -r "$src" "$WORK/out" ;;
       ship) mkdir -p "$WORK/out"
-            timed shipper "$BIN/shipper" once --log-dir "$src" --bucket "file://$WORK/out" --cluster-id bench ;;
+            timed shipper "$BIN/shipper" once --log-dir "$src" --bucket "file://$WORK/out" --create-bucket --cluster-id bench ;;
     esac
     if [ "$v" = ship ] && [ "$i" = 1 ]; then
       objects=$(find "$WORK/out" -path '*/data/*' -type f | wc -l)

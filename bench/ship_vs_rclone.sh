@@ -41,8 +41,8 @@ for i in $(seq 1 "$RUNS"); do
     c0=$(s3_cpu)
     case $v in
       rclone) timed rclone env -u AWS_CA_BUNDLE rclone copy "$src" s3bench:bench/rclone ;;
-      shipper) timed shipper "$BIN/shipper" once --log-dir "$src" --bucket s3://bench/ship --cluster-id bench ;;
-      shipper_unsigned) timed shipper_unsigned env AWS_UNSIGNED_PAYLOAD=true "$BIN/shipper" once --log-dir "$src" --bucket s3://bench/ship --cluster-id bench ;;
+      shipper) timed shipper "$BIN/shipper" once --log-dir "$src" --bucket s3://bench/ship --create-bucket --cluster-id bench ;;
+      shipper_unsigned) timed shipper_unsigned env AWS_UNSIGNED_PAYLOAD=true "$BIN/shipper" once --log-dir "$src" --bucket s3://bench/ship --create-bucket --cluster-id bench ;;
     esac
     echo "$v $(awk -v a="$c0" -v b="$(s3_cpu)" 'BEGIN{printf "%.2f", b-a}')" >>"$WORK/server_cpu"
     tail -n1 "$WORK/server_cpu" | awk '{printf "  %-28s server CPU %ss\n", $1, $2}' >&2

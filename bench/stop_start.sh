@@ -14,7 +14,7 @@ src=$DATA/small-$n
 bucket=$DATA/bucket-small-$n
 if [ "$(cat "$bucket.params" 2>/dev/null)" != "$(cat "$src/params")" ]; then
   rm -rf "$bucket" "$bucket.params"; mkdir -p "$bucket"
-  "$BIN/shipper" once --log-dir "$src" --bucket "file://$bucket" --cluster-id bench 2>/dev/null
+  "$BIN/shipper" once --log-dir "$src" --bucket "file://$bucket" --create-bucket --cluster-id bench 2>/dev/null
   cp "$src/params" "$bucket.params"
 fi
 WORK=$ROOT/target/bench-tmp/stop-start

@@ -22,7 +22,7 @@ if [ ! -f "$dir/.complete" ]; then
   awk -v n="$records" 'BEGIN{v=sprintf("%01000d", 0); for(i=0;i<n;i++) printf "k%d\t%s\n", i, v}' |
     "$BIN/kafkalog" produce --log-dir "$dir/src" --topic bench --partition 0 --batch-size "$batch" \
       --segment-bytes 64MiB --fsync on-roll --topic-id vVw7a5a_QkWcK7JvBD2t8Q >/dev/null
-  "$BIN/shipper" once --log-dir "$dir/src" --bucket "file://$dir/bucket" --cluster-id bench >/dev/null
+  "$BIN/shipper" once --log-dir "$dir/src" --bucket "file://$dir/bucket" --create-bucket --cluster-id bench >/dev/null
   "$BIN/applier" once --log-dir "$dir/dst" --bucket "file://$dir/bucket" --source-cluster-id bench --topics '.*' >/dev/null
   touch "$dir/.complete"
 fi

@@ -32,7 +32,8 @@ done
 seq 1 1000 | "$bin/kafkalog" produce --log-dir "$src" --topic events --partition 0 --compression zstd --batch-size 100 >/dev/null
 "$bin/kafkalog" verify --log-dir "$src"
 
-echo "== ship to $bucket =="
+echo "== set up the bucket $bucket, then ship to it =="
+"$bin/shipper" init --bucket "$bucket" --cluster-id source-cluster
 "$bin/shipper" once --log-dir "$src" --bucket "$bucket" --cluster-id source-cluster
 
 echo "== apply into $dst =="

@@ -2,14 +2,17 @@
 //! source and a DR bucket configured as infra/'s modules configure them,
 //! with the replication rule, pass; removing the rule fails on it; what
 //! the server cannot answer (replication status) is a warn that says "not
-//! supported by this endpoint". Without the S3 test server these fail,
-//! unless `SEGMIRROR_SKIP_S3=1` skips them.
+//! supported by this endpoint"; a mistyped cluster id fails. Without the
+//! S3 test server these fail, unless `SEGMIRROR_SKIP_S3=1` skips them.
+//! And on a `file://` bucket: missing, 2; the source cluster's data
+//! there, 0; a mistyped cluster id, 1.
 
 use std::path::Path;
 use std::process::Command;
 
 use doctor::testbed::{
-    Testbed, block_on, report_check as check, report_checks as checks, unique_bucket as unique,
+    Testbed, assert_mistyped_cluster, block_on, report_check as check, report_checks as checks,
+    unique_bucket as unique,
 };
 use manifest::layout::ClusterLayout;
 
@@ -131,6 +134,56 @@ fn buckets_configured_as_the_modules_configure_them_pass_and_removing_the_rule_f
     let (code, table, _) = applier(&["doctor", "--expect", &expect]);
     assert_eq!(code, 1);
     assert!(table.contains("fail    replication.rule*"), "{table}");
+}
+
+#[test]
+fn a_mistyped_cluster_id_fails_on_s3() {
+    if !s3_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, _, dst) = two_buckets(dir.path(), false);
+    let url = format!("s3://{dst}/kafka");
+    let (code, out, err) = applier(&["doctor", "--bucket", &url, "--cluster-id", "cl", "--json"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_mistyped_cluster(&out, "c1");
+}
+
+#[test]
+fn a_file_bucket_is_missing_there_or_holds_another_cluster() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("dr");
+    let url = format!("file://{}", root.display());
+    let (code, out, err) = applier(&["doctor", "--bucket", &url, "--cluster-id", "c1"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("no such directory"), "{err}");
+    assert!(!root.exists(), "doctor created the bucket");
+    // Nothing replicated yet: a warn, exit 0.
+    std::fs::create_dir_all(&root).expect("mkdir");
+    let (code, out, err) = applier(&["doctor", "--bucket", &url, "--cluster-id", "c1", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        check(&checks(&out), "layout.clusters")["status"],
+        "warn",
+        "{out}"
+    );
+    // c1's head arrived: pass; another id: fail.
+    let head = root.join(ClusterLayout::new("", "c1").expect("layout").head_key(1));
+    std::fs::create_dir_all(head.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&head, b"{}").expect("write");
+    let (code, out, err) = applier(&["doctor", "--bucket", &url, "--cluster-id", "c1", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        check(&checks(&out), "layout.clusters")["status"],
+        "pass",
+        "{out}"
+    );
+    let (code, out, err) = applier(&["doctor", "--bucket", &url, "--cluster-id", "cl", "--json"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_mistyped_cluster(&out, "c1");
+    let (code, table, _) = applier(&["doctor", "--bucket", &url, "--cluster-id", "cl"]);
+    assert_eq!(code, 1);
+    assert!(table.contains("fail    layout.clusters*"), "{table}");
 }
 
 #[test]

@@ -99,6 +99,7 @@ async fn once_tells_a_mistyped_source_or_selection_from_an_empty_bucket() {
     let (code, out) = once(&dest, &missing, SOURCE, Some(".*"));
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("is not a directory"), "{out}");
+    assert!(out.contains("shipper init --bucket"), "{out}");
     assert!(!dir.path().join("bukcet").exists(), "nothing was created");
     // The right flags apply, and an idle run after it is still exit 0.
     let (code, out) = once(&dest, &bucket, SOURCE, Some(".*"));

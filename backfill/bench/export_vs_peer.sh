@@ -42,7 +42,7 @@ for i in range(n):
 PY
 done
 du -sh "$work/source"
-"$bin/shipper" once --log-dir "$work/source" --bucket "file://$work/bucket" --cluster-id bench >/dev/null 2>&1
+"$bin/shipper" once --log-dir "$work/source" --bucket "file://$work/bucket" --create-bucket --cluster-id bench >/dev/null 2>&1
 du -sh "$work/bucket"
 
 # Wall and CPU time (the machine may be shared: CPU time is the steadier figure).

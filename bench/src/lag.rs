@@ -210,6 +210,7 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
             "lagsrc",
             "--tail-interval",
             &tail,
+            "--create-bucket",
         ],
     )?;
     let applier_poll_s = format!("{applier_poll}ms");

@@ -4,7 +4,7 @@
 //! never reach live data, replication of each cluster's prefix and its
 //! status, least privilege (a probe under the prefix), and the
 //! `segmirror/v1` layout. For `file://` buckets: writable, rename and fsync
-//! work, one file system, free space.
+//! work, one file system, free space, and the same layout checks.
 //!
 //! This is the one place that uses `aws-sdk-s3`: `object_store`, which
 //! carries all data, cannot read bucket configuration or the replication
@@ -27,7 +27,10 @@
 //! measures what the credentials can do); CloudWatch alarms.
 //!
 //! Exit codes of the `doctor` subcommands: 0 no must-have check fails, 1 one
-//! does, 2 usage or access errors ([`run::DoctorError`]).
+//! does (among them `layout.clusters`: a cluster id with neither the marker
+//! `shipper init` writes nor data, see [`rules::layout`]), 2 usage or access
+//! errors ([`run::DoctorError`]: no credentials, unreachable endpoint, no
+//! such bucket or `file://` directory, a layout that cannot be listed).
 
 pub mod answer;
 pub mod cli;

@@ -4,6 +4,11 @@
 //! directory can be fsynced, the cluster directories are on the same file
 //! system as the root, and there is free space.
 //!
+//! A bucket directory that does not exist, or is not a directory, is no
+//! report but an error (`doctor` exits 2): the shipper never creates one
+//! without `shipper init` or `--create-bucket`. [`list`] walks the format
+//! root for the layout checks (`doctor`'s full scope, not the preflight).
+//!
 //! Invariants: the probe is one hidden temporary file in the bucket
 //! directory, renamed once and removed before returning, whatever fails;
 //! nothing else is created (not even the directory, when missing).
@@ -43,33 +48,40 @@ pub fn free_space(root: &Path, available: u64) -> Check {
 }
 
 /// Runs the file checks on bucket directory `root`, with the cluster ids
-/// whose directories should share its file system.
-pub fn checks(root: &Path, format_root: &str, cluster_ids: &[String]) -> Vec<Check> {
+/// whose directories should share its file system; `Err` (what was found
+/// and the fix) when `root` is missing or not a directory.
+pub fn checks(
+    root: &Path,
+    format_root: &str,
+    cluster_ids: &[String],
+) -> Result<Vec<Check>, String> {
     let mut out = Vec::new();
+    let init = match cluster_ids.first() {
+        Some(id) => format!(
+            "shipper init --bucket file://{} --cluster-id {id}",
+            root.display()
+        ),
+        None => format!(
+            "shipper init --bucket file://{} --cluster-id <ID>",
+            root.display()
+        ),
+    };
     let meta = match std::fs::metadata(root) {
         Ok(m) if m.is_dir() => m,
         Ok(_) => {
-            out.push(Check::new(
-                "file.writable",
-                true,
-                Status::Fail,
-                format!("{} is not a directory", root.display()),
-                "point --bucket at a directory: file:///abs/path",
+            return Err(format!(
+                "{} is not a directory; point --bucket at a directory (file:///abs/path)",
+                root.display()
             ));
-            return out;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "no such directory ({}): a mistyped path? A new bucket is set up with `{init}` (or shipper once|run --create-bucket)",
+                root.display()
+            ));
         }
         Err(e) => {
-            out.push(Check::new(
-                "file.writable",
-                true,
-                Status::Warn,
-                format!(
-                    "{}: {e} (the shipper creates it on first use)",
-                    root.display()
-                ),
-                "create the directory, or check the path",
-            ));
-            return out;
+            return Err(format!("{}: {e}", root.display()));
         }
     };
     out.extend(probe(root));
@@ -110,7 +122,53 @@ pub fn checks(root: &Path, format_root: &str, cluster_ids: &[String]) -> Vec<Che
             "",
         )),
     }
-    out
+    Ok(out)
+}
+
+/// The keys under `<root>/<format_root>/` (paths relative to `root`, with
+/// `/`), at most `limit` (the second value says whether it stopped
+/// there), without object_store's staging files; nothing when the format
+/// root does not exist. `Err` when a
+/// directory cannot be read.
+pub fn list(root: &Path, format_root: &str, limit: usize) -> Result<(Vec<String>, bool), String> {
+    let mut keys = Vec::new();
+    let mut dirs = vec![root.join(format_root)];
+    if !dirs[0].is_dir() {
+        return Ok((keys, false));
+    }
+    while let Some(dir) = dirs.pop() {
+        let entries =
+            std::fs::read_dir(&dir).map_err(|e| format!("listing {}: {e}", dir.display()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("listing {}: {e}", dir.display()))?;
+            let path = entry.path();
+            let kind = entry
+                .file_type()
+                .map_err(|e| format!("listing {}: {e}", path.display()))?;
+            if kind.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            // object_store's staging files (`<name>#<n>`, a write in
+            // progress) are no keys, as its own listing says.
+            if entry.file_name().to_string_lossy().contains('#') {
+                continue;
+            }
+            if keys.len() == limit {
+                return Ok((keys, true));
+            }
+            let relative = path.strip_prefix(root).unwrap_or(&path);
+            keys.push(
+                relative
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join("/"),
+            );
+        }
+    }
+    keys.sort();
+    Ok((keys, false))
 }
 
 /// Write, fsync, rename, fsync the directory, remove.
@@ -206,7 +264,7 @@ mod tests {
     #[test]
     fn a_writable_directory_passes_and_is_left_as_it_was() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let c = checks(dir.path(), "segmirror/v1", &["c1".to_string()]);
+        let c = checks(dir.path(), "segmirror/v1", &["c1".to_string()]).expect("checks");
         for c in &c {
             assert_ne!(c.status, Status::Fail, "{c:?}");
         }
@@ -233,11 +291,36 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_directory_is_a_warn_and_is_not_created() {
+    fn a_missing_directory_is_an_error_and_is_not_created() {
         let dir = tempfile::tempdir().expect("tempdir");
         let missing = dir.path().join("nope");
-        let c = checks(&missing, "segmirror/v1", &[]);
-        assert_eq!(c[0].status, Status::Warn);
+        let e = checks(&missing, "segmirror/v1", &["c1".to_string()]).expect_err("missing");
+        assert!(e.contains("no such directory"), "{e}");
+        assert!(e.contains("shipper init --bucket file://"), "{e}");
         assert!(!missing.exists());
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"x").expect("write");
+        let e = checks(&file, "segmirror/v1", &[]).expect_err("a file");
+        assert!(e.contains("not a directory"), "{e}");
+    }
+
+    #[test]
+    fn the_listing_gives_keys_relative_to_the_root() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(list(dir.path(), "segmirror/v1", 10), Ok((vec![], false)));
+        let head = dir.path().join("segmirror/v1/c1/head");
+        std::fs::create_dir_all(&head).expect("mkdir");
+        std::fs::write(head.join("a.json"), b"x").expect("write");
+        std::fs::write(dir.path().join("segmirror/v1/c1/cluster.json"), b"x").expect("write");
+        let (keys, truncated) = list(dir.path(), "segmirror/v1", 10).expect("list");
+        assert_eq!(
+            keys,
+            vec![
+                "segmirror/v1/c1/cluster.json",
+                "segmirror/v1/c1/head/a.json"
+            ]
+        );
+        assert!(!truncated);
+        assert!(list(dir.path(), "segmirror/v1", 1).expect("list").1);
     }
 }

@@ -6,7 +6,8 @@
 //! Invariants:
 //! - `off` makes no request; `memory://` makes none either.
 //! - Each failure is logged once, as one `tracing` event naming the check,
-//!   the evidence and the fix; passes are summarised in one event.
+//!   the evidence and the fix; then one event counts the checks
+//!   ([`Summary`]: pass, warn and fail add up to the checks run).
 //! - Preflight never blocks for long: it is bounded by its timeout, and an
 //!   unusable bucket or a timeout is logged and, under `warn`, ignored (the
 //!   service's own requests report it as they always have).
@@ -124,17 +125,13 @@ pub async fn preflight(
             Status::Pass => {}
         }
     }
-    let passed = report
-        .checks
-        .iter()
-        .filter(|c| c.status == Status::Pass)
-        .count();
+    let summary = Summary::of(&report.checks);
     tracing::info!(
         bucket = %bucket,
-        passed,
-        failed = failed.len(),
-        "preflight: {passed} of {} checks pass (`{} doctor` for all checks)",
-        report.checks.len(),
+        passed = summary.pass,
+        warned = summary.warn,
+        failed = summary.fail,
+        "preflight: {summary} (`{} doctor` for all checks)",
         view.as_str()
     );
     if mode == Mode::Enforce && !failed.is_empty() {
@@ -144,9 +141,79 @@ pub async fn preflight(
     }
 }
 
+/// How many checks passed, warned and failed: the three add up to the
+/// checks run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Checks that passed.
+    pub pass: usize,
+    /// Checks that warned.
+    pub warn: usize,
+    /// Checks that failed.
+    pub fail: usize,
+}
+
+impl Summary {
+    /// Counts `checks` by status.
+    pub fn of(checks: &[crate::report::Check]) -> Summary {
+        let mut s = Summary::default();
+        for c in checks {
+            match c.status {
+                Status::Pass => s.pass += 1,
+                Status::Warn => s.warn += 1,
+                Status::Fail => s.fail += 1,
+            }
+        }
+        s
+    }
+
+    /// The checks counted.
+    pub fn total(&self) -> usize {
+        self.pass + self.warn + self.fail
+    }
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} checks: {} pass, {} warn, {} fail",
+            self.total(),
+            self.pass,
+            self.warn,
+            self.fail
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::Check;
+
+    #[test]
+    fn the_summary_adds_up() {
+        let (p, w, f) = (Status::Pass, Status::Warn, Status::Fail);
+        // (statuses, line)
+        let rows: [(&[Status], &str); 6] = [
+            (&[], "0 checks: 0 pass, 0 warn, 0 fail"),
+            (&[w], "1 checks: 0 pass, 1 warn, 0 fail"),
+            (&[p], "1 checks: 1 pass, 0 warn, 0 fail"),
+            (&[f], "1 checks: 0 pass, 0 warn, 1 fail"),
+            (&[p, w, f, p], "4 checks: 2 pass, 1 warn, 1 fail"),
+            (&[f, f, w], "3 checks: 0 pass, 1 warn, 2 fail"),
+        ];
+        for (statuses, want) in rows {
+            let checks: Vec<Check> = statuses
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Check::new(&format!("c{i}"), true, *s, "e", "f"))
+                .collect();
+            let s = Summary::of(&checks);
+            assert_eq!(s.to_string(), want, "{statuses:?}");
+            assert_eq!(s.pass + s.warn + s.fail, checks.len(), "{statuses:?}");
+        }
+    }
 
     #[test]
     fn modes_parse_and_print() {
@@ -187,7 +254,7 @@ mod tests {
         match preflight(Mode::Enforce, View::Applier, &url, &[], t).await {
             Outcome::Refuse(lines) => {
                 assert!(
-                    lines.iter().any(|l| l.contains("file.writable")),
+                    lines.iter().any(|l| l.contains("not a directory")),
                     "{lines:?}"
                 )
             }

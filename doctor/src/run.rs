@@ -4,8 +4,13 @@
 //!
 //! Invariants:
 //! - A bucket that cannot be used at all (no credentials, unreachable
-//!   endpoint, no such bucket, access denied to HeadBucket) is a
+//!   endpoint, no such bucket, access denied to HeadBucket, a layout
+//!   listing denied or failed; on `file://`
+//!   no such directory, not a directory, or a listing that fails) is a
 //!   [`DoctorError`] (exit 2), never a report.
+//! - [`Scope::Full`] lists the layout on `file://` as on S3: the same
+//!   [`layout::Listing`] and verdicts, so a mistyped cluster id fails on
+//!   both.
 //! - [`Scope::Preflight`] asks only read-only configuration calls (no
 //!   probe object, no listing); [`Scope::Full`] adds identity, the
 //!   least-privilege probe, replication status and the layout listing.
@@ -63,6 +68,15 @@ pub enum DoctorError {
     NoBucket {
         /// The expectations section that would name it.
         section: &'static str,
+    },
+    /// A `file://` bucket that does not exist, is not a directory or
+    /// cannot be listed.
+    #[error("{bucket}: {problem}")]
+    Local {
+        /// The bucket.
+        bucket: String,
+        /// What was found and the fix.
+        problem: String,
     },
     /// The bucket cannot be reached or used.
     #[error("{bucket} (endpoint {endpoint}): {problem}")]
@@ -182,7 +196,27 @@ pub async fn run(opts: &Options) -> Result<Report, DoctorError> {
                 "memory:// is an in-process store: nothing to check",
             )],
         ),
-        BucketUrl::File { root } => (None, crate::local::checks(root, &format_root, &clusters)),
+        BucketUrl::File { root } => {
+            let unusable = |problem: String| DoctorError::Local {
+                bucket: bucket.to_string(),
+                problem,
+            };
+            let mut checks =
+                crate::local::checks(root, &format_root, &clusters).map_err(unusable)?;
+            if opts.scope == Scope::Full {
+                let (keys, truncated) =
+                    crate::local::list(root, &format_root, LIST_LIMIT).map_err(unusable)?;
+                let listing = layout::Listing::from_keys(
+                    &bucket.to_string(),
+                    "",
+                    &format_root,
+                    &keys,
+                    truncated,
+                );
+                checks.extend(layout::checks(&listing, &clusters, opts.view));
+            }
+            (None, checks)
+        }
         BucketUrl::S3 {
             bucket: name,
             prefix,
@@ -320,7 +354,7 @@ async fn s3_checks(
         },
     }
 
-    out.extend(layout_checks(&s3, name, prefix, format_root, clusters).await);
+    out.extend(layout_checks(&s3, url, opts.view, format_root, clusters).await?);
     Ok((endpoint, out))
 }
 
@@ -479,50 +513,45 @@ async fn replication_checks(
     out
 }
 
+/// The layout listing: a listing that is denied or fails is a bucket
+/// that cannot be used (exit 2), as the services cannot use it either; an
+/// endpoint that does not implement it is a warn.
 async fn layout_checks(
     s3: &S3,
-    name: &str,
-    prefix: &str,
+    url: &BucketUrl,
+    view: View,
     format_root: &str,
     expected: &[String],
-) -> Vec<Check> {
+) -> Result<Vec<Check>, DoctorError> {
+    let BucketUrl::S3 {
+        bucket: name,
+        prefix,
+    } = url
+    else {
+        return Ok(Vec::new());
+    };
     let (keys, truncated) = match s3.list(name, &format!("{format_root}/"), LIST_LIMIT).await {
         Answer::Ok(k) => k,
+        Answer::Denied(text) | Answer::Failed(text) => {
+            return Err(DoctorError::Unusable {
+                bucket: url.to_string(),
+                endpoint: url.endpoint().unwrap_or_default(),
+                problem: format!(
+                    "cannot list {format_root}/ (ListObjectsV2: {text}); the shipper and the applier list it: \
+                     check the credentials ({}) and their role's s3:ListBucket on the prefix (modules/iam)",
+                    manifest::bucket::credential_source()
+                ),
+            });
+        }
         other => {
-            return rules::unanswered("layout.keys", true, "ListObjectsV2", &other)
-                .into_iter()
-                .collect();
+            return Ok(
+                rules::unanswered("layout.keys", true, "ListObjectsV2", &other)
+                    .into_iter()
+                    .collect(),
+            );
         }
     };
-    let mut listing = layout::Listing {
-        format_root: format_root.to_string(),
-        keys_seen: keys.len(),
-        truncated,
-        ..layout::Listing::default()
-    };
-    for key in &keys {
-        let dir = key
-            .strip_prefix(&format!("{format_root}/"))
-            .and_then(|rest| rest.split_once('/'))
-            .map(|(cluster, _)| format!("{format_root}/{cluster}"));
-        let cluster = dir
-            .as_deref()
-            .and_then(|d| manifest::layout::parse_cluster_dir(prefix, d));
-        let Some(cluster) = cluster else {
-            listing
-                .unreadable
-                .push(format!("{key}: not under a cluster id"));
-            continue;
-        };
-        if !listing.clusters.contains(&cluster) {
-            listing.clusters.push(cluster.clone());
-        }
-        match ClusterLayout::new(prefix, &cluster).map(|l| l.classify_key(key)) {
-            // Heads, manifests, pages, data, and doctor probes (of a run
-            // in progress, or left by one that was killed: harmless).
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) | Err(e) => listing.unreadable.push(e.to_string()),
-        }
-    }
-    layout::checks(&listing, expected)
+    let listing =
+        layout::Listing::from_keys(&url.to_string(), prefix, format_root, &keys, truncated);
+    Ok(layout::checks(&listing, expected, view))
 }

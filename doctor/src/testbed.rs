@@ -288,3 +288,16 @@ pub fn report_check<'a>(checks: &'a [serde_json::Value], id: &str) -> &'a serde_
         .find(|c| c["id"] == id)
         .unwrap_or_else(|| panic!("no check {id} in {checks:?}"))
 }
+
+/// Asserts that a `doctor --json` report failed `layout.clusters` as a
+/// mistyped cluster id does, naming `found` (the clusters there).
+pub fn assert_mistyped_cluster(json: &str, found: &str) {
+    let checks = report_checks(json);
+    let c = report_check(&checks, "layout.clusters");
+    assert_eq!(c["status"], "fail", "{c}");
+    let evidence = c["evidence"].as_str().unwrap_or("");
+    assert!(
+        evidence.contains(&format!("found clusters: {found}")) && evidence.contains("mistyped"),
+        "{c}"
+    );
+}

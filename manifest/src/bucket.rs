@@ -2,7 +2,10 @@
 //! the schemes.
 //!
 //! - `file:///abs/path`: a local directory is the bucket (the embedded
-//!   default; created when missing);
+//!   default; [`BucketUrl::build`] creates it when missing, so the services
+//!   check first: the shipper ships only into a bucket set up for its
+//!   cluster, `shipper::bucket_init`, and the applier requires the
+//!   directory);
 //! - `memory://`: an in-process store (tests);
 //! - `s3://bucket/prefix`: S3 or an S3-compatible server, credentials and
 //!   endpoint from the standard AWS environment (`AWS_ACCESS_KEY_ID`,

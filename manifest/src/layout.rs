@@ -5,6 +5,12 @@
 //! the source cluster id:
 //!
 //! ```text
+//! <prefix>/segmirror/v1/<cluster>/cluster.json
+//!     the cluster's marker: written once (create-if-absent) by
+//!     `shipper init` or `shipper once|run --create-bucket`; its presence
+//!     (or any other key of this grammar under the cluster's root) is what
+//!     makes the cluster's part of the bucket "initialised", the shipper's
+//!     condition for shipping there (see the shipper's `bucket_init`).
 //! <prefix>/segmirror/v1/<cluster>/head/<seq:020>.json
 //!     change feed: one immutable object per shipper cycle, summarising every
 //!     partition's latest manifest version (see `feed`).
@@ -541,6 +547,12 @@ pub enum KeyKind {
     /// A probe object written and deleted by `doctor`
     /// ([`ClusterLayout::doctor_probe_key`]).
     DoctorProbe,
+    /// The cluster's marker ([`ClusterLayout::marker_key`]).
+    Marker,
+    /// A consumer-group offsets delta and its version.
+    GroupsDelta(u64),
+    /// A consumer-group offsets snapshot and its version.
+    GroupsSnapshot(u64),
 }
 
 impl ClusterLayout {
@@ -557,9 +569,16 @@ impl ClusterLayout {
         format!("{}/{probe_id}.probe", self.doctor_dir())
     }
 
+    /// Key of the cluster's marker: `<root>/cluster.json`, written once by
+    /// `shipper init` or `--create-bucket` (see the module docs).
+    pub fn marker_key(&self) -> String {
+        format!("{}/cluster.json", self.root)
+    }
+
     /// Classifies any key under this cluster's root by the grammar in the
-    /// module docs: a head, a manifest version, a page, a data object or a
-    /// doctor probe; anything else (a key no `*_key` function builds) is an
+    /// module docs: the marker, a head, a group offsets delta or snapshot,
+    /// a manifest version, a page, a data object or a doctor probe; anything
+    /// else (a key no `*_key` function builds) is an
     /// error naming it.
     pub fn classify_key(&self, key: &str) -> Result<KeyKind, LayoutError> {
         let unknown = || err("key", key, "not a key of segmirror's layout");
@@ -567,8 +586,21 @@ impl ClusterLayout {
             .strip_prefix(self.root.as_str())
             .and_then(|r| r.strip_prefix('/'))
             .ok_or_else(|| err("key", key, "not under this cluster's root"))?;
+        if rest == "cluster.json" {
+            return Ok(KeyKind::Marker);
+        }
         if rest.starts_with("head/") {
             return self.parse_head_key(key).map(KeyKind::Head);
+        }
+        if rest.starts_with("groups/delta/") {
+            return self
+                .parse_groups_key(&self.groups_delta_dir(), key)
+                .map(KeyKind::GroupsDelta);
+        }
+        if rest.starts_with("groups/snapshot/") {
+            return self
+                .parse_groups_key(&self.groups_snapshot_dir(), key)
+                .map(KeyKind::GroupsSnapshot);
         }
         if let Some(name) = rest.strip_prefix("doctor/") {
             let id = name.strip_suffix(".probe").ok_or_else(unknown)?;
@@ -790,6 +822,20 @@ mod tests {
         let p = pk();
         let id = UploadId::new();
         assert_eq!(l.classify_key(&l.head_key(7)), Ok(KeyKind::Head(7)));
+        assert_eq!(l.classify_key(&l.marker_key()), Ok(KeyKind::Marker));
+        assert_eq!(
+            l.marker_key(),
+            "pre/fix/segmirror/v1/c1/cluster.json",
+            "the marker's key is pinned"
+        );
+        assert_eq!(
+            l.classify_key(&l.groups_delta_key(4)),
+            Ok(KeyKind::GroupsDelta(4))
+        );
+        assert_eq!(
+            l.classify_key(&l.groups_snapshot_key(5)),
+            Ok(KeyKind::GroupsSnapshot(5))
+        );
         assert_eq!(
             l.classify_key(&l.manifest_key(&p, 3)),
             Ok(KeyKind::Manifest(p.clone(), 3))
@@ -823,6 +869,9 @@ mod tests {
             ),
             format!("{}/topics/orders/{}/0/other/x", l.root(), p.topic_id),
             format!("{}/doctor/UPPER.probe", l.root()),
+            format!("{}/cluster.json.tmp", l.root()),
+            format!("{}/groups/delta/1.json", l.root()),
+            format!("{}/groups/other/00000000000000000001.json", l.root()),
         ] {
             assert!(l.classify_key(&bad).is_err(), "{bad} was classified");
         }

@@ -378,6 +378,7 @@ pub fn run(o: &CrashOptions, bins: &Bins) -> anyhow::Result<CrashReport> {
             SOURCE_CLUSTER.into(),
             "--tail-interval".into(),
             ms(o.tail_interval),
+            "--create-bucket".into(),
         ],
         log: work.path().join("shipper.log"),
         child: None,

@@ -87,6 +87,7 @@ async fn a_sigkill_in_the_middle_of_a_streamed_range_leaves_nothing_of_it() {
             SOURCE,
             "--max-object-size",
             "16MiB",
+            "--create-bucket",
         ]),
         "shipper once",
     );

@@ -178,7 +178,13 @@
 //!   function.
 //! - [`status`]: what `shipper status` shows; [`metrics`]: Prometheus
 //!   metrics; [`clock`]: injectable time.
+//! - [`bucket_init`]: what "a bucket set up for this cluster" means (the
+//!   cluster's marker, or shipped data), the decision of `once`/`run`
+//!   (ship, set up on `--create-bucket`, or refuse) and `shipper init`.
+//!   [`Shipper`] itself does not check: the binary does, before the first
+//!   cycle.
 
+pub mod bucket_init;
 mod buffers;
 pub mod clock;
 mod commit;

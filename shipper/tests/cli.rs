@@ -49,6 +49,7 @@ fn help_has_examples_everywhere() {
     for want in [
         "run",
         "once",
+        "init",
         "status",
         "config",
         "Examples:",
@@ -159,6 +160,7 @@ fn once_then_status() {
         logs_arg,
         "--bucket",
         &bucket,
+        "--create-bucket",
         "--cluster-id",
         "src",
         "--shipper-id",
@@ -213,6 +215,7 @@ fn run_ships_and_stops_on_sigterm() {
             logs.to_str().expect("utf-8"),
             "--bucket",
             &bucket,
+            "--create-bucket",
             "--cluster-id",
             "src",
             "--tail-interval",
@@ -348,6 +351,7 @@ fn once_without_a_readable_log_dir_exits_2_naming_each() {
             logs,
             "--bucket",
             &bucket,
+            "--create-bucket",
             "--cluster-id",
             "src",
         ],
@@ -558,8 +562,9 @@ fn each_cause_of_an_error_is_printed_once() {
     source(&logs);
     let file = dir.path().join("a-file");
     std::fs::write(&file, "x").expect("write");
-    // The bucket dir cannot be created under a file: io error in a
-    // bucket error in the binary's error.
+    // The bucket dir cannot be looked at under a file: an io error in a
+    // bucket error in the binary's error (a setup error, with or without
+    // --create-bucket).
     let bucket = format!("file://{}/bucket", file.display());
     let (code, err, _) = once_in(
         dir.path(),
@@ -570,10 +575,11 @@ fn each_cause_of_an_error_is_printed_once() {
             &bucket,
             "--cluster-id",
             "src",
+            "--create-bucket",
         ],
     );
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("bucket directory"), "{err}");
+    assert!(err.contains(&format!("bucket {bucket}: ")), "{err}");
     assert_eq!(err.matches("Not a directory").count(), 1, "{err}");
 }
 
@@ -589,6 +595,7 @@ fn relative_log_dirs_resolve_against_the_working_directory_or_the_config_file() 
             "logs",
             "--bucket",
             &bucket,
+            "--create-bucket",
             "--cluster-id",
             "src",
         ],
@@ -610,7 +617,7 @@ fn relative_log_dirs_resolve_against_the_working_directory_or_the_config_file() 
     let elsewhere = tempfile::tempdir().expect("tempdir");
     let (code, err, _) = once_in(
         elsewhere.path(),
-        &["--config", file.to_str().expect("utf-8")],
+        &["--config", file.to_str().expect("utf-8"), "--create-bucket"],
     );
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("2 manifest versions"), "{err}");
@@ -630,6 +637,7 @@ fn once_that_ships_nothing_says_what_it_found() {
         &bucket,
         "--cluster-id",
         "src",
+        "--create-bucket",
     ];
     let (code, err, _) = once_in(dir.path(), &base);
     assert_eq!(code, 0, "{err}");
@@ -679,6 +687,7 @@ fn once_logs_words_without_colour_codes_when_stderr_is_not_a_terminal() {
             logs.to_str().expect("utf-8"),
             "--bucket",
             &bucket,
+            "--create-bucket",
             "--cluster-id",
             "src",
         ])

@@ -1,13 +1,19 @@
 //! `shipper doctor` driven as a binary: against the S3 test server (a bare
 //! bucket fails naming each setting with its fix; a bucket configured as
-//! infra/'s modules configure it passes), a missing bucket (exit 2) and a
-//! `file://` bucket. S3 cases fail without the S3 test server, unless
-//! `SEGMIRROR_SKIP_S3=1` skips them.
+//! infra/'s modules configure it passes; a mistyped cluster id fails), a
+//! missing bucket (exit 2) and a `file://` bucket (missing: 2; set up: 0;
+//! a mistyped cluster id: 1). S3 cases fail without the S3 test server,
+//! unless `SEGMIRROR_SKIP_S3=1` skips them.
+
+mod common;
 
 use std::process::Command;
 
+use common::s3_available;
+
 use doctor::testbed::{
-    Testbed, block_on, report_check as check, report_checks as checks, unique_bucket as unique,
+    Testbed, assert_mistyped_cluster, block_on, report_check as check, report_checks as checks,
+    unique_bucket as unique,
 };
 use manifest::layout::ClusterLayout;
 
@@ -23,11 +29,6 @@ fn shipper(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// Whether the S3 server is there (panics when it is required but not).
-fn s3_available() -> bool {
-    segmirror_testkit::needs::s3().is_some()
 }
 
 #[test]
@@ -160,6 +161,11 @@ fn a_bucket_configured_as_the_modules_configure_it_passes() {
         out.contains(&format!("expectations: file {expect}")),
         "{out}"
     );
+    // A mistyped cluster id fails (exit 1), naming the cluster there.
+    let url = format!("s3://{bucket}/kafka");
+    let (code, out, err) = shipper(&["doctor", "--bucket", &url, "--cluster-id", "cl", "--json"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_mistyped_cluster(&out, "c1");
 }
 
 #[test]
@@ -211,9 +217,23 @@ fn usage_errors_are_exit_2() {
 }
 
 #[test]
-fn a_file_bucket_gets_the_file_checks() {
+fn a_file_bucket_gets_the_file_layout_and_cluster_checks() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let url = format!("file://{}", dir.path().display());
+    let root = dir.path().join("bucket");
+    let url = format!("file://{}", root.display());
+    // No such directory: exit 2 naming both ways to set it up, nothing
+    // created.
+    let (code, out, err) = shipper(&["doctor", "--bucket", &url, "--cluster-id", "c1"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("no such directory"), "{err}");
+    assert!(
+        err.contains(&format!("shipper init --bucket {url} --cluster-id c1")),
+        "{err}"
+    );
+    assert!(!root.exists(), "doctor created the bucket");
+    // Set up for c1: every check passes or warns, exit 0.
+    let (code, out, err) = shipper(&["init", "--bucket", &url, "--cluster-id", "c1"]);
+    assert_eq!(code, 0, "{out}{err}");
     let (code, out, err) = shipper(&["doctor", "--bucket", &url, "--cluster-id", "c1"]);
     assert_eq!(code, 0, "{out}{err}");
     for id in [
@@ -222,17 +242,68 @@ fn a_file_bucket_gets_the_file_checks() {
         "file.rename*",
         "file.same-filesystem*",
         "file.free-space*",
+        "layout.clusters*",
+        "layout.keys*",
     ] {
         assert!(
             out.lines().any(|l| l.split_whitespace().nth(1) == Some(id)),
             "{id} missing:\n{out}"
         );
     }
+    let (_, out, _) = shipper(&["doctor", "--bucket", &url, "--cluster-id", "c1", "--json"]);
+    let c = checks(&out);
+    assert_eq!(check(&c, "layout.clusters")["status"], "pass", "{out}");
+    assert_eq!(check(&c, "layout.keys")["status"], "pass", "{out}");
+    // A mistyped cluster id fails (exit 1), naming what is there.
+    let (code, out, err) = shipper(&["doctor", "--bucket", &url, "--cluster-id", "cl", "--json"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_mistyped_cluster(&out, "c1");
+    // A foreign file in the layout fails layout.keys.
+    std::fs::write(root.join("segmirror/v1/c1/notes.txt"), b"x").expect("write");
+    let (code, out, _) = shipper(&["doctor", "--bucket", &url, "--cluster-id", "c1", "--json"]);
+    assert_eq!(code, 1, "{out}");
     assert_eq!(
-        std::fs::read_dir(dir.path()).expect("dir").count(),
-        0,
+        check(&checks(&out), "layout.keys")["status"],
+        "fail",
+        "{out}"
+    );
+    std::fs::remove_file(root.join("segmirror/v1/c1/notes.txt")).expect("rm");
+    // The probe left nothing behind: the marker is all there is.
+    let left: Vec<_> = walk(&root);
+    assert_eq!(
+        left,
+        vec!["segmirror/v1/c1/cluster.json".to_string()],
         "probe left behind"
     );
+    // Not a directory: exit 2.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").expect("write");
+    let (code, _, err) = shipper(&["doctor", "--bucket", &format!("file://{}", file.display())]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a directory"), "{err}");
+}
+
+/// Every file under `root`, relative, sorted.
+fn walk(root: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                out.push(
+                    p.strip_prefix(root)
+                        .expect("under root")
+                        .display()
+                        .to_string(),
+                );
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 #[test]
@@ -254,6 +325,7 @@ fn preflight_enforce_refuses_a_bare_bucket_before_shipping_and_warn_ships() {
             &url,
             "--cluster-id",
             "c1",
+            "--create-bucket",
             "--preflight",
             mode,
         ])

@@ -9,27 +9,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
+use common::shipper_cli as shipper;
 use common::*;
 use kafkalog::{LogConfig, LogDir};
 use serde_json::Value;
-
-fn shipper(args: &[&str]) -> (i32, String, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_shipper"));
-    c.env("RUST_LOG", "warn");
-    for (k, _) in std::env::vars() {
-        if k.starts_with("SEGMIRROR_") {
-            c.env_remove(k);
-        }
-    }
-    let out = c.args(args).output().expect("run shipper");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn append(root: &Path, batches: usize) {
     let dir = LogDir::open(root).expect("log dir");
@@ -58,7 +42,11 @@ fn once_exits_1_for_a_gap_until_it_is_acknowledged_and_again_for_a_later_one() {
     let logs_s = logs.to_str().expect("utf-8");
     let bucket = format!("file://{}", dir.path().join("bucket").display());
     let at = ["--bucket", bucket.as_str(), "--cluster-id", "src"];
-    let once = [&["once", "--log-dir", logs_s][..], &at[..]].concat();
+    let once = [
+        &["once", "--create-bucket", "--log-dir", logs_s][..],
+        &at[..],
+    ]
+    .concat();
     let ack = |offsets: &str| {
         let args = [
             &["gaps", "ack"][..],
@@ -172,6 +160,7 @@ fn once_over_log_dirs_without_topic_ids_exits_2_saying_why_and_what_to_do() {
     let bucket = format!("file://{}", dir.path().join("bucket").display());
     let once = [
         "once",
+        "--create-bucket",
         "--log-dir",
         logs_s,
         "--bucket",
@@ -219,7 +208,14 @@ fn on_a_tiered_topic_offsets_in_remote_storage_are_reported_not_lost() {
     let bucket = format!("file://{}", dir.path().join("bucket").display());
     let at = ["--bucket", bucket.as_str(), "--cluster-id", "src"];
     let once = [
-        &["once", "--log-dir", logs_s, "--tiered-topic", "orders"][..],
+        &[
+            "once",
+            "--create-bucket",
+            "--log-dir",
+            logs_s,
+            "--tiered-topic",
+            "orders",
+        ][..],
         &at[..],
     ]
     .concat();

@@ -2,8 +2,20 @@
 //! expected cluster ids, and every key under a cluster's root is one that
 //! `manifest::layout` builds (classified by
 //! [`manifest::layout::ClusterLayout::classify_key`], never by hand).
+//!
+//! A cluster is **there** when its root holds a key of the layout other
+//! than a doctor probe: the marker `shipper init` / `--create-bucket`
+//! writes, or shipped data: what the shipper requires before it ships
+//! (`shipper::bucket_init`). `layout.clusters` is must-have when cluster
+//! ids are expected: one that is not there fails (exit 1), since the
+//! shipper would refuse to ship there and the applier would find nothing;
+//! except in the applier's view of a bucket that holds no cluster at all
+//! yet (replication may not have copied anything: a warn).
+
+use manifest::layout::{ClusterLayout, KeyKind, parse_cluster_dir};
 
 use crate::report::{Check, Status};
+use crate::run::View;
 
 /// What a listing of the format root found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -19,11 +31,60 @@ pub struct Listing {
     pub keys_seen: usize,
     /// Whether the listing stopped at its limit.
     pub truncated: bool,
+    /// The bucket URL, for fixes.
+    pub bucket: String,
 }
 
-/// `layout.clusters` (advisory: a new deployment has no data yet) and
-/// `layout.keys` (must-have: nothing unreadable).
-pub fn checks(l: &Listing, expected: &[String]) -> Vec<Check> {
+impl Listing {
+    /// Classifies the keys a listing of `format_root` returned (`prefix`
+    /// is the bucket's); a cluster counts as found by a key of its layout
+    /// other than a doctor probe.
+    pub fn from_keys(
+        bucket: &str,
+        prefix: &str,
+        format_root: &str,
+        keys: &[String],
+        truncated: bool,
+    ) -> Listing {
+        let mut listing = Listing {
+            format_root: format_root.to_string(),
+            keys_seen: keys.len(),
+            truncated,
+            bucket: bucket.to_string(),
+            ..Listing::default()
+        };
+        for key in keys {
+            let cluster = key
+                .strip_prefix(&format!("{format_root}/"))
+                .and_then(|rest| rest.split_once('/'))
+                .and_then(|(cluster, _)| {
+                    parse_cluster_dir(prefix, &format!("{format_root}/{cluster}"))
+                });
+            let Some(cluster) = cluster else {
+                listing
+                    .unreadable
+                    .push(format!("{key}: not under a cluster id"));
+                continue;
+            };
+            match ClusterLayout::new(prefix, &cluster).map(|l| l.classify_key(key)) {
+                // A doctor probe (of a run in progress, or left by one
+                // that was killed) is harmless, and no sign of a cluster.
+                Ok(Ok(KeyKind::DoctorProbe)) => {}
+                Ok(Ok(_)) => {
+                    if !listing.clusters.contains(&cluster) {
+                        listing.clusters.push(cluster);
+                    }
+                }
+                Ok(Err(e)) | Err(e) => listing.unreadable.push(e.to_string()),
+            }
+        }
+        listing
+    }
+}
+
+/// `layout.clusters` (see the module docs) and `layout.keys` (must-have:
+/// nothing unreadable).
+pub fn checks(l: &Listing, expected: &[String], view: View) -> Vec<Check> {
     let found = if l.clusters.is_empty() {
         "none".to_string()
     } else {
@@ -34,17 +95,50 @@ pub fn checks(l: &Listing, expected: &[String]) -> Vec<Check> {
         .filter(|c| !l.clusters.contains(c))
         .map(String::as_str)
         .collect();
-    let clusters = if !missing.is_empty() {
+    let init = |ids: &[&str]| {
+        ids.iter()
+            .map(|id| format!("shipper init --bucket {} --cluster-id {id}", l.bucket))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let clusters = if !missing.is_empty() && !l.clusters.is_empty() {
         Check::new(
             "layout.clusters",
-            false,
-            Status::Warn,
+            true,
+            Status::Fail,
             format!(
-                "no data under {}/ for {} (found: {found}); the shipper may not have run yet",
+                "no marker or data under {}/ for {} (found clusters: {found}): a mistyped cluster id?",
                 l.format_root,
                 missing.join(", ")
             ),
-            "check the shipper's bucket and cluster_id (they make <prefix>/segmirror/v1/<cluster-id>/)",
+            format!(
+                "check the cluster id (the source's cluster.id in meta.properties); a new cluster sharing the bucket: {}",
+                init(&missing)
+            ),
+        )
+    } else if !missing.is_empty() && view == View::Applier {
+        Check::new(
+            "layout.clusters",
+            true,
+            Status::Warn,
+            format!(
+                "nothing under {}/ yet for {}: the shipper has not shipped, or replication has not copied it yet",
+                l.format_root,
+                missing.join(", ")
+            ),
+            "check --bucket (a mistyped bucket or prefix?), the shipper's bucket and the replication rule",
+        )
+    } else if !missing.is_empty() {
+        Check::new(
+            "layout.clusters",
+            true,
+            Status::Fail,
+            format!(
+                "nothing under {}/ for {}: not initialised (a mistyped bucket or prefix?); the shipper refuses to ship here",
+                l.format_root,
+                missing.join(", ")
+            ),
+            format!("{} (or shipper once|run --create-bucket)", init(&missing)),
         )
     } else if l.clusters.is_empty() {
         Check::new(
@@ -52,12 +146,12 @@ pub fn checks(l: &Listing, expected: &[String]) -> Vec<Check> {
             false,
             Status::Warn,
             format!("no segmirror data under {}/ yet", l.format_root),
-            "run the shipper (or check the bucket URL's prefix)",
+            "give --cluster-id to check a cluster; run shipper init (or check the bucket URL's prefix)",
         )
     } else {
         Check::pass(
             "layout.clusters",
-            false,
+            !expected.is_empty(),
             format!("{}/ holds clusters {found}", l.format_root),
         )
     };
@@ -95,19 +189,72 @@ mod tests {
     use super::*;
 
     #[test]
-    fn expected_clusters_and_readable_keys_pass() {
-        let l = Listing {
+    fn the_clusters_verdict() {
+        use Status::{Fail, Pass, Warn};
+        use View::{Applier, Shipper};
+        let listing = |found: &[&str]| Listing {
             format_root: "p/segmirror/v1".into(),
-            clusters: vec!["c1".into()],
-            keys_seen: 3,
+            clusters: found.iter().map(|c| c.to_string()).collect(),
+            keys_seen: found.len(),
+            bucket: "s3://b/p".into(),
             ..Listing::default()
         };
-        let c = checks(&l, &["c1".to_string()]);
-        assert_eq!(c[0].status, Status::Pass);
-        assert_eq!(c[1].status, Status::Pass);
-        let c = checks(&l, &["c2".to_string()]);
-        assert_eq!(c[0].status, Status::Warn);
-        assert!(c[0].evidence.contains("c2"));
+        // (found, expected, view, status, evidence contains)
+        type Row = (
+            &'static [&'static str],
+            &'static [&'static str],
+            View,
+            Status,
+            &'static str,
+        );
+        let rows: [Row; 9] = [
+            (&["c1"], &["c1"], Shipper, Pass, "holds clusters c1"),
+            (&["c1"], &["c1"], Applier, Pass, "holds clusters c1"),
+            (&["c1"], &["cl"], Shipper, Fail, "mistyped cluster id"),
+            (&["c1"], &["cl"], Applier, Fail, "mistyped cluster id"),
+            (&["c1", "c2"], &["c1", "c3"], Shipper, Fail, "for c3"),
+            (&[], &["c1"], Shipper, Fail, "not initialised"),
+            (
+                &[],
+                &["c1"],
+                Applier,
+                Warn,
+                "nothing under p/segmirror/v1/ yet",
+            ),
+            (&[], &[], Shipper, Warn, "no segmirror data"),
+            (&["c1"], &[], Applier, Pass, "holds clusters c1"),
+        ];
+        for (found, expected, view, status, text) in rows {
+            let expected: Vec<String> = expected.iter().map(|c| c.to_string()).collect();
+            let c = &checks(&listing(found), &expected, view)[0];
+            assert_eq!(c.status, status, "{found:?} {expected:?} {view:?}: {c:?}");
+            assert!(c.evidence.contains(text), "{text:?} not in {c:?}");
+            if status == Fail && !expected.is_empty() {
+                assert!(
+                    c.fix
+                        .contains("shipper init --bucket s3://b/p --cluster-id"),
+                    "{c:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn keys_are_classified_and_a_probe_is_no_sign_of_a_cluster() {
+        let l1 = ClusterLayout::new("p", "c1").expect("layout");
+        let l2 = ClusterLayout::new("p", "c2").expect("layout");
+        let probe = l2.doctor_probe_key(&manifest::layout::UploadId::new());
+        let keys = vec![
+            l1.marker_key(),
+            l1.head_key(3),
+            probe,
+            "p/segmirror/v1/c1/notes.txt".to_string(),
+            "p/segmirror/v1/stray".to_string(),
+        ];
+        let l = Listing::from_keys("s3://b/p", "p", "p/segmirror/v1", &keys, false);
+        assert_eq!(l.clusters, vec!["c1".to_string()]);
+        assert_eq!(l.keys_seen, 5);
+        assert_eq!(l.unreadable.len(), 2, "{:?}", l.unreadable);
     }
 
     #[test]
@@ -117,9 +264,9 @@ mod tests {
             clusters: vec!["c1".into()],
             unreadable: vec!["p/segmirror/v1/c1/notes.txt: not a key".into()],
             keys_seen: 4,
-            truncated: false,
+            ..Listing::default()
         };
-        let c = checks(&l, &[]);
+        let c = checks(&l, &[], View::Shipper);
         assert_eq!(c[1].status, Status::Fail);
         assert!(c[1].evidence.contains("notes.txt"));
     }

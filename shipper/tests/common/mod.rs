@@ -598,3 +598,27 @@ impl ObjectStore for FaultyStore {
         self.inner.copy_opts(from, to, options).await
     }
 }
+
+/// Runs the `shipper` binary with `args` (`RUST_LOG=warn`, no `SEGMIRROR_*`
+/// variable of the test's environment): exit code, stdout, stderr.
+pub fn shipper_cli(args: &[&str]) -> (i32, String, String) {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_shipper"));
+    c.env("RUST_LOG", "warn");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("SEGMIRROR_") {
+            c.env_remove(k);
+        }
+    }
+    let out = c.args(args).output().expect("run shipper");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Whether the S3 test server is there: false when `SEGMIRROR_SKIP_S3=1`
+/// skips it; panics (saying how to start it) when it is missing.
+pub fn s3_available() -> bool {
+    segmirror_testkit::needs::s3().is_some()
+}

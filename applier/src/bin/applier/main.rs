@@ -395,7 +395,8 @@ A table of checks: pass, warn or fail, the evidence (what the endpoint answered)
 (the Terraform variable or setting). --expect takes the two-region-dr example's output
 (terraform output -raw doctor_expectations > doctor.toml): its [destination] bucket is
 checked, and the [source] bucket's replication rule. Exit codes: 0 no must-have check fails;
-1 one does; 2 a usage or access error (no credentials, endpoint unreachable, no such bucket).")]
+1 one does (layout.clusters: a --cluster-id with no data while other clusters are there, a mistyped id);
+2 a usage or access error (no credentials, endpoint unreachable, no such bucket, no such file:// directory).")]
     Doctor(doctor::cli::DoctorArgs),
     /// Re-read the local log of every mirror partition and check it (CRCs, header fields, indexes), and sample bucket objects; exit 0 clean, 1 with each mismatch named.
     #[command(after_help = "Examples:

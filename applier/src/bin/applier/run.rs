@@ -46,7 +46,7 @@ pub(crate) fn require_bucket_dir(bucket: &BucketUrl) -> anyhow::Result<()> {
         && !root.is_dir()
     {
         anyhow::bail!(
-            "bucket {bucket}: {} is not a directory (a mistyped path? the shipper creates it)",
+            "bucket {bucket}: {} is not a directory (a mistyped path? a new bucket is set up by `shipper init --bucket {bucket} --cluster-id <source cluster id>`, or shipper once|run --create-bucket)",
             root.display()
         );
     }

@@ -4,6 +4,7 @@
 
 mod config_check;
 mod gaps;
+mod init;
 mod once;
 mod run;
 mod status;
@@ -18,6 +19,7 @@ use shipper::config::ByteSize;
 const EXAMPLES: &str = "Examples:
   shipper run    --log-dir /var/lib/kafka/data --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk
   shipper run    --config /etc/segmirror/shipper.toml --metrics-addr 0.0.0.0:9464
+  shipper init   --bucket file:///data/bucket --cluster-id src
   shipper once   --log-dir /data/a --log-dir /data/b --bucket file:///data/bucket --cluster-id src --topics 'orders|payments'
   shipper status --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk --json
   shipper gaps list --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk
@@ -33,7 +35,8 @@ S3 credentials and endpoint come from the standard AWS variables.
 
 Exit codes: 0 done; 1 a partition failed, an operation was refused, or the store is
 unreachable or refused a request (wrong region, access denied, no such bucket);
-2 a usage or setup error (bad flag or config, no readable log dir, no AWS credentials).";
+2 a usage or setup error (bad flag or config, no readable log dir, no AWS credentials,
+a bucket never set up for the cluster id: `shipper init` or --create-bucket).";
 
 #[derive(Parser)]
 #[command(
@@ -188,19 +191,35 @@ enum Cmd {
   shipper run --config /etc/segmirror/shipper.toml --metrics-addr 0.0.0.0:9464 --rate-limit 200MiB
   shipper run --config /etc/segmirror/shipper.toml --exclude-groups 'console-consumer-.*|connect-.*'
 
-SIGINT or SIGTERM: the cycle in progress finishes (uploads, manifests, head), then the process exits 0.")]
+SIGINT or SIGTERM: the cycle in progress finishes (uploads, manifests, head), then the process exits 0.
+At start, a bucket never set up for the cluster id is refused (exit 2; `shipper init`, or
+--create-bucket), and a store that does not answer that check within --store-timeout is exit 1.")]
     Run(run::RunArgs),
     /// Ship everything shippable now, then exit (0: done; 1: a partition failed or the store is unreachable; 2: bad usage or no readable log dir).
     #[command(after_help = "Examples:
-  shipper once --log-dir /data/kafka --bucket file:///data/bucket --cluster-id src
+  shipper once --log-dir /data/kafka --bucket file:///data/bucket --cluster-id src --create-bucket
   shipper once --config /etc/segmirror/shipper.toml --topics 'orders|payments' --exclude 'tmp-.*'
   shipper once --log-dir data --bucket s3://dr-bucket/segmirror --cluster-id src --store-timeout 20s
 
 Exit codes: 0 shipped (or found nothing to ship: a line says what it found); 1 a partition
 failed, a gap is not acknowledged (shipper gaps ack), or the store did not answer within
 --store-timeout (default 60s); 2 a usage or configuration error, none of the log dirs is
-readable, or no partition has a topic id (Kafka before 2.8 writes no partition.metadata).")]
+readable, no partition has a topic id (Kafka before 2.8 writes no partition.metadata), or
+the bucket was never set up for this cluster (`shipper init`, or --create-bucket).")]
     Once(run::OnceArgs),
+    /// Set up a bucket for a cluster (create the file:// directory, write the cluster's marker); idempotent (0: created or already there).
+    #[command(after_help = "Examples:
+  shipper init --bucket file:///data/bucket --cluster-id src
+  shipper init --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk
+  shipper init --config /etc/segmirror/shipper.toml
+
+once and run ship only into a bucket set up for their cluster id: one whose
+<prefix>/segmirror/v1/<cluster-id>/ holds the marker this writes
+(cluster.json) or shipped data; anything else (a mistyped path, prefix or
+cluster id) is refused with exit 2 unless --create-bucket is given.
+Exit codes: 0 initialised (a line says: created, or already there); 1 the
+store refused or did not answer; 2 a usage error.")]
+    Init(init::InitArgs),
     /// Per-partition shipped end, source high watermark and lag, from the bucket.
     #[command(after_help = "Examples:
   shipper status --bucket s3://dr-bucket/segmirror --cluster-id MkU3OEVBNTcwNTJENDM2Qk
@@ -215,8 +234,9 @@ readable, or no partition has a topic id (Kafka before 2.8 writes no partition.m
 A table of checks: pass, warn or fail, the evidence (what the endpoint answered) and the fix
 (the Terraform variable or setting). --expect takes the two-region-dr example's output
 (terraform output -raw doctor_expectations > doctor.toml); without it the table states the
-defaults. Exit codes: 0 no must-have check fails; 1 one does; 2 a usage or access error
-(no credentials, endpoint unreachable, no such bucket).")]
+defaults. Exit codes: 0 no must-have check fails; 1 one does (layout.clusters: a --cluster-id
+with neither marker nor data, a mistyped id or a bucket not set up by shipper init); 2 a usage
+or access error (no credentials, endpoint unreachable, no such bucket, no such file:// directory).")]
     Doctor(doctor::cli::DoctorArgs),
     /// Gaps: offsets the source lost before they were shipped (list them; acknowledge one).
     #[command(after_help = "Examples:
@@ -266,6 +286,7 @@ fn main() -> ExitCode {
         match cli.command {
             Cmd::Run(a) => run::run(a).await,
             Cmd::Once(a) => once::once(a).await,
+            Cmd::Init(a) => init::init(a).await,
             Cmd::Status(a) => status::status(a).await,
             Cmd::Gaps { command } => gaps::gaps(command).await,
             Cmd::Doctor(a) => Ok(doctor::cli::main("shipper", doctor::View::Shipper, a).await),

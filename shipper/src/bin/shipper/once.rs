@@ -10,6 +10,10 @@
 //! timeout, runs before any partition is walked); a run that shipped
 //! nothing says what it found in one line.
 //!
+//! A bucket never set up (a `file://` directory that does not exist, or no
+//! key of this cluster under the prefix: `shipper::bucket_init`) is exit 2
+//! naming both ways out, unless `--create-bucket` sets it up.
+//!
 //! A recognised bucket problem ([`manifest::diagnosis`]: no credentials,
 //! wrong region, access denied, no such bucket, unreachable endpoint) is
 //! one line naming what was tried and the fix: exit 1, but 2 for missing
@@ -55,6 +59,11 @@ pub(crate) async fn once(args: OnceArgs) -> anyhow::Result<u8> {
     if let Some(problem) = diagnosis::check_before_first_request(&bucket).await {
         eprintln!("shipper: error: {problem}");
         return Ok(problem.exit_code());
+    }
+    // A bucket never set up is refused (a typo), or set up on request.
+    let cluster = v.options.cluster_id.clone();
+    if let Some(code) = crate::init::require(&bucket, &cluster, args.create_bucket, timeout).await {
+        return Ok(code);
     }
     if let Some(code) = crate::run::preflight(&v).await {
         return Ok(code);

@@ -12,7 +12,7 @@ use crate::Common;
 #[derive(clap::Args)]
 pub(crate) struct RunArgs {
     #[command(flatten)]
-    pub(crate) common: Common,
+    pub(crate) once: OnceArgs,
     #[command(flatten)]
     pub(crate) intervals: crate::Intervals,
 }
@@ -22,6 +22,9 @@ pub(crate) struct RunArgs {
 pub(crate) struct OnceArgs {
     #[command(flatten)]
     pub(crate) common: Common,
+    /// Set up a new bucket: create the file:// directory or start an empty S3 prefix for this cluster (as `shipper init` does); without it a bucket never set up is refused (exit 2) [default: false].
+    #[arg(long)]
+    pub(crate) create_bucket: bool,
 }
 
 /// Builds the shipper from a validated configuration, with metrics served
@@ -94,7 +97,18 @@ pub(crate) async fn preflight(v: &Validated) -> Option<u8> {
 }
 
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let v = args.intervals.over(args.common.load()?).validate()?;
+    let v = args.intervals.over(args.once.common.load()?).validate()?;
+    let cluster = v.options.cluster_id.clone();
+    if let Some(code) = crate::init::require(
+        &v.bucket,
+        &cluster,
+        args.once.create_bucket,
+        v.store_timeout,
+    )
+    .await
+    {
+        return Ok(code);
+    }
     if let Some(code) = preflight(&v).await {
         return Ok(code);
     }
