@@ -128,6 +128,16 @@ pub enum Refusal {
         /// The source's mirror state.
         state: String,
     },
+    /// Preparing would cut records of this partition's own that the source
+    /// does not give back, and the operator did not allow it
+    /// ([`crate::cut`]).
+    #[error(
+        "{cut} would be cut: records of this partition's own that the source does not have; nothing was changed (give --allow-truncate to cut them on purpose)"
+    )]
+    WouldCut {
+        /// The offsets.
+        cut: crate::cut::Cut,
+    },
 }
 
 /// Which row of the failback LME table chose the cut (see the module doc).
