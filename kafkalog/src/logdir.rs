@@ -17,6 +17,11 @@
 //! lock is not the `fcntl` lock a Kafka broker takes on the same file, so it
 //! keeps segmirror processes apart, not a broker.
 //!
+//! A Kafka broker locks the same `.lock` with a POSIX record lock (Java's
+//! `FileChannel.tryLock`, `fcntl(F_SETLK)`), which `flock` does not see:
+//! [`posix_lock_holder`] asks for it with `fcntl(F_GETLK)` (it takes no
+//! lock), so the applier can refuse a dir a running broker owns.
+//!
 //! The root checkpoints are shared by all partitions of the dir: each update
 //! rewrites the file atomically with this process's view merged into what
 //! the file held when the dir was opened.
@@ -163,6 +168,50 @@ impl Shared {
         }
         c.dirty = false;
         Ok(())
+    }
+}
+
+/// Who holds a POSIX record lock (`fcntl`) on `root/.lock`, as a running
+/// Kafka broker does on each of its log dirs: `Ok(None)` when nobody (or
+/// the dir or file does not exist), else the holder's process id as the
+/// kernel reports it. Takes no lock and creates nothing. The `flock` that
+/// [`LogDir::open`] takes is a different lock and is not reported.
+pub fn posix_lock_holder(root: &Path) -> Result<Option<String>> {
+    use rustix::process::{Flock, FlockOffsetType, FlockType, fcntl_getlk};
+    let lock_path = root.join(LOCK_FILE);
+    let file = match OpenOptions::new().read(true).write(true).open(&lock_path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("open", &lock_path)(e)),
+    };
+    // Would a write lock over the whole file be granted?
+    let probe = Flock {
+        start: 0,
+        length: 0,
+        pid: None,
+        typ: FlockType::WriteLock,
+        offset_type: FlockOffsetType::Set,
+    };
+    match fcntl_getlk(&file, &probe) {
+        Ok(None) => Ok(None),
+        Ok(Some(held)) => Ok(Some(
+            held.pid
+                .map_or_else(|| "?".to_string(), |p| p.as_raw_nonzero().to_string()),
+        )),
+        Err(e) => Err(Error::io("fcntl(F_GETLK)", &lock_path)(e.into())),
+    }
+}
+
+/// Refuses a log dir whose `.lock` a running broker holds
+/// ([`posix_lock_holder`]) with [`Error::OwnedByBroker`].
+pub fn refuse_if_owned_by_broker(root: &Path) -> Result<()> {
+    match posix_lock_holder(root)? {
+        None => Ok(()),
+        Some(pid) => Err(Error::OwnedByBroker {
+            path: root.to_path_buf(),
+            lock: root.join(LOCK_FILE),
+            pid,
+        }),
     }
 }
 
