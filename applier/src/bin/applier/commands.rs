@@ -24,6 +24,9 @@ pub(crate) struct CommandArgs {
     /// Every mirror partition in the log dir.
     #[arg(long)]
     all: bool,
+    /// start only: allow cutting records of a partition's own when it becomes (or resumes as) a mirror: a plain partition with data past what the source shipped, or a STOPPED one with writes since its stop. Without it such a start is refused (exit 1), naming the offsets; `applier plan` shows them.
+    #[arg(long)]
+    allow_truncate: bool,
     /// How long to wait for a running `applier run` to perform the command, e.g. 30s, 2m.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_timeout)]
     timeout: Duration,
@@ -41,6 +44,9 @@ pub(crate) async fn run(command: Command, args: CommandArgs) -> anyhow::Result<u
     // `start` pins the source it mirrors: without the bucket and the
     // source cluster id it would pin an empty identity, so both are required.
     let v = args.common.load()?.validate(command == Command::Start)?;
+    if args.allow_truncate && command != Command::Start {
+        anyhow::bail!("--allow-truncate is an option of start (and of run and once), not of {command}");
+    }
     // Only `start` may begin a mirror in a new log dir; the others act on
     // mirrors that exist, so a mistyped dir is an error, never created.
     if command != Command::Start && !v.options.log_dir.is_dir() {
@@ -53,7 +59,11 @@ pub(crate) async fn run(command: Command, args: CommandArgs) -> anyhow::Result<u
     }
     let store = v.bucket.as_ref().map(|b| b.build()).transpose()?;
     let outcomes = match Applier::open(v.options.clone(), store) {
-        Ok(mut applier) => applier.command(command, &args.topic_names, args.all).await,
+        Ok(mut applier) => {
+            applier
+                .command_allowing(command, &args.topic_names, args.all, args.allow_truncate)
+                .await
+        }
         Err(e)
             if e.downcast_ref::<kafkalog::Error>()
                 .is_some_and(|k| matches!(k, kafkalog::Error::Locked { .. })) =>
@@ -63,6 +73,7 @@ pub(crate) async fn run(command: Command, args: CommandArgs) -> anyhow::Result<u
                 command,
                 &args.topic_names,
                 args.all,
+                args.allow_truncate,
                 args.timeout,
             )?
         }
