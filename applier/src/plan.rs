@@ -47,8 +47,13 @@ pub struct PartitionPlan {
     pub fetch_objects: u64,
     /// Bytes of those objects.
     pub fetch_bytes: u64,
-    /// Why the partition would be refused (it would go FAILED).
+    /// Why the partition would be refused (it would go FAILED, or, for a
+    /// cut of its own records without `--allow-truncate`, stay as it is).
     pub refused: Option<String>,
+    /// Records of the partition's own that the plan cuts and the source
+    /// does not give back (`manifest::cut`): a start needs
+    /// `--allow-truncate` for them. `None`: nothing of its own is cut.
+    pub cut: Option<manifest::cut::Cut>,
 }
 
 /// The local log as `kafkalog::reader` sees it, without the lock.
@@ -149,6 +154,7 @@ pub async fn plan_all(
                         fetch_objects: 0,
                         fetch_bytes: 0,
                         refused: None,
+                        cut: None,
                     });
                     continue;
                 }
@@ -166,6 +172,7 @@ pub async fn plan_all(
             fetch_objects: 0,
             fetch_bytes: 0,
             refused: None,
+            cut: None,
         };
         let action = match state {
             None | Some(PartitionState::Stopped) | Some(PartitionState::Failed) => "start",
@@ -286,6 +293,23 @@ pub async fn plan_all(
             .and_then(|()| reconcile::plan_follow(&manifest, &view))
         };
         row.action = action;
+        // A cut of the partition's own records needs --allow-truncate
+        // (unless the start that made it PREPARING was given it).
+        let guard = match (&planned, action) {
+            (Ok(plan), "start") => {
+                manifest::cut::check(&record, plan, &view, &manifest, record.truncate_allowed)
+            }
+            _ => Ok(None),
+        };
+        match guard {
+            Ok(cut) => row.cut = cut,
+            Err(refusal) => {
+                if let reconcile::Refusal::WouldCut { cut } = &refusal {
+                    row.cut = Some(*cut);
+                }
+                row.refused = Some(refusal.to_string());
+            }
+        }
         match planned {
             Ok(plan) => {
                 let (objects, bytes) = to_fetch(&manifest, plan.fetch_from);
@@ -299,7 +323,12 @@ pub async fn plan_all(
                     );
                 }
                 row.summary = format!(
-                    "{}{}fetch from {} ({objects} objects, {bytes} bytes; source shipped to {})",
+                    "{}{}{}fetch from {} ({objects} objects, {bytes} bytes; source shipped to {})",
+                    match (&row.refused, &row.cut) {
+                        (Some(why), _) => format!("refused: {why}; with --allow-truncate: "),
+                        (None, Some(cut)) => format!("cuts {cut} of its own (allowed); "),
+                        (None, None) => String::new(),
+                    },
                     steps.join("; "),
                     if steps.is_empty() { "" } else { "; then " },
                     plan.fetch_from,

@@ -45,7 +45,9 @@ pub(crate) async fn run(command: Command, args: CommandArgs) -> anyhow::Result<u
     // source cluster id it would pin an empty identity, so both are required.
     let v = args.common.load()?.validate(command == Command::Start)?;
     if args.allow_truncate && command != Command::Start {
-        anyhow::bail!("--allow-truncate is an option of start (and of run and once), not of {command}");
+        anyhow::bail!(
+            "--allow-truncate is an option of start (and of run and once), not of {command}"
+        );
     }
     // Only `start` may begin a mirror in a new log dir; the others act on
     // mirrors that exist, so a mistyped dir is an error, never created.
