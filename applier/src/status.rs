@@ -206,9 +206,11 @@ pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
             continue;
         };
         // A running daemon's numbers are fresh (and cheap); otherwise read
-        // the log's files.
+        // the log's files. A STOPPED partition's always come from its files:
+        // producers write it between the daemon's cycles, or with no daemon.
+        let stopped = record.state.state() == manifest::state::PartitionState::Stopped;
         let bounds = match l.and_then(|l| l.local_log_start_offset.zip(l.local_log_end_offset)) {
-            Some(bounds) if fresh => Ok(bounds),
+            Some(bounds) if fresh && !stopped => Ok(bounds),
             _ => log_bounds(&reader),
         };
         let mut r = match bounds {

@@ -54,12 +54,17 @@ pub async fn publish(
     upload: &str,
 ) -> PartitionManifest {
     let reader = PartitionReader::open(source, t).expect("reader");
+    // The source partition's own topic id (`topic_id()` when it has none).
+    let id = reader
+        .metadata()
+        .expect("partition.metadata")
+        .map_or_else(topic_id, |m| m.topic_id);
     let pk = PartitionKey {
         tp: t.clone(),
-        topic_id: topic_id(),
+        topic_id: id,
     };
     let segments = reader.segments().expect("segments");
-    let mut m = PartitionManifest::new(store.layout().cluster_id(), t, topic_id());
+    let mut m = PartitionManifest::new(store.layout().cluster_id(), t, id);
     m.mirror_origin = manifest::mirror_state::MirrorRecord::read(reader.dir())
         .expect("record")
         .map(|r| r.origin());
