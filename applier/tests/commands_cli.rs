@@ -374,9 +374,17 @@ async fn resume_after_stop_cuts_the_local_write_and_logs_in_words() {
         assert_eq!(p.log_end_offset(), 50);
         p.close().expect("close");
     }
+    // The local writes are cut on purpose (`guards.rs`: refused without).
     step(
         [
-            &["start", "--log-dir", log, "--topic", "orders"][..],
+            &[
+                "start",
+                "--log-dir",
+                log,
+                "--topic",
+                "orders",
+                "--allow-truncate",
+            ][..],
             &identity,
         ]
         .concat(),
