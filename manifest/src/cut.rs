@@ -144,6 +144,9 @@ mod tests {
     }
 
     type Log = &'static [(i32, i64)];
+    /// The cut allowed (`Ok`), or refused (`Err`), as (first, last).
+    type Want = Result<Option<(i64, i64)>, (i64, i64)>;
+    type Row = (&'static str, Came, Log, i64, i64, Log, i64, i64, bool, Want);
 
     /// How the record says the partition came to PREPARING.
     #[derive(Clone, Copy)]
@@ -182,7 +185,7 @@ mod tests {
         // source lineage, source log start, shipped end, allowed,
         // expected: Ok(cut) or Err(cut refused)
         #[rustfmt::skip]
-        let rows: &[(&str, Came, Log, i64, i64, Log, i64, i64, bool, Result<Option<(i64, i64)>, (i64, i64)>)] = &[
+        let rows: &[Row] = &[
             ("a mirror's own divergence is never guarded",
                 Came::Mirror, &[(0, 0), (3, 90)], 0, 120, &[(0, 0), (2, 90)], 0, 150, false, Ok(None)),
             ("adopted, the source has all of it: nothing cut",
