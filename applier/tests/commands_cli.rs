@@ -13,18 +13,7 @@ use kafkalog::{LogConfig, LogDir};
 use manifest::mirror_state::MirrorRecord;
 
 fn applier(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_applier"))
-        .args(args)
-        .env_remove("SEGMIRROR_BUCKET")
-        .env_remove("SEGMIRROR_SOURCE_CLUSTER_ID")
-        .env_remove("SEGMIRROR_APPLIER_CONFIG")
-        .env("RUST_LOG", "error")
-        .output()
-        .expect("run applier");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout),
-    )
+    common::run_applier(env!("CARGO_BIN_EXE_applier"), args)
 }
 
 #[test]

@@ -31,19 +31,29 @@ use manifest::mirror_state::MirrorRecord;
 use manifest::store::ManifestStore;
 
 fn applier(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_applier"))
-        .args(args)
-        .env_remove("SEGMIRROR_BUCKET")
-        .env_remove("SEGMIRROR_SOURCE_CLUSTER_ID")
-        .env_remove("SEGMIRROR_CLUSTER_ID")
-        .env_remove("SEGMIRROR_APPLIER_CONFIG")
-        .env("RUST_LOG", "error")
-        .output()
-        .expect("run applier");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout),
-    )
+    common::run_applier(env!("CARGO_BIN_EXE_applier"), args)
+}
+
+/// `applier CMD --log-dir LOG --bucket BUCKET --source-cluster-id SOURCE EXTRA...`
+fn on(cmd: &str, log: &Path, bucket: &str, source: &str, extra: &[&str]) -> (i32, String) {
+    let args: Vec<&str> = [
+        cmd,
+        "--log-dir",
+        s(log),
+        "--bucket",
+        bucket,
+        "--source-cluster-id",
+        source,
+    ]
+    .into_iter()
+    .chain(extra.iter().copied())
+    .collect();
+    applier(&args)
+}
+
+/// `text`, a status row or a plan row's field, says `needle`.
+fn says(value: &serde_json::Value, needle: &str) -> bool {
+    value.as_str().is_some_and(|v| v.contains(needle))
 }
 
 fn s(p: &Path) -> &str {
@@ -189,47 +199,26 @@ async fn a_plain_partition_ahead_of_the_bucket_is_not_cut_without_allow_truncate
     let (source, bucket) = source_ahead_of_its_bucket(dir.path()).await;
     let before = dir.path().join("before");
     copy_dir(&source, &before);
-    let base = [
-        "--log-dir",
-        s(&source),
-        "--bucket",
-        &bucket,
-        "--source-cluster-id",
-        SOURCE,
-    ];
-    let with = |extra: &[&'static str], cmd: &'static str| -> Vec<String> {
-        std::iter::once(cmd)
-            .chain(base.iter().copied())
-            .chain(extra.iter().copied())
-            .map(str::to_string)
-            .collect()
-    };
-    let run = |args: Vec<String>| {
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        applier(&refs)
-    };
+    let run = |cmd: &str, extra: &[&str]| on(cmd, &source, &bucket, SOURCE, extra);
     let cut = "offsets 100..149 (50 records) would be cut";
 
     // plan shows the cut and the refusal, table and JSON.
-    let (code, out) = run(with(&["--topics", ".*"], "plan"));
+    let (code, out) = run("plan", &["--topics", ".*"]);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains(cut) && out.contains("--allow-truncate"),
         "{out}"
     );
-    let (code, out) = run(with(&["--topics", ".*", "--json"], "plan"));
+    let (code, out) = run("plan", &["--topics", ".*", "--json"]);
     assert_eq!(code, 0, "{out}");
     let plan: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
     let row = &plan["partitions"][0];
     assert_eq!(row["cut"]["first_offset"], 100, "{row}");
     assert_eq!(row["cut"]["last_offset"], 149, "{row}");
-    assert!(
-        row["refused"].as_str().is_some_and(|r| r.contains(cut)),
-        "{row}"
-    );
+    assert!(says(&row["refused"], cut), "{row}");
 
     // once --topics: refused, exit 1, named; the log as it was.
-    let (code, out) = run(with(&["--topics", ".*"], "once"));
+    let (code, out) = run("once", &["--topics", ".*"]);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("orders-0") && out.contains(cut) && out.contains("--allow-truncate"),
@@ -238,12 +227,9 @@ async fn a_plain_partition_ahead_of_the_bucket_is_not_cut_without_allow_truncate
     assert_intact(&before, &source, "once");
     // ... and visible in status, not skipped.
     let row = orders_row(&status_json(&source));
-    assert!(
-        row["last_error"].as_str().is_some_and(|e| e.contains(cut)),
-        "{row}"
-    );
+    assert!(says(&row["last_error"], cut), "{row}");
     // start: refused the same way, exit 1.
-    let (code, out) = run(with(&["--topic", "orders"], "start"));
+    let (code, out) = run("start", &["--topic", "orders"]);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("orders-0: refused") && out.contains(cut),
@@ -252,7 +238,7 @@ async fn a_plain_partition_ahead_of_the_bucket_is_not_cut_without_allow_truncate
     assert_intact(&before, &source, "start");
 
     // start --allow-truncate: PREPARING, the cut shown by status.
-    let (code, out) = run(with(&["--topic", "orders", "--allow-truncate"], "start"));
+    let (code, out) = run("start", &["--topic", "orders", "--allow-truncate"]);
     assert_eq!(code, 0, "{out}");
     let row = orders_row(&status_json(&source));
     assert_eq!(row["state"], "PREPARING", "{row}");
@@ -264,7 +250,7 @@ async fn a_plain_partition_ahead_of_the_bucket_is_not_cut_without_allow_truncate
         "{table}"
     );
     // The start's permission carries to the run that prepares it.
-    let (code, out) = run(with(&[], "once"));
+    let (code, out) = run("once", &[]);
     assert_eq!(code, 0, "{out}");
     assert_eq!(log_end(&source), 100, "cut back to what was shipped");
     let row = orders_row(&status_json(&source));
@@ -276,18 +262,13 @@ async fn a_plain_partition_ahead_of_the_bucket_is_not_cut_without_allow_truncate
 async fn once_with_allow_truncate_makes_the_plain_partition_a_mirror() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (source, bucket) = source_ahead_of_its_bucket(dir.path()).await;
-    let (code, out) = applier(&[
+    let (code, out) = on(
         "once",
-        "--log-dir",
-        s(&source),
-        "--bucket",
+        &source,
         &bucket,
-        "--source-cluster-id",
         SOURCE,
-        "--topics",
-        ".*",
-        "--allow-truncate",
-    ]);
+        &["--topics", ".*", "--allow-truncate"],
+    );
     assert_eq!(code, 0, "{out}");
     assert_eq!(log_end(&source), 100);
     assert_eq!(orders_row(&status_json(&source))["state"], "MIRRORING");
@@ -338,10 +319,7 @@ async fn run_refuses_the_partition_loudly_and_shows_it_in_status() {
     let mut shown = None;
     while shown.is_none() && Instant::now() < deadline {
         let row = orders_row(&status_json(&source));
-        if row["last_error"]
-            .as_str()
-            .is_some_and(|e| e.contains("offsets 100..149"))
-        {
+        if says(&row["last_error"], "offsets 100..149") {
             shown = Some(row);
         } else {
             std::thread::sleep(Duration::from_millis(100));
@@ -366,21 +344,7 @@ async fn start_on_a_stopped_partition_with_local_writes_needs_allow_truncate() {
     let (bucket, store) = file_bucket(&dir.path().join("bucket"));
     produce_into(&source, common::topic_id(), 100);
     publish(&store, &source, &tp("orders"), "u1").await;
-    let base = [
-        "--log-dir",
-        s(&dest),
-        "--bucket",
-        &bucket,
-        "--source-cluster-id",
-        SOURCE,
-    ];
-    let run = |cmd: &str, extra: &[&str]| {
-        let args: Vec<&str> = std::iter::once(cmd)
-            .chain(base.iter().copied())
-            .chain(extra.iter().copied())
-            .collect();
-        applier(&args)
-    };
+    let run = |cmd: &str, extra: &[&str]| on(cmd, &dest, &bucket, SOURCE, extra);
     let (code, out) = run("once", &["--topics", ".*"]);
     assert_eq!(code, 0, "{out}");
     let (code, out) = applier(&["stop", "--log-dir", s(&dest), "--all"]);
@@ -474,35 +438,19 @@ async fn a_log_dir_a_running_broker_locks_is_refused_until_it_stops() {
     let before = dir.path().join("before");
     copy_dir(&old, &before);
     let once = || {
-        applier(&[
+        on(
             "once",
-            "--log-dir",
-            s(&old),
-            "--bucket",
+            &old,
             &bucket,
-            "--source-cluster-id",
             SOURCE,
-            "--cluster-id",
-            "dst",
-            "--topics",
-            ".*",
-        ])
+            &["--cluster-id", "dst", "--topics", ".*"],
+        )
     };
     for (what, (code, out)) in [
         ("once", once()),
         (
             "start",
-            applier(&[
-                "start",
-                "--log-dir",
-                s(&old),
-                "--bucket",
-                &bucket,
-                "--source-cluster-id",
-                SOURCE,
-                "--topic",
-                "orders",
-            ]),
+            on("start", &old, &bucket, SOURCE, &["--topic", "orders"]),
         ),
     ] {
         assert_eq!(code, 2, "{what}: {out}");
@@ -560,19 +508,7 @@ async fn re_pinning_a_preparing_partition_replaces_the_first_pin() {
     produce_into(&src_b, id_b, 60);
     publish(&store_of(&bucket, "src-a"), &src_a, &tp("orders"), "u1").await;
     publish(&store_of(&bucket, "src-b"), &src_b, &tp("orders"), "u1").await;
-    let start = |source: &str| {
-        applier(&[
-            "start",
-            "--log-dir",
-            s(&dest),
-            "--bucket",
-            &bucket,
-            "--source-cluster-id",
-            source,
-            "--topic",
-            "orders",
-        ])
-    };
+    let start = |source: &str| on("start", &dest, &bucket, source, &["--topic", "orders"]);
     let (code, out) = start("src-a");
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("orders-0: PREPARING"), "{out}");
@@ -586,15 +522,7 @@ async fn re_pinning_a_preparing_partition_replaces_the_first_pin() {
         .expect("read")
         .expect("present");
     assert_eq!(meta.topic_id, id_b, "the first pin's topic id is gone");
-    let (code, out) = applier(&[
-        "once",
-        "--log-dir",
-        s(&dest),
-        "--bucket",
-        &bucket,
-        "--source-cluster-id",
-        "src-b",
-    ]);
+    let (code, out) = on("once", &dest, &bucket, "src-b", &[]);
     assert_eq!(code, 0, "{out}");
     let row = orders_row(&status_json(&dest));
     assert_eq!(row["state"], "MIRRORING", "{row}");

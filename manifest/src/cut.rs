@@ -122,26 +122,8 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lineage::EpochLineage;
+    use crate::reconcile::tests::{lin, topic_id, tp};
     use crate::reconcile::{Surroundings, plan_preparation};
-    use kafkalog::checkpoint::EpochEntry;
-    use kafkalog::topic::{TopicId, TopicPartition};
-
-    fn lin(entries: &[(i32, i64)]) -> EpochLineage {
-        EpochLineage::from_entries(entries.iter().map(|&(epoch, start_offset)| EpochEntry {
-            epoch,
-            start_offset,
-        }))
-        .expect("valid lineage")
-    }
-
-    fn tp() -> TopicPartition {
-        TopicPartition::new("orders", 0).expect("tp")
-    }
-
-    fn topic_id() -> TopicId {
-        "vVw7a5a_QkWcK7JvBD2t8Q".parse().expect("id")
-    }
 
     type Log = &'static [(i32, i64)];
     /// The cut allowed (`Ok`), or refused (`Err`), as (first, last).

@@ -625,7 +625,7 @@ pub fn plan_stop(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::partition::MirrorOrigin;
     use crate::state;
@@ -634,7 +634,7 @@ mod tests {
     const SRC: &str = "cluster-b";
     const HERE: &str = "cluster-a";
 
-    fn lin(entries: &[(i32, i64)]) -> EpochLineage {
+    pub(crate) fn lin(entries: &[(i32, i64)]) -> EpochLineage {
         EpochLineage::from_entries(entries.iter().map(|&(epoch, start_offset)| EpochEntry {
             epoch,
             start_offset,
@@ -642,11 +642,11 @@ mod tests {
         .expect("valid lineage")
     }
 
-    fn tp() -> TopicPartition {
+    pub(crate) fn tp() -> TopicPartition {
         TopicPartition::new("orders", 0).expect("tp")
     }
 
-    fn topic_id() -> TopicId {
+    pub(crate) fn topic_id() -> TopicId {
         "vVw7a5a_QkWcK7JvBD2t8Q".parse().expect("id")
     }
 

@@ -164,3 +164,22 @@ pub fn file_bucket(dir: &Path) -> (String, ManifestStore) {
     let layout = manifest::layout::ClusterLayout::new("", SOURCE).expect("layout");
     (url, ManifestStore::new(object_store, layout))
 }
+
+/// Runs the applier binary `bin` with `args`, none of the settings that
+/// the environment could add (bucket, source, cluster id, config file) and
+/// errors-only logs: its exit code and its stderr then stdout.
+pub fn run_applier(bin: &str, args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(bin)
+        .args(args)
+        .env_remove("SEGMIRROR_BUCKET")
+        .env_remove("SEGMIRROR_SOURCE_CLUSTER_ID")
+        .env_remove("SEGMIRROR_CLUSTER_ID")
+        .env_remove("SEGMIRROR_APPLIER_CONFIG")
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("run applier");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout),
+    )
+}
