@@ -532,3 +532,96 @@ async fn re_pinning_a_preparing_partition_replaces_the_first_pin() {
         "a copy of the new source"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_handed_to_the_daemon_carries_allow_truncate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (source, bucket) = source_ahead_of_its_bucket(dir.path()).await;
+    let before = dir.path().join("before");
+    copy_dir(&source, &before);
+    // A daemon holds the log dir (no --topics: nothing starts by itself).
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_applier"))
+        .args([
+            "run",
+            "--log-dir",
+            s(&source),
+            "--bucket",
+            &bucket,
+            "--source-cluster-id",
+            SOURCE,
+            "--poll-interval",
+            "100ms",
+        ])
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn run");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while LogDir::open(&source).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "the daemon never took the log dir"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let start = |extra: &[&str]| {
+        let args = [&["--topic", "orders", "--timeout", "30s"][..], extra].concat();
+        on("start", &source, &bucket, SOURCE, &args)
+    };
+    let (code, out) = start(&[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("orders-0: refused") && out.contains("offsets 100..149 (50 records)"),
+        "{out}"
+    );
+    assert_intact(&before, &source, "start handed to the daemon");
+    let (code, out) = start(&["--allow-truncate"]);
+    assert_eq!(code, 0, "{out}");
+    let mut state = serde_json::Value::Null;
+    while state != "MIRRORING" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        state = orders_row(&status_json(&source))["state"].clone();
+    }
+    daemon.kill().expect("kill");
+    daemon.wait().expect("wait");
+    assert_eq!(state, "MIRRORING");
+    assert_eq!(log_end(&source), 100, "cut to what the source shipped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_clears_a_failure_an_earlier_re_pin_left_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dest = dir.path().join("dest");
+    let (bucket, _) = file_bucket(&dir.path().join("bucket"));
+    let id_b = TopicId::from_bytes([7; 16]);
+    let (src_a, src_b) = (dir.path().join("a"), dir.path().join("b"));
+    produce_into(&src_a, common::topic_id(), 30);
+    produce_into(&src_b, id_b, 60);
+    publish(&store_of(&bucket, "src-a"), &src_a, &tp("orders"), "u1").await;
+    publish(&store_of(&bucket, "src-b"), &src_b, &tp("orders"), "u1").await;
+    let (code, out) = on("start", &dest, &bucket, "src-a", &["--topic", "orders"]);
+    assert_eq!(code, 0, "{out}");
+    // What a re-pin did before: the record names src-b's topic, the
+    // partition.metadata still src-a's.
+    let pdir = dest.join("orders-0");
+    let mut record = MirrorRecord::read(&pdir).expect("read").expect("a mirror");
+    record.source_cluster_id = "src-b".into();
+    record.topic_id = id_b;
+    record.write(&pdir).expect("write");
+    let (code, out) = on("once", &dest, &bucket, "src-b", &[]);
+    assert_eq!(code, 1, "{out}");
+    let row = orders_row(&status_json(&dest));
+    assert_eq!(row["state"], "FAILED", "{row}");
+    assert!(says(&row["last_error"], "inconsistent topic id"), "{row}");
+    // A start clears it: the empty partition takes the pinned topic id.
+    let (code, out) = on("start", &dest, &bucket, "src-b", &["--topic", "orders"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = on("once", &dest, &bucket, "src-b", &[]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(orders_row(&status_json(&dest))["state"], "MIRRORING");
+    assert_eq!(
+        compare_partition(&src_b, &dest, &tp("orders")).expect("compare"),
+        Comparison::Identical
+    );
+}
