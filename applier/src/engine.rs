@@ -8,6 +8,14 @@
 //! FAILED retries when its backoff is due. STOPPED and FAILED partitions
 //! are never restarted without an operator's `start`.
 //!
+//! Records of a partition's own (a plain partition with records that the
+//! include pattern or `start` would adopt, a STOPPED one that `start`
+//! resumes) are cut only with `allow_truncate` (`--allow-truncate`):
+//! without it the adoption or start is refused before anything is
+//! written (`manifest::cut`), and `once` exits 1 naming it. A log dir
+//! whose `.lock` a running broker holds is never opened
+//! (`kafkalog::logdir::posix_lock_holder`).
+//!
 //! Every partition has one [`Slot`] (`slot`); every transition goes
 //! through the driver (`driver`), which performs the actions
 //! `manifest::state::next` returns and queues each state's work; this
@@ -1867,7 +1875,14 @@ impl Applier {
                         Ok(c) => c,
                         Err(refusal) => return Some(refusal.to_string()),
                     },
-                    None if allowed => None,
+                    None if allowed
+                        || !manifest::cut::unknown_cut_at_stake(
+                            &would,
+                            slot.mirror.log.log_end_offset(),
+                        ) =>
+                    {
+                        None
+                    }
                     None => {
                         return Some(format!(
                             "{state} with records of its own up to offset {}, and the source's manifest of {name} cannot be read, so what start would cut is not known; nothing was changed (let the source ship it first, or give --allow-truncate to cut on purpose)",

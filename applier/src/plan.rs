@@ -6,7 +6,10 @@
 //! daemon), and the bucket through GETs and one LIST of the feed's heads.
 //! The plans are the ones the applier executes (`manifest::reconcile`),
 //! computed from the same inputs; only a torn tail that the applier's
-//! recovery would cut first can make the real run's log end differ.
+//! recovery would cut first can make the real run's log end differ. A cut
+//! of the partition's own records is shown (`cut`) and, unless the start
+//! that made it PREPARING allowed it, is what `start`/`once` would refuse
+//! without `--allow-truncate` (`manifest::cut::check`, the same call).
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;

@@ -625,3 +625,46 @@ async fn a_start_clears_a_failure_an_earlier_re_pin_left_behind() {
         Comparison::Identical
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_sources_manifest_only_a_stop_with_no_writes_since_resumes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = dir.path().join("source");
+    let dest = dir.path().join("dest");
+    let bucket_dir = dir.path().join("bucket");
+    let (bucket, store) = file_bucket(&bucket_dir);
+    produce_into(&source, common::topic_id(), 100);
+    publish(&store, &source, &tp("orders"), "u1").await;
+    let run = |cmd: &str, extra: &[&str]| on(cmd, &dest, &bucket, SOURCE, extra);
+    let (code, out) = run("once", &["--topics", ".*"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = applier(&["stop", "--log-dir", s(&dest), "--all"]);
+    assert_eq!(code, 0, "{out}");
+    produce_into(&dest, common::topic_id(), 3);
+    // The source's objects are gone from the bucket (an outage, a wrong
+    // prefix): what a start would cut cannot be planned.
+    let aside = dir.path().join("aside");
+    std::fs::rename(&bucket_dir, &aside).expect("move the bucket away");
+    std::fs::create_dir_all(&bucket_dir).expect("empty bucket");
+    let before = dir.path().join("before");
+    copy_dir(&dest, &before);
+    let (code, out) = run("start", &["--topic", "orders"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("cannot be read") && out.contains("--allow-truncate"),
+        "{out}"
+    );
+    assert_intact(&before, &dest, "start without the manifest");
+    // With nothing written since the stop, resuming cuts nothing of its own.
+    {
+        let d = LogDir::open(&dest).expect("dest");
+        let mut log = d
+            .open_partition(&tp("orders"), LogConfig::default())
+            .expect("open");
+        log.truncate_to(100).expect("drop the local writes");
+        log.close().expect("close");
+    }
+    let (code, out) = run("start", &["--topic", "orders"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(orders_row(&status_json(&dest))["state"], "PREPARING");
+}

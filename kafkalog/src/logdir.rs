@@ -343,6 +343,20 @@ mod tests {
     use super::*;
     use crate::batch::tests::raw_batch;
 
+    #[test]
+    fn segmirrors_own_flock_is_not_a_brokers_lock() {
+        let root = tempfile::tempdir().expect("tempdir");
+        assert_eq!(posix_lock_holder(root.path()).expect("probe"), None);
+        assert!(
+            !root.path().join(LOCK_FILE).exists(),
+            "the probe creates nothing"
+        );
+        let dir = LogDir::open(root.path()).expect("open");
+        assert_eq!(posix_lock_holder(root.path()).expect("probe"), None);
+        refuse_if_owned_by_broker(root.path()).expect("not a broker's");
+        drop(dir);
+    }
+
     fn recovery_points(root: &Path) -> BTreeMap<TopicPartition, i64> {
         checkpoint::read_offset_checkpoint(&root.join(RECOVERY_POINT_OFFSET_CHECKPOINT))
             .expect("read checkpoint")

@@ -21,7 +21,8 @@
 //! | the plan cuts at `T` and the histories part at `D` | `Some(max(T, D, log start) ..= log end - 1)` |
 //! | the local log has no epochs (no `leader-epoch-checkpoint`) | the whole cut: nothing is provably shared |
 //!
-//! [`check`] applies it: a partition with no records of its own at stake
+//! [`check`] applies it (and [`unknown_cut_at_stake`] when the source's
+//! manifest cannot be read): a partition with no records of its own at stake
 //! ([`at_stake`] false: a mirror that only ever held mirrored records) is
 //! never refused; one with a cut is refused ([`Refusal::WouldCut`]) unless
 //! the operator allowed it. Both are total and pure: no IO, no panic.
@@ -116,6 +117,24 @@ pub fn check(
     match records_cut(plan, local, manifest) {
         Some(cut) if !allowed => Err(Refusal::WouldCut { cut }),
         other => Ok(other),
+    }
+}
+
+/// Whether a start that cannot read the source's manifest (so cannot plan
+/// the cut) must be refused without `--allow-truncate`: the partition's
+/// own records may be cut. Not so for one that holds none ([`at_stake`]
+/// false), nor for a stopped one resuming the source it stopped mirroring
+/// (`record.source_cluster_id`, as the start re-pinned it) with nothing
+/// written since its stop (`log_end` at or below the stop offset).
+pub fn unknown_cut_at_stake(record: &MirrorRecord, log_end: i64) -> bool {
+    if !at_stake(record) {
+        return false;
+    }
+    let resumes_same_source =
+        record.stopped_source_cluster_id.as_deref() == Some(record.source_cluster_id.as_str());
+    match record.stopped_at_offset {
+        Some(at) if resumes_same_source && !record.failback_pending => log_end > at,
+        _ => true,
     }
 }
 
@@ -228,6 +247,22 @@ mod tests {
                 }),
             };
             assert_eq!(got, want, "{name}: plan {plan:?}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_cut_is_at_stake_unless_nothing_was_written_since_the_stop() {
+        // name, how it came, local log end, refused without the manifest
+        #[rustfmt::skip]
+        let rows: &[(&str, Came, i64, bool)] = &[
+            ("a mirror's own records", Came::Mirror, 100, false),
+            ("a plain partition adopted", Came::Adopted, 100, true),
+            ("stopped, nothing written since", Came::StoppedSameSource(100, 0), 100, false),
+            ("stopped, written since", Came::StoppedSameSource(100, 0), 103, true),
+            ("stopped, failing back to another source", Came::StoppedOtherSource(100, 0), 100, true),
+        ];
+        for (name, came, end, want) in rows {
+            assert_eq!(unknown_cut_at_stake(&record(*came), *end), *want, "{name}");
         }
     }
 
