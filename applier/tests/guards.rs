@@ -466,6 +466,13 @@ async fn a_log_dir_a_running_broker_locks_is_refused_until_it_stops() {
         !old.join("orders-0").exists(),
         "nothing was created in the broker's dir"
     );
+    // plan only reads: it warns, and still shows what failback would do.
+    let (code, out) = on("plan", &old, &bucket, SOURCE, &["--topics", ".*"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("would be refused now") && out.contains("orders-0"),
+        "{out}"
+    );
     broker.kill().expect("kill");
     broker.wait().expect("wait");
     // The broker is down: the documented failback proceeds.
