@@ -627,7 +627,10 @@ impl Applier {
             .map(Some)
     }
 
-    /// Creates the mirror partition (state PREPARING).
+    /// Creates the mirror partition (state PREPARING). A partition that
+    /// already holds records of its own is refused, before anything in it
+    /// is opened or written, when its preparation would cut some of them
+    /// and that is not allowed (`manifest::cut`).
     fn adopt(
         &mut self,
         tp: &TopicPartition,
@@ -635,6 +638,39 @@ impl Applier {
         manifest: Option<PartitionManifest>,
     ) -> Result<(), String> {
         refuse_topic(tp).map_err(|e| e.to_string())?;
+        let mut record = new_record(&self.opts.source_cluster_id, topic_id, state::initial().0);
+        let allowed = self.truncate_allowed();
+        let mut cut = None;
+        if self.logdir.root().join(tp.dir_name()).is_dir() {
+            let local = crate::plan::local_summary(self.logdir.root(), tp)
+                .map_err(|e| format!("cannot read the local partition: {e:#}"))?;
+            // A partition that already holds records (the old primary
+            // coming back) is reconciled as a failback at its first
+            // preparation.
+            record.failback_pending = local.has_records();
+            if record.failback_pending {
+                cut = match &manifest {
+                    Some(m) => crate::mirror::check_cut(
+                        tp,
+                        &record,
+                        m,
+                        &local.view(),
+                        &self.context(tp),
+                        allowed,
+                    )
+                    .map_err(|refusal| refusal.to_string())?,
+                    None if allowed => None,
+                    None => {
+                        return Err(format!(
+                            "holds records of its own (up to offset {}) and the source's manifest is not known, so what mirroring would cut of them is not known; nothing was changed (give --allow-truncate to cut them on purpose)",
+                            local.log_end
+                        ));
+                    }
+                };
+                record.truncate_allowed = allowed;
+                record.pending_cut = cut;
+            }
+        }
         let log =
             match self
                 .logdir
@@ -655,34 +691,12 @@ impl Applier {
                 }
                 Err(e) => return Err(e.to_string()),
             };
-        let mut record = new_record(&self.opts.source_cluster_id, topic_id, state::initial().0);
-        // A partition that already holds records (the old primary coming
-        // back) is reconciled as a failback at its first preparation.
+        // As the log opened it (recovery may have cut a torn tail).
         record.failback_pending = log.log_end_offset() > log.log_start_offset();
-        let mut mirror = Mirror::new(tp.clone(), log, record, Arc::clone(&self.clock));
-        if mirror.record.failback_pending {
-            // Its records are its own: refused, before anything is written,
-            // when the preparation would cut some (`manifest::cut`).
-            let allowed = self.truncate_allowed();
-            let cut = match &manifest {
-                Some(m) => mirror
-                    .check_cut(&mirror.record, m, &self.context(tp), allowed)
-                    .map_err(|refusal| refusal.to_string())?,
-                None if allowed => None,
-                None => {
-                    return Err(format!(
-                        "{tp} holds records of its own ({}..{}) and the source's manifest is not known, so what mirroring would cut of them is not known; nothing was changed (give --allow-truncate to cut them on purpose)",
-                        mirror.log.log_start_offset(),
-                        mirror.log.log_end_offset() - 1
-                    ));
-                }
-            };
-            mirror.record.truncate_allowed = allowed;
-            mirror.record.pending_cut = cut;
-            if let Some(cut) = cut {
-                tracing::warn!(partition = %tp, %cut, "adopting a partition with records of its own: its first preparation cuts them (--allow-truncate)");
-            }
+        if let Some(cut) = cut {
+            tracing::warn!(partition = %tp, %cut, "adopting a partition with records of its own: its first preparation cuts them (--allow-truncate)");
         }
+        let mirror = Mirror::new(tp.clone(), log, record, Arc::clone(&self.clock));
         let (mut env, _) = self.env();
         let mut slot = crate::driver::create(mirror, &mut env)?;
         slot.manifest = manifest;

@@ -113,6 +113,28 @@ pub struct Mirror {
     pub skipped: Option<(i64, i64)>,
 }
 
+/// What the preparation of `tp` with `record` against `m` would cut of
+/// the partition's own records in the `local` log, refused unless
+/// `allowed` (`manifest::cut::check`). Other refusals of the plan are left
+/// to the preparation (`Ok(None)` here).
+pub fn check_cut(
+    tp: &TopicPartition,
+    record: &MirrorRecord,
+    m: &PartitionManifest,
+    local: &LocalLog<'_>,
+    ctx: &MirrorContext,
+    allowed: bool,
+) -> Result<Option<manifest::cut::Cut>, Refusal> {
+    let here = Surroundings {
+        local_cluster_id: ctx.local_cluster_id.as_deref(),
+        tiered_storage: ctx.tiered_storage,
+    };
+    match reconcile::plan_preparation(tp, record, m, local, &here) {
+        Ok(plan) => manifest::cut::check(record, &plan, local, m, allowed),
+        Err(_) => Ok(None),
+    }
+}
+
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -226,15 +248,7 @@ impl Mirror {
         ctx: &MirrorContext,
         allowed: bool,
     ) -> Result<Option<manifest::cut::Cut>, Refusal> {
-        let view = self.local_view();
-        let here = Surroundings {
-            local_cluster_id: ctx.local_cluster_id.as_deref(),
-            tiered_storage: ctx.tiered_storage,
-        };
-        match reconcile::plan_preparation(&self.tp, record, m, &view, &here) {
-            Ok(plan) => manifest::cut::check(record, &plan, &view, m, allowed),
-            Err(_) => Ok(None),
-        }
+        check_cut(&self.tp, record, m, &self.local_view(), ctx, allowed)
     }
 
     /// The follower's plan against `m` (nothing is changed): see

@@ -60,14 +60,32 @@ pub struct PartitionPlan {
 }
 
 /// The local log as `kafkalog::reader` sees it, without the lock.
-struct LocalSummary {
+pub(crate) struct LocalSummary {
     topic_id: Option<TopicId>,
     lineage: EpochLineage,
     log_start: i64,
-    log_end: i64,
+    pub(crate) log_end: i64,
 }
 
-fn local_summary(root: &Path, tp: &TopicPartition) -> anyhow::Result<LocalSummary> {
+impl LocalSummary {
+    /// Whether the log holds records.
+    pub(crate) fn has_records(&self) -> bool {
+        self.log_end > self.log_start
+    }
+
+    /// The log as the planners see it.
+    pub(crate) fn view(&self) -> LocalLog<'_> {
+        LocalLog {
+            topic_id: self.topic_id,
+            lineage: &self.lineage,
+            log_start_offset: self.log_start,
+            log_end_offset: self.log_end,
+        }
+    }
+}
+
+/// Reads `tp` of log dir `root` (no lock, nothing written).
+pub(crate) fn local_summary(root: &Path, tp: &TopicPartition) -> anyhow::Result<LocalSummary> {
     let r = PartitionReader::open(root, tp)?;
     let segments = r.segments()?;
     let log_starts = checkpoint::read_offset_checkpoint(&root.join(LOG_START_OFFSET_CHECKPOINT))?;
@@ -268,12 +286,7 @@ pub async fn plan_all(
             ..l
         });
         let view = match &local {
-            Some(l) => LocalLog {
-                topic_id: l.topic_id,
-                lineage: &l.lineage,
-                log_start_offset: l.log_start,
-                log_end_offset: l.log_end,
-            },
+            Some(l) => l.view(),
             None => LocalLog {
                 topic_id: None,
                 lineage: &empty,

@@ -86,9 +86,29 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// The partition is as it was: the same batches and lineage as the copy,
-/// and still no mirror record or write guard.
+/// Every file of `dir` with its bytes, by name.
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let name = p.file_name().expect("name").to_string_lossy().into_owned();
+            (name, std::fs::read(&p).expect("read"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The partition is as it was: the same batches and lineage as the copy
+/// (`kafkalog compare`), the same files byte for byte, and still no mirror
+/// record or write guard.
 fn assert_intact(copy: &Path, dir: &Path, context: &str) {
+    assert!(
+        files(&copy.join("orders-0")) == files(&dir.join("orders-0")),
+        "{context}: a file of the partition changed"
+    );
     assert_eq!(
         compare_partition(copy, dir, &tp("orders")).expect("compare"),
         Comparison::Identical,
