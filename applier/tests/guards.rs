@@ -160,6 +160,30 @@ fn log_end(dir: &Path) -> i64 {
         .expect("scan")
 }
 
+/// `applier run` on `log` (polling every 100 ms, logging at `level`, its
+/// stderr piped), with `extra` flags.
+fn spawn_run(log: &Path, bucket: &str, extra: &[&str], level: &str) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_applier"))
+        .args([
+            "run",
+            "--log-dir",
+            s(log),
+            "--bucket",
+            bucket,
+            "--source-cluster-id",
+            SOURCE,
+            "--poll-interval",
+            "100ms",
+        ])
+        .args(extra)
+        .env("RUST_LOG", level)
+        .env("NO_COLOR", "1")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn applier run")
+}
+
 /// A source log dir whose `orders-0` holds 150 records of which the first
 /// 100 were shipped to a `file://` bucket (as the shipper would before its
 /// next cycle). Returns the bucket URL.
@@ -300,26 +324,7 @@ async fn run_refuses_the_partition_loudly_and_shows_it_in_status() {
     let (source, bucket) = source_ahead_of_its_bucket(dir.path()).await;
     let before = dir.path().join("before");
     copy_dir(&source, &before);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_applier"))
-        .args([
-            "run",
-            "--log-dir",
-            s(&source),
-            "--bucket",
-            &bucket,
-            "--source-cluster-id",
-            SOURCE,
-            "--topics",
-            ".*",
-            "--poll-interval",
-            "100ms",
-        ])
-        .env("RUST_LOG", "warn")
-        .env("NO_COLOR", "1")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn run");
+    let mut child = spawn_run(&source, &bucket, &["--topics", ".*"], "warn");
     let stderr = child.stderr.take().expect("stderr");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -567,23 +572,7 @@ async fn a_start_handed_to_the_daemon_carries_allow_truncate() {
     let before = dir.path().join("before");
     copy_dir(&source, &before);
     // A daemon holds the log dir (no --topics: nothing starts by itself).
-    let mut daemon = Command::new(env!("CARGO_BIN_EXE_applier"))
-        .args([
-            "run",
-            "--log-dir",
-            s(&source),
-            "--bucket",
-            &bucket,
-            "--source-cluster-id",
-            SOURCE,
-            "--poll-interval",
-            "100ms",
-        ])
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn run");
+    let mut daemon = spawn_run(&source, &bucket, &[], "error");
     let deadline = Instant::now() + Duration::from_secs(30);
     while LogDir::open(&source).is_ok() {
         assert!(
