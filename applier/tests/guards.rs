@@ -160,6 +160,33 @@ fn log_end(dir: &Path) -> i64 {
         .expect("scan")
 }
 
+/// [`source_ahead_of_its_bucket`] in a fresh dir (kept alive by the
+/// first value), with a copy of the source taken before anything runs.
+async fn ahead_with_a_copy() -> (tempfile::TempDir, PathBuf, String, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (source, bucket) = source_ahead_of_its_bucket(dir.path()).await;
+    let before = dir.path().join("before");
+    copy_dir(&source, &before);
+    (dir, source, bucket, before)
+}
+
+/// In `root`: `source` (100 records, shipped to `root/bucket`), `dest`
+/// mirroring it through the binary, stopped, then 3 records written there
+/// (a drill). Returns source, dest and the bucket URL.
+async fn stopped_with_local_writes(root: &Path) -> (PathBuf, PathBuf, String) {
+    let source = root.join("source");
+    let dest = root.join("dest");
+    let (bucket, store) = file_bucket(&root.join("bucket"));
+    produce_into(&source, common::topic_id(), 100);
+    publish(&store, &source, &tp("orders"), "u1").await;
+    let (code, out) = on("once", &dest, &bucket, SOURCE, &["--topics", ".*"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = applier(&["stop", "--log-dir", s(&dest), "--all"]);
+    assert_eq!(code, 0, "{out}");
+    produce_into(&dest, common::topic_id(), 3);
+    (source, dest, bucket)
+}
+
 /// `applier run` on `log` (polling every 100 ms, logging at `level`, its
 /// stderr piped), with `extra` flags.
 fn spawn_run(log: &Path, bucket: &str, extra: &[&str], level: &str) -> std::process::Child {
@@ -239,10 +266,7 @@ fn equal_cluster_ids_are_a_mirror_loop_refused_by_every_command_taking_both() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_partition_ahead_of_the_bucket_is_not_cut_without_allow_truncate() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (source, bucket) = source_ahead_of_its_bucket(dir.path()).await;
-    let before = dir.path().join("before");
-    copy_dir(&source, &before);
+    let (_dir, source, bucket, before) = ahead_with_a_copy().await;
     let run = |cmd: &str, extra: &[&str]| on(cmd, &source, &bucket, SOURCE, extra);
     let cut = "offsets 100..149 (50 records) would be cut";
 
@@ -320,10 +344,7 @@ async fn once_with_allow_truncate_makes_the_plain_partition_a_mirror() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_refuses_the_partition_loudly_and_shows_it_in_status() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (source, bucket) = source_ahead_of_its_bucket(dir.path()).await;
-    let before = dir.path().join("before");
-    copy_dir(&source, &before);
+    let (_dir, source, bucket, before) = ahead_with_a_copy().await;
     let mut child = spawn_run(&source, &bucket, &["--topics", ".*"], "warn");
     let stderr = child.stderr.take().expect("stderr");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -364,18 +385,8 @@ async fn run_refuses_the_partition_loudly_and_shows_it_in_status() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_on_a_stopped_partition_with_local_writes_needs_allow_truncate() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let source = dir.path().join("source");
-    let dest = dir.path().join("dest");
-    let (bucket, store) = file_bucket(&dir.path().join("bucket"));
-    produce_into(&source, common::topic_id(), 100);
-    publish(&store, &source, &tp("orders"), "u1").await;
+    let (source, dest, bucket) = stopped_with_local_writes(dir.path()).await;
     let run = |cmd: &str, extra: &[&str]| on(cmd, &dest, &bucket, SOURCE, extra);
-    let (code, out) = run("once", &["--topics", ".*"]);
-    assert_eq!(code, 0, "{out}");
-    let (code, out) = applier(&["stop", "--log-dir", s(&dest), "--all"]);
-    assert_eq!(code, 0, "{out}");
-    // A drill: three records written locally after the stop.
-    produce_into(&dest, common::topic_id(), 3);
     assert_eq!(log_end(&dest), 103);
     let row = orders_row(&status_json(&dest));
     assert_eq!(row["state"], "STOPPED", "{row}");
@@ -567,10 +578,7 @@ async fn re_pinning_a_preparing_partition_replaces_the_first_pin() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_handed_to_the_daemon_carries_allow_truncate() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (source, bucket) = source_ahead_of_its_bucket(dir.path()).await;
-    let before = dir.path().join("before");
-    copy_dir(&source, &before);
+    let (_dir, source, bucket, before) = ahead_with_a_copy().await;
     // A daemon holds the log dir (no --topics: nothing starts by itself).
     let mut daemon = spawn_run(&source, &bucket, &[], "error");
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -645,18 +653,9 @@ async fn a_start_clears_a_failure_an_earlier_re_pin_left_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_sources_manifest_only_a_stop_with_no_writes_since_resumes() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let source = dir.path().join("source");
-    let dest = dir.path().join("dest");
+    let (_, dest, bucket) = stopped_with_local_writes(dir.path()).await;
     let bucket_dir = dir.path().join("bucket");
-    let (bucket, store) = file_bucket(&bucket_dir);
-    produce_into(&source, common::topic_id(), 100);
-    publish(&store, &source, &tp("orders"), "u1").await;
     let run = |cmd: &str, extra: &[&str]| on(cmd, &dest, &bucket, SOURCE, extra);
-    let (code, out) = run("once", &["--topics", ".*"]);
-    assert_eq!(code, 0, "{out}");
-    let (code, out) = applier(&["stop", "--log-dir", s(&dest), "--all"]);
-    assert_eq!(code, 0, "{out}");
-    produce_into(&dest, common::topic_id(), 3);
     // The source's objects are gone from the bucket (an outage, a wrong
     // prefix): what a start would cut cannot be planned.
     let aside = dir.path().join("aside");
