@@ -94,6 +94,9 @@ pub struct CommandRequest {
     pub topics: Vec<String>,
     /// `--all`.
     pub all: bool,
+    /// `--allow-truncate` (start): records of a partition's own may be cut.
+    #[serde(default)]
+    pub allow_truncate: bool,
 }
 
 /// The daemon's answer.
@@ -112,6 +115,7 @@ pub fn hand_to_daemon(
     command: Command,
     topics: &[String],
     all: bool,
+    allow_truncate: bool,
     timeout: Duration,
 ) -> anyhow::Result<Vec<CommandOutcome>> {
     if let Some(serve) = ServeMarker::read(log_dir) {
@@ -133,6 +137,7 @@ pub fn hand_to_daemon(
         command,
         topics: topics.to_vec(),
         all,
+        allow_truncate,
     };
     kafkalog::fsutil::write_atomic(
         &request_path(&dir, &id),
@@ -206,7 +211,12 @@ impl Applier {
             }
             tracing::info!(command = %request.command, topics = %request.topics.join(","), all = request.all, "operator command");
             let outcomes = self
-                .command(request.command, &request.topics, request.all)
+                .command_allowing(
+                    request.command,
+                    &request.topics,
+                    request.all,
+                    request.allow_truncate,
+                )
                 .await;
             let response = CommandResponse {
                 id: request.id.clone(),

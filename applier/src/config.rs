@@ -360,6 +360,17 @@ impl ApplierConfig {
         if let Some(c) = &self.cluster_id {
             manifest::layout::validate_cluster_id(c)
                 .map_err(|e| field("cluster_id", e.to_string()))?;
+            // Mirroring this cluster's own shipped data back into itself:
+            // a mirror loop, which would make the source partitions
+            // read-only mirrors of themselves and cut what was not shipped.
+            if Some(c) == self.source_cluster_id.as_ref() {
+                return Err(field(
+                    "cluster_id",
+                    format!(
+                        "--cluster-id {c:?} equals --source-cluster-id {c:?}: a cluster cannot mirror itself (a mirror loop); --cluster-id is this destination's own id, --source-cluster-id the cluster whose shipped data it applies"
+                    ),
+                ));
+            }
         }
         let anchored = |name: &'static str, re: &Option<String>| {
             re.as_deref().map(|r| whole_name_regex(name, r)).transpose()
@@ -700,6 +711,19 @@ mod tests {
             });
             assert!(shown, "config example lacks {key}");
         }
+    }
+
+    #[test]
+    fn a_cluster_cannot_mirror_itself() {
+        let c = ApplierConfig::from_toml(
+            "log_dir = \"/x\"\nbucket = \"memory://\"\nsource_cluster_id = \"src3\"\ncluster_id = \"src3\"",
+        )
+        .expect("parse");
+        let e = c.validate(true).expect_err("a loop");
+        assert_eq!(e.field, "cluster_id");
+        assert!(e.to_string().contains("mirror loop"), "{e}");
+        // Also where the bucket is not needed (pause, resume, stop).
+        assert!(c.validate(false).is_err());
     }
 
     #[test]

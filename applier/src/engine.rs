@@ -8,6 +8,14 @@
 //! FAILED retries when its backoff is due. STOPPED and FAILED partitions
 //! are never restarted without an operator's `start`.
 //!
+//! Records of a partition's own (a plain partition with records that the
+//! include pattern or `start` would adopt, a STOPPED one that `start`
+//! resumes) are cut only with `allow_truncate` (`--allow-truncate`):
+//! without it the adoption or start is refused before anything is
+//! written (`manifest::cut`), and `once` exits 1 naming it. A log dir
+//! whose `.lock` a running broker holds is never opened
+//! (`kafkalog::logdir::posix_lock_holder`).
+//!
 //! Every partition has one [`Slot`] (`slot`); every transition goes
 //! through the driver (`driver`), which performs the actions
 //! `manifest::state::next` returns and queues each state's work; this
@@ -90,6 +98,10 @@ pub struct ApplierOptions {
     /// Bytes per hour the scrub verifies once enabled
     /// ([`Applier::enable_scrub`], `applier run`); 0: off.
     pub scrub_bytes_per_hour: u64,
+    /// Starting a mirror may cut records of a partition's own (a plain
+    /// partition adopted, a stopped one started again): `--allow-truncate`
+    /// (`manifest::cut`). Without it such a start is refused.
+    pub allow_truncate: bool,
 }
 
 impl ApplierOptions {
@@ -111,6 +123,7 @@ impl ApplierOptions {
             max_backoff: Duration::from_secs(60),
             disk_reserve_bytes: crate::reserve::DEFAULT_RESERVE_BYTES,
             scrub_bytes_per_hour: crate::scrub::DEFAULT_BYTES_PER_HOUR,
+            allow_truncate: false,
         }
     }
 }
@@ -197,6 +210,8 @@ pub struct Applier {
     gaps: crate::gaps::Ledger,
     /// The background verification of `applier run` (`crate::scrub`).
     scrub: Option<crate::scrub::Scrub>,
+    /// The operator command being performed gave `--allow-truncate`.
+    command_allows_truncate: bool,
 }
 
 impl Applier {
@@ -218,6 +233,8 @@ impl Applier {
         store: Option<Arc<dyn ObjectStore>>,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Applier> {
+        // A dir a running Kafka broker owns is never written here.
+        kafkalog::logdir::refuse_if_owned_by_broker(&opts.log_dir)?;
         let logdir = LogDir::open(&opts.log_dir)?;
         // Root checkpoints once per cycle (`run_once`), not per flush.
         logdir.defer_checkpoints(true)?;
@@ -257,6 +274,7 @@ impl Applier {
             group_sync: crate::group_sync::GroupSync::default(),
             gaps,
             scrub: None,
+            command_allows_truncate: false,
         };
         // Every log opened first (recovery and unfinished ranges cut, each
         // durable on its own), then every state's actions redone (the
@@ -452,7 +470,13 @@ impl Applier {
             prefetch: self.opts.prefetch,
             download_memory: self.opts.download_memory,
             stream_above: self.opts.stream_above,
+            allow_truncate: self.opts.allow_truncate,
         }
+    }
+
+    /// Whether cutting records of a partition's own is allowed now.
+    fn truncate_allowed(&self) -> bool {
+        self.opts.allow_truncate || self.command_allows_truncate
     }
 
     /// Drives one partition's state machine with `event` (see
@@ -603,7 +627,10 @@ impl Applier {
             .map(Some)
     }
 
-    /// Creates the mirror partition (state PREPARING).
+    /// Creates the mirror partition (state PREPARING). A partition that
+    /// already holds records of its own is refused, before anything in it
+    /// is opened or written, when its preparation would cut some of them
+    /// and that is not allowed (`manifest::cut`).
     fn adopt(
         &mut self,
         tp: &TopicPartition,
@@ -611,6 +638,39 @@ impl Applier {
         manifest: Option<PartitionManifest>,
     ) -> Result<(), String> {
         refuse_topic(tp).map_err(|e| e.to_string())?;
+        let mut record = new_record(&self.opts.source_cluster_id, topic_id, state::initial().0);
+        let allowed = self.truncate_allowed();
+        let mut cut = None;
+        if self.logdir.root().join(tp.dir_name()).is_dir() {
+            let local = crate::plan::local_summary(self.logdir.root(), tp)
+                .map_err(|e| format!("cannot read the local partition: {e:#}"))?;
+            // A partition that already holds records (the old primary
+            // coming back) is reconciled as a failback at its first
+            // preparation.
+            record.failback_pending = local.has_records();
+            if record.failback_pending {
+                cut = match &manifest {
+                    Some(m) => crate::mirror::check_cut(
+                        tp,
+                        &record,
+                        m,
+                        &local.view(),
+                        &self.context(tp),
+                        allowed,
+                    )
+                    .map_err(|refusal| refusal.to_string())?,
+                    None if allowed => None,
+                    None => {
+                        return Err(format!(
+                            "holds records of its own (up to offset {}) and the source's manifest is not known, so what mirroring would cut of them is not known; nothing was changed (give --allow-truncate to cut them on purpose)",
+                            local.log_end
+                        ));
+                    }
+                };
+                record.truncate_allowed = allowed;
+                record.pending_cut = cut;
+            }
+        }
         let log =
             match self
                 .logdir
@@ -631,10 +691,11 @@ impl Applier {
                 }
                 Err(e) => return Err(e.to_string()),
             };
-        let mut record = new_record(&self.opts.source_cluster_id, topic_id, state::initial().0);
-        // A partition that already holds records (the old primary coming
-        // back) is reconciled as a failback at its first preparation.
+        // As the log opened it (recovery may have cut a torn tail).
         record.failback_pending = log.log_end_offset() > log.log_start_offset();
+        if let Some(cut) = cut {
+            tracing::warn!(partition = %tp, %cut, "adopting a partition with records of its own: its first preparation cuts them (--allow-truncate)");
+        }
         let mirror = Mirror::new(tp.clone(), log, record, Arc::clone(&self.clock));
         let (mut env, _) = self.env();
         let mut slot = crate::driver::create(mirror, &mut env)?;
@@ -1296,6 +1357,19 @@ impl Applier {
             .collect()
     }
 
+    /// Partitions selected (by `--topics` or `start`) but refused before
+    /// they became mirrors, each with the reason (nothing was changed in
+    /// them): `once` exits 1 naming them.
+    pub fn refused(&self) -> Vec<(TopicPartition, String)> {
+        self.slots
+            .iter()
+            .filter_map(|(tp, s)| match s {
+                Slot::Refused(why) => Some((tp.clone(), why.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Publishes metrics to `exposition` after every cycle.
     pub fn set_metrics(&mut self, exposition: crate::metrics::Exposition) {
         self.metrics = Some(exposition);
@@ -1432,6 +1506,31 @@ impl Applier {
         targets: &[String],
         all: bool,
     ) -> Vec<CommandOutcome> {
+        self.command_allowing(command, targets, all, false).await
+    }
+
+    /// [`Applier::command`], where `allow_truncate` says whether a `start`
+    /// may cut records of a partition's own (`manifest::cut`; the
+    /// applier's own `allow_truncate` option allows it too).
+    pub async fn command_allowing(
+        &mut self,
+        command: Command,
+        targets: &[String],
+        all: bool,
+        allow_truncate: bool,
+    ) -> Vec<CommandOutcome> {
+        self.command_allows_truncate = allow_truncate;
+        let out = self.perform_command(command, targets, all).await;
+        self.command_allows_truncate = false;
+        out
+    }
+
+    async fn perform_command(
+        &mut self,
+        command: Command,
+        targets: &[String],
+        all: bool,
+    ) -> Vec<CommandOutcome> {
         self.settled = false;
         if command == Command::Start
             && let Err(e) = self.poll_feed().await
@@ -1506,7 +1605,12 @@ impl Applier {
         for tp in new {
             out.push(self.adopt_for_start(&tp).await);
         }
-        out.extend(self.command_mirrors(command, &mirrors));
+        let manifests = if command == Command::Start {
+            self.start_manifests(&mirrors).await
+        } else {
+            BTreeMap::new()
+        };
+        out.extend(self.command_mirrors(command, &mirrors, &manifests));
         self.live_dirty = true;
         self.discovered = None;
         self.write_checkpoints();
@@ -1574,7 +1678,12 @@ impl Applier {
     /// 4. for a stop: STOPPED for the others, once their ABORT markers are.
     ///
     /// No `.await` in here: the deferred scope belongs to this thread.
-    fn command_mirrors(&mut self, command: Command, tps: &[TopicPartition]) -> Vec<CommandOutcome> {
+    fn command_mirrors(
+        &mut self,
+        command: Command,
+        tps: &[TopicPartition],
+        manifests: &BTreeMap<TopicPartition, PartitionManifest>,
+    ) -> Vec<CommandOutcome> {
         if tps.is_empty() {
             return Vec::new();
         }
@@ -1582,7 +1691,7 @@ impl Applier {
         let mut refused: BTreeMap<TopicPartition, String> = BTreeMap::new();
         for tp in tps {
             if command == Command::Start
-                && let Some(why) = self.before_start(tp)
+                && let Some(why) = self.before_start(tp, manifests.get(tp))
             {
                 refused.insert(tp.clone(), why);
                 continue;
@@ -1694,12 +1803,58 @@ impl Applier {
         }
     }
 
+    /// The source's manifests of the mirror partitions `start` may cut
+    /// records of their own from (`manifest::cut::at_stake`), for
+    /// [`Applier::before_start`]; one that cannot be read is left out.
+    async fn start_manifests(
+        &mut self,
+        tps: &[TopicPartition],
+    ) -> BTreeMap<TopicPartition, PartitionManifest> {
+        let mut out = BTreeMap::new();
+        let Some(store) = self.store.clone() else {
+            return out;
+        };
+        for tp in tps {
+            let at_stake = self
+                .slots
+                .get(tp)
+                .and_then(Slot::mirror)
+                .is_some_and(|s| manifest::cut::at_stake(&s.mirror.record));
+            let Some(entry) = self.feed.entry(tp).filter(|_| at_stake) else {
+                continue;
+            };
+            let key = PartitionKey {
+                tp: tp.clone(),
+                topic_id: entry.topic_id,
+            };
+            match store.get_manifest(&key, entry.manifest_version).await {
+                Ok(m) => {
+                    out.insert(tp.clone(), m);
+                }
+                Err(e) => {
+                    tracing::warn!(partition = %tp, error = %e, "cannot read the source's manifest to tell what start would cut");
+                }
+            }
+        }
+        out
+    }
+
     /// `start`'s checks and pin changes on a mirror partition; the reason
-    /// when the start is refused.
-    fn before_start(&mut self, tp: &TopicPartition) -> Option<String> {
+    /// when the start is refused (nothing changed then). A partition with
+    /// records of its own at stake (stopped, or adopted with records) is
+    /// refused when its preparation would cut some of them and the
+    /// operator did not allow it (`manifest::cut`); `manifest` is the
+    /// source's, when it could be read.
+    fn before_start(
+        &mut self,
+        tp: &TopicPartition,
+        manifest: Option<&PartitionManifest>,
+    ) -> Option<String> {
         let name = tp.to_string();
         let source = self.opts.source_cluster_id.clone();
         let feed_topic_id = self.feed.entry(tp).map(|e| e.topic_id);
+        let ctx = self.context(tp);
+        let allowed = self.truncate_allowed();
         let (mut env, slots) = self.env();
         if let Some(slot) = slots.get_mut(tp).and_then(Slot::mirror_mut) {
             // Read the manifest again: `start` is how an operator says
@@ -1707,7 +1862,66 @@ impl Applier {
             slot.manifest = None;
             let pinned = slot.mirror.record.source_cluster_id.clone();
             let other_source = !source.is_empty() && pinned != source;
-            match slot.state() {
+            let state = slot.state();
+            let repins = matches!(state, PartitionState::Stopped | PartitionState::Failed)
+                || (state == PartitionState::Preparing && other_source);
+            if state == PartitionState::Preparing
+                && other_source
+                && let Some(id) = feed_topic_id
+                && let Some(local) = slot.mirror.log.topic_id().filter(|local| *local != id)
+                && slot.mirror.log.log_end_offset() > slot.mirror.log.log_start_offset()
+            {
+                return Some(format!(
+                    "holds records of topic id {local} (offsets {}..{}), not of {source}'s topic id {id}: a mirror of {source} cannot adopt them; nothing was changed",
+                    slot.mirror.log.log_start_offset(),
+                    slot.mirror.log.log_end_offset() - 1
+                ));
+            }
+            let mut cut = None;
+            if repins && manifest::cut::at_stake(&slot.mirror.record) {
+                let mut would = slot.mirror.record.clone();
+                would.source_cluster_id.clone_from(&source);
+                if let Some(id) = feed_topic_id {
+                    would.topic_id = id;
+                }
+                cut = match manifest {
+                    Some(m) => match slot.mirror.check_cut(&would, m, &ctx, allowed) {
+                        Ok(c) => c,
+                        Err(refusal) => return Some(refusal.to_string()),
+                    },
+                    None if allowed
+                        || !manifest::cut::unknown_cut_at_stake(
+                            &would,
+                            slot.mirror.log.log_end_offset(),
+                        ) =>
+                    {
+                        None
+                    }
+                    None => {
+                        return Some(format!(
+                            "{state} with records of its own up to offset {}, and the source's manifest of {name} cannot be read, so what start would cut is not known; nothing was changed (let the source ship it first, or give --allow-truncate to cut on purpose)",
+                            slot.mirror.log.log_end_offset()
+                        ));
+                    }
+                };
+            }
+            if repins {
+                // A topic id the first pin wrote into a partition that has
+                // no record yet goes with the pin.
+                if let Some(id) = feed_topic_id
+                    && slot.mirror.log.topic_id() != Some(id)
+                    && slot.mirror.log.log_end_offset() == slot.mirror.log.log_start_offset()
+                    && let Err(e) = slot.mirror.log.replace_topic_id(id)
+                {
+                    return Some(format!("could not write topic id {id} for {name}: {e}"));
+                }
+                slot.mirror.record.pending_cut = cut;
+                slot.mirror.record.truncate_allowed = allowed;
+                if let Some(cut) = cut {
+                    tracing::warn!(partition = %name, %cut, "start accepted with --allow-truncate: the preparation cuts these records");
+                }
+            }
+            match state {
                 // A new start pins the configured source (failback
                 // mirrors the other direction); the transition persists it.
                 PartitionState::Stopped | PartitionState::Failed => {

@@ -382,6 +382,7 @@ mod tests {
             writable: false,
             waiting_for: None,
             gaps: Vec::new(),
+            cut: None,
         }
     }
 

@@ -64,6 +64,9 @@ pub struct MirrorContext {
     pub download_memory: u64,
     /// Objects larger than this are appended while they download.
     pub stream_above: u64,
+    /// Preparation may cut records of the partition's own (`--allow-truncate`
+    /// of run and once; `manifest::cut`).
+    pub allow_truncate: bool,
 }
 
 /// What a step changed.
@@ -108,6 +111,28 @@ pub struct Mirror {
     /// them (a gap observed here: `crate::gaps`), whether the rest of the
     /// pass succeeded or not.
     pub skipped: Option<(i64, i64)>,
+}
+
+/// What the preparation of `tp` with `record` against `m` would cut of
+/// the partition's own records in the `local` log, refused unless
+/// `allowed` (`manifest::cut::check`). Other refusals of the plan are left
+/// to the preparation (`Ok(None)` here).
+pub fn check_cut(
+    tp: &TopicPartition,
+    record: &MirrorRecord,
+    m: &PartitionManifest,
+    local: &LocalLog<'_>,
+    ctx: &MirrorContext,
+    allowed: bool,
+) -> Result<Option<manifest::cut::Cut>, Refusal> {
+    let here = Surroundings {
+        local_cluster_id: ctx.local_cluster_id.as_deref(),
+        tiered_storage: ctx.tiered_storage,
+    };
+    match reconcile::plan_preparation(tp, record, m, local, &here) {
+        Ok(plan) => manifest::cut::check(record, &plan, local, m, allowed),
+        Err(_) => Ok(None),
+    }
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -182,6 +207,16 @@ impl Mirror {
         }
     }
 
+    /// The local log as the planners see it.
+    pub fn local_view(&self) -> LocalLog<'_> {
+        LocalLog {
+            topic_id: self.log.topic_id(),
+            lineage: self.log.epochs(),
+            log_start_offset: self.log.log_start_offset(),
+            log_end_offset: self.log.log_end_offset(),
+        }
+    }
+
     /// PREPARING's plan against the source's manifest `m` (nothing is
     /// changed): see `manifest::reconcile::plan_preparation`.
     pub fn plan_preparation(
@@ -193,18 +228,27 @@ impl Mirror {
             &self.tp,
             &self.record,
             m,
-            &LocalLog {
-                topic_id: self.log.topic_id(),
-                lineage: self.log.epochs(),
-                log_start_offset: self.log.log_start_offset(),
-                log_end_offset: self.log.log_end_offset(),
-            },
+            &self.local_view(),
             &Surroundings {
                 local_cluster_id: ctx.local_cluster_id.as_deref(),
                 tiered_storage: ctx.tiered_storage,
             },
         )
         .map_err(self.refused())
+    }
+
+    /// What the preparation that `record` (this partition's record, or the
+    /// one a `start` would give it) would cut of the partition's own
+    /// records against `m`, refused unless `allowed` (`manifest::cut`).
+    /// Other refusals of the plan are left to the preparation.
+    pub fn check_cut(
+        &self,
+        record: &MirrorRecord,
+        m: &PartitionManifest,
+        ctx: &MirrorContext,
+        allowed: bool,
+    ) -> Result<Option<manifest::cut::Cut>, Refusal> {
+        check_cut(&self.tp, record, m, &self.local_view(), ctx, allowed)
     }
 
     /// The follower's plan against `m` (nothing is changed): see
@@ -265,7 +309,19 @@ impl Mirror {
         // follow fetches that range again (`crate::repair`).
         crate::repair::cut_recorded_damage(self, m)?;
         let plan = self.plan_preparation(m, ctx)?;
+        // Records of the partition's own are cut only when the operator
+        // said so (`manifest::cut`); refused, nothing is changed.
+        manifest::cut::check(
+            &self.record,
+            &plan,
+            &self.local_view(),
+            m,
+            ctx.allow_truncate || self.record.truncate_allowed,
+        )
+        .map_err(self.refused())?;
         self.execute(&plan)?;
+        self.record.truncate_allowed = false;
+        self.record.pending_cut = None;
         self.record.lme = None;
         self.record.stopped_at_offset = None;
         self.record.stop_epoch = None;

@@ -6,7 +6,10 @@
 //! daemon), and the bucket through GETs and one LIST of the feed's heads.
 //! The plans are the ones the applier executes (`manifest::reconcile`),
 //! computed from the same inputs; only a torn tail that the applier's
-//! recovery would cut first can make the real run's log end differ.
+//! recovery would cut first can make the real run's log end differ. A cut
+//! of the partition's own records is shown (`cut`) and, unless the start
+//! that made it PREPARING allowed it, is what `start`/`once` would refuse
+//! without `--allow-truncate` (`manifest::cut::check`, the same call).
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
@@ -47,19 +50,42 @@ pub struct PartitionPlan {
     pub fetch_objects: u64,
     /// Bytes of those objects.
     pub fetch_bytes: u64,
-    /// Why the partition would be refused (it would go FAILED).
+    /// Why the partition would be refused (it would go FAILED, or, for a
+    /// cut of its own records without `--allow-truncate`, stay as it is).
     pub refused: Option<String>,
+    /// Records of the partition's own that the plan cuts and the source
+    /// does not give back (`manifest::cut`): a start needs
+    /// `--allow-truncate` for them. `None`: nothing of its own is cut.
+    pub cut: Option<manifest::cut::Cut>,
 }
 
 /// The local log as `kafkalog::reader` sees it, without the lock.
-struct LocalSummary {
+pub(crate) struct LocalSummary {
     topic_id: Option<TopicId>,
     lineage: EpochLineage,
     log_start: i64,
-    log_end: i64,
+    pub(crate) log_end: i64,
 }
 
-fn local_summary(root: &Path, tp: &TopicPartition) -> anyhow::Result<LocalSummary> {
+impl LocalSummary {
+    /// Whether the log holds records.
+    pub(crate) fn has_records(&self) -> bool {
+        self.log_end > self.log_start
+    }
+
+    /// The log as the planners see it.
+    pub(crate) fn view(&self) -> LocalLog<'_> {
+        LocalLog {
+            topic_id: self.topic_id,
+            lineage: &self.lineage,
+            log_start_offset: self.log_start,
+            log_end_offset: self.log_end,
+        }
+    }
+}
+
+/// Reads `tp` of log dir `root` (no lock, nothing written).
+pub(crate) fn local_summary(root: &Path, tp: &TopicPartition) -> anyhow::Result<LocalSummary> {
     let r = PartitionReader::open(root, tp)?;
     let segments = r.segments()?;
     let log_starts = checkpoint::read_offset_checkpoint(&root.join(LOG_START_OFFSET_CHECKPOINT))?;
@@ -149,6 +175,7 @@ pub async fn plan_all(
                         fetch_objects: 0,
                         fetch_bytes: 0,
                         refused: None,
+                        cut: None,
                     });
                     continue;
                 }
@@ -166,6 +193,7 @@ pub async fn plan_all(
             fetch_objects: 0,
             fetch_bytes: 0,
             refused: None,
+            cut: None,
         };
         let action = match state {
             None | Some(PartitionState::Stopped) | Some(PartitionState::Failed) => "start",
@@ -258,12 +286,7 @@ pub async fn plan_all(
             ..l
         });
         let view = match &local {
-            Some(l) => LocalLog {
-                topic_id: l.topic_id,
-                lineage: &l.lineage,
-                log_start_offset: l.log_start,
-                log_end_offset: l.log_end,
-            },
+            Some(l) => l.view(),
             None => LocalLog {
                 topic_id: None,
                 lineage: &empty,
@@ -286,6 +309,23 @@ pub async fn plan_all(
             .and_then(|()| reconcile::plan_follow(&manifest, &view))
         };
         row.action = action;
+        // A cut of the partition's own records needs --allow-truncate
+        // (unless the start that made it PREPARING was given it).
+        let guard = match (&planned, action) {
+            (Ok(plan), "start") => {
+                manifest::cut::check(&record, plan, &view, &manifest, record.truncate_allowed)
+            }
+            _ => Ok(None),
+        };
+        match guard {
+            Ok(cut) => row.cut = cut,
+            Err(refusal) => {
+                if let reconcile::Refusal::WouldCut { cut } = &refusal {
+                    row.cut = Some(*cut);
+                }
+                row.refused = Some(refusal.to_string());
+            }
+        }
         match planned {
             Ok(plan) => {
                 let (objects, bytes) = to_fetch(&manifest, plan.fetch_from);
@@ -299,7 +339,12 @@ pub async fn plan_all(
                     );
                 }
                 row.summary = format!(
-                    "{}{}fetch from {} ({objects} objects, {bytes} bytes; source shipped to {})",
+                    "{}{}{}fetch from {} ({objects} objects, {bytes} bytes; source shipped to {})",
+                    match (&row.refused, &row.cut) {
+                        (Some(why), _) => format!("refused: {why}; with --allow-truncate: "),
+                        (None, Some(cut)) => format!("cuts {cut} of its own (allowed); "),
+                        (None, None) => String::new(),
+                    },
                     steps.join("; "),
                     if steps.is_empty() { "" } else { "; then " },
                     plan.fetch_from,

@@ -59,6 +59,13 @@ pub struct PartitionStatus {
     /// `crate::gaps`.
     #[serde(default)]
     pub gaps: Vec<crate::gaps::GapStatus>,
+    /// Records of the partition's own at stake (`manifest::cut`): in
+    /// PREPARING, what its preparation will cut (as the `start` that
+    /// accepted it with `--allow-truncate` planned it); in STOPPED, the
+    /// local writes past the stop offset, which a `start` resuming the
+    /// same source cuts. `None`: nothing.
+    #[serde(default)]
+    pub cut: Option<manifest::cut::Cut>,
 }
 
 /// The live part written by a running applier.
@@ -193,14 +200,17 @@ pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
                     writable: true,
                     waiting_for: None,
                     gaps: Vec::new(),
+                    cut: None,
                 });
             }
             continue;
         };
         // A running daemon's numbers are fresh (and cheap); otherwise read
-        // the log's files.
+        // the log's files. A STOPPED partition's always come from its files:
+        // producers write it between the daemon's cycles, or with no daemon.
+        let stopped = record.state.state() == manifest::state::PartitionState::Stopped;
         let bounds = match l.and_then(|l| l.local_log_start_offset.zip(l.local_log_end_offset)) {
-            Some(bounds) if fresh => Ok(bounds),
+            Some(bounds) if fresh && !stopped => Ok(bounds),
             _ => log_bounds(&reader),
         };
         let mut r = match bounds {
@@ -267,6 +277,7 @@ fn unreadable_row(tp: &kafkalog::TopicPartition, error: &str) -> PartitionStatus
         writable: false,
         waiting_for: None,
         gaps: Vec::new(),
+        cut: None,
     }
 }
 
@@ -309,6 +320,29 @@ pub fn row(
         writable: manifest::state::is_writable(state),
         waiting_for: l.and_then(|l| l.waiting.clone()),
         gaps: Vec::new(),
+        cut: cut_at_stake(record, start, end),
+    }
+}
+
+/// What of the partition's own records is at stake (see
+/// [`PartitionStatus::cut`]), from its record and log bounds.
+pub fn cut_at_stake(
+    record: &manifest::mirror_state::MirrorRecord,
+    start: i64,
+    end: i64,
+) -> Option<manifest::cut::Cut> {
+    use manifest::state::PartitionState;
+    match record.state.state() {
+        PartitionState::Preparing => record.pending_cut,
+        PartitionState::Stopped => record
+            .stopped_at_offset
+            .map(|at| at.max(start))
+            .filter(|&first| first < end)
+            .map(|first| manifest::cut::Cut {
+                first_offset: first,
+                last_offset: end - 1,
+            }),
+        _ => None,
     }
 }
 
@@ -325,7 +359,7 @@ fn log_bounds(reader: &kafkalog::reader::PartitionReader) -> anyhow::Result<(i64
 /// Renders the table `applier status` prints.
 pub fn table(rows: &[PartitionStatus]) -> String {
     let mut out = format!(
-        "{:<32} {:<10} {:>12} {:>12} {:>10} {:>12} {:>8} {:>5} {:<12} {}\n",
+        "{:<32} {:<10} {:>12} {:>12} {:>10} {:>12} {:>8} {:>5} {:<12} {:<16} {}\n",
         "PARTITION",
         "STATE",
         "LOCAL_LEO",
@@ -335,12 +369,13 @@ pub fn table(rows: &[PartitionStatus]) -> String {
         "LAG_S",
         "LME",
         "GAPS",
+        "CUT",
         "LAST_ERROR"
     );
     for r in rows {
         let opt = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
         out.push_str(&format!(
-            "{:<32} {:<10} {:>12} {:>12} {:>10} {:>12} {:>8} {:>5} {:<12} {}\n",
+            "{:<32} {:<10} {:>12} {:>12} {:>10} {:>12} {:>8} {:>5} {:<12} {:<16} {}\n",
             format!("{}-{}", r.topic, r.partition),
             r.state,
             r.local_log_end_offset,
@@ -350,8 +385,18 @@ pub fn table(rows: &[PartitionStatus]) -> String {
             r.lag_seconds.map_or("-".to_string(), |v| format!("{v:.1}")),
             r.lme.map_or("-".to_string(), |v| v.to_string()),
             crate::gaps::cell(&r.gaps),
+            cut_cell(r.cut.as_ref()),
             r.last_error.as_deref().unwrap_or("")
         ));
     }
     out
+}
+
+/// The CUT column: `-`, or the offsets at stake and how many
+/// (`1200-1202 (3)`).
+fn cut_cell(cut: Option<&manifest::cut::Cut>) -> String {
+    cut.map_or_else(
+        || "-".to_string(),
+        |c| format!("{}-{} ({})", c.first_offset, c.last_offset, c.offsets()),
+    )
 }

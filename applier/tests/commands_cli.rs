@@ -13,18 +13,7 @@ use kafkalog::{LogConfig, LogDir};
 use manifest::mirror_state::MirrorRecord;
 
 fn applier(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_applier"))
-        .args(args)
-        .env_remove("SEGMIRROR_BUCKET")
-        .env_remove("SEGMIRROR_SOURCE_CLUSTER_ID")
-        .env_remove("SEGMIRROR_APPLIER_CONFIG")
-        .env("RUST_LOG", "error")
-        .output()
-        .expect("run applier");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout),
-    )
+    common::run_applier(env!("CARGO_BIN_EXE_applier"), args)
 }
 
 #[test]
@@ -374,9 +363,17 @@ async fn resume_after_stop_cuts_the_local_write_and_logs_in_words() {
         assert_eq!(p.log_end_offset(), 50);
         p.close().expect("close");
     }
+    // The local writes are cut on purpose (`guards.rs`: refused without).
     step(
         [
-            &["start", "--log-dir", log, "--topic", "orders"][..],
+            &[
+                "start",
+                "--log-dir",
+                log,
+                "--topic",
+                "orders",
+                "--allow-truncate",
+            ][..],
             &identity,
         ]
         .concat(),

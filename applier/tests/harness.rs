@@ -436,7 +436,19 @@ async fn failback_worked_example() {
     let mut a_opts = ApplierOptions::new(&a_dir, "cluster-b");
     a_opts.local_cluster_id = Some("cluster-a".into());
     let mut a = Applier::open(a_opts, Some(bucket.clone())).expect("a");
+    // A's 30 records of its own are cut only when the operator says so.
     let out = a.command(Command::Start, &["orders".into()], false).await;
+    assert!(
+        out[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("offsets 100..129 (30 records) would be cut")),
+        "{out:?}"
+    );
+    assert_eq!(leo_of(&a_dir, &t), 130, "nothing cut");
+    let out = a
+        .command_allowing(Command::Start, &["orders".into()], false, true)
+        .await;
     assert_eq!(out[0].state.as_deref(), Some("PREPARING"), "{out:?}");
     apply_all(&mut a).await;
     assert_eq!(a.state_of(&t), Some(PartitionState::Mirroring));
@@ -636,7 +648,9 @@ async fn failback_at_the_lme_epoch_and_with_unknown_lme() {
         let mut a_opts = ApplierOptions::new(&a_dir, "cluster-b");
         a_opts.local_cluster_id = Some("cluster-a".into());
         let mut a = Applier::open(a_opts, Some(bucket.clone())).expect("a");
-        a.command(Command::Start, &["orders".into()], false).await;
+        // Failback cuts A's writes after the split: on purpose.
+        a.command_allowing(Command::Start, &["orders".into()], false, true)
+            .await;
         apply_all(&mut a).await;
         assert_eq!(
             a.state_of(&t),

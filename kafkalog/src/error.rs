@@ -68,6 +68,19 @@ pub enum Error {
         /// Why it is read-only, as recorded in the write guard.
         reason: String,
     },
+    /// A Kafka broker (or another process) holds the POSIX record lock
+    /// Kafka takes on the log dir's `.lock` ([`crate::logdir::posix_lock_holder`]).
+    #[error(
+        "log dir {path} is in use by a running Kafka broker: {lock} is locked (fcntl) by process {pid}; stop the broker first (a dir a broker owns is never a mirror target)"
+    )]
+    OwnedByBroker {
+        /// The log dir.
+        path: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+        /// The holder's process id, when the kernel says (`?` otherwise).
+        pid: String,
+    },
     /// Another process holds the log dir's lock.
     #[error("log dir {path} is locked by another process (lock file {lock})")]
     Locked {

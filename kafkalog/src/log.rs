@@ -652,6 +652,34 @@ impl PartitionLog {
         self.topic_id
     }
 
+    /// Replaces the topic id in `partition.metadata` (atomically) of a log
+    /// that holds no record: a partition created for one topic that has
+    /// become another's before anything was written (a mirror re-pinned to
+    /// another source while PREPARING). A log holding records keeps its id
+    /// ([`Error::TopicIdMismatch`]): they belong to that topic.
+    pub fn replace_topic_id(&mut self, id: TopicId) -> Result<()> {
+        if self.topic_id == Some(id) {
+            return Ok(());
+        }
+        if self.log_end_offset() > self.log_start_offset() {
+            return Err(Error::TopicIdMismatch {
+                topic_partition: self.tp.to_string(),
+                path: self.dir.join(PARTITION_METADATA),
+                expected: id.to_string(),
+                found: self
+                    .topic_id
+                    .map_or_else(|| "none".to_string(), |t| t.to_string()),
+            });
+        }
+        let meta = PartitionMetadata {
+            version: 0,
+            topic_id: id,
+        };
+        checkpoint::write_partition_metadata(&self.dir.join(PARTITION_METADATA), &meta, true)?;
+        self.topic_id = Some(id);
+        Ok(())
+    }
+
     /// The offset the next appended record gets.
     pub fn log_end_offset(&self) -> i64 {
         self.active.next_offset

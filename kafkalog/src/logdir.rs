@@ -17,6 +17,11 @@
 //! lock is not the `fcntl` lock a Kafka broker takes on the same file, so it
 //! keeps segmirror processes apart, not a broker.
 //!
+//! A Kafka broker locks the same `.lock` with a POSIX record lock (Java's
+//! `FileChannel.tryLock`, `fcntl(F_SETLK)`), which `flock` does not see:
+//! [`posix_lock_holder`] asks for it with `fcntl(F_GETLK)` (it takes no
+//! lock), so the applier can refuse a dir a running broker owns.
+//!
 //! The root checkpoints are shared by all partitions of the dir: each update
 //! rewrites the file atomically with this process's view merged into what
 //! the file held when the dir was opened.
@@ -166,6 +171,50 @@ impl Shared {
     }
 }
 
+/// Who holds a POSIX record lock (`fcntl`) on `root/.lock`, as a running
+/// Kafka broker does on each of its log dirs: `Ok(None)` when nobody (or
+/// the dir or file does not exist), else the holder's process id as the
+/// kernel reports it. Takes no lock and creates nothing. The `flock` that
+/// [`LogDir::open`] takes is a different lock and is not reported.
+pub fn posix_lock_holder(root: &Path) -> Result<Option<String>> {
+    use rustix::process::{Flock, FlockOffsetType, FlockType, fcntl_getlk};
+    let lock_path = root.join(LOCK_FILE);
+    let file = match OpenOptions::new().read(true).write(true).open(&lock_path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("open", &lock_path)(e)),
+    };
+    // Would a write lock over the whole file be granted?
+    let probe = Flock {
+        start: 0,
+        length: 0,
+        pid: None,
+        typ: FlockType::WriteLock,
+        offset_type: FlockOffsetType::Set,
+    };
+    match fcntl_getlk(&file, &probe) {
+        Ok(None) => Ok(None),
+        Ok(Some(held)) => Ok(Some(
+            held.pid
+                .map_or_else(|| "?".to_string(), |p| p.as_raw_nonzero().to_string()),
+        )),
+        Err(e) => Err(Error::io("fcntl(F_GETLK)", &lock_path)(e.into())),
+    }
+}
+
+/// Refuses a log dir whose `.lock` a running broker holds
+/// ([`posix_lock_holder`]) with [`Error::OwnedByBroker`].
+pub fn refuse_if_owned_by_broker(root: &Path) -> Result<()> {
+    match posix_lock_holder(root)? {
+        None => Ok(()),
+        Some(pid) => Err(Error::OwnedByBroker {
+            path: root.to_path_buf(),
+            lock: root.join(LOCK_FILE),
+            pid,
+        }),
+    }
+}
+
 /// A log dir open for writing (locked).
 #[derive(Debug, Clone)]
 pub struct LogDir {
@@ -293,6 +342,20 @@ impl LogDir {
 mod tests {
     use super::*;
     use crate::batch::tests::raw_batch;
+
+    #[test]
+    fn segmirrors_own_flock_is_not_a_brokers_lock() {
+        let root = tempfile::tempdir().expect("tempdir");
+        assert_eq!(posix_lock_holder(root.path()).expect("probe"), None);
+        assert!(
+            !root.path().join(LOCK_FILE).exists(),
+            "the probe creates nothing"
+        );
+        let dir = LogDir::open(root.path()).expect("open");
+        assert_eq!(posix_lock_holder(root.path()).expect("probe"), None);
+        refuse_if_owned_by_broker(root.path()).expect("not a broker's");
+        drop(dir);
+    }
 
     fn recovery_points(root: &Path) -> BTreeMap<TopicPartition, i64> {
         checkpoint::read_offset_checkpoint(&root.join(RECOVERY_POINT_OFFSET_CHECKPOINT))

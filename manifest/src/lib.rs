@@ -16,6 +16,9 @@
 //! - [`reconcile`]: the applier's plans (preparation, following a
 //!   manifest, failover) as pure functions of the record, the manifest and
 //!   the local log; the applier executes them, `applier plan` prints them.
+//! - [`cut`]: which records of a partition's own a preparation would cut
+//!   (failback, resuming after a stop, adopting a plain partition), and
+//!   the guard that refuses it without `--allow-truncate`.
 //! - [`layout`]: every object key (the only place that formats or parses
 //!   keys).
 //! - [`partition`]: the epoch manifest of a partition: schema, codec,
@@ -48,6 +51,7 @@ pub mod bucket;
 pub mod clock;
 pub mod codec;
 pub mod counting;
+pub mod cut;
 pub mod diagnosis;
 pub mod feed;
 pub mod gaps;

@@ -84,6 +84,16 @@ pub struct MirrorRecord {
     /// `lme` being set means the same.)
     #[serde(default)]
     pub failback_pending: bool,
+    /// The operator allowed the next preparation to cut records of the
+    /// partition's own (`applier start --allow-truncate`, [`crate::cut`]);
+    /// cleared when a preparation completes. Not written when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncate_allowed: bool,
+    /// What the next preparation will cut of the partition's own records,
+    /// as the `start` that accepted it planned it (`applier status` shows
+    /// it); cleared when a preparation completes. Not written when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_cut: Option<crate::cut::Cut>,
     /// Manifest version last applied.
     #[serde(default)]
     pub applied_manifest_version: u64,
@@ -142,6 +152,8 @@ impl MirrorRecord {
             stop_epoch: None,
             stopped_source_cluster_id: None,
             failback_pending: false,
+            truncate_allowed: false,
+            pending_cut: None,
             applied_manifest_version: 0,
             segment_generations: std::collections::BTreeMap::new(),
             updated_at_ms: now_ms,
@@ -239,6 +251,8 @@ mod tests {
             stop_epoch: Some(5),
             stopped_source_cluster_id: None,
             failback_pending: true,
+            truncate_allowed: false,
+            pending_cut: None,
             applied_manifest_version: 3,
             segment_generations: [(0, 1), (70, 2)].into_iter().collect(),
             updated_at_ms: 1_700_000_000_200,

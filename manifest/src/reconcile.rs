@@ -128,6 +128,16 @@ pub enum Refusal {
         /// The source's mirror state.
         state: String,
     },
+    /// Preparing would cut records of this partition's own that the source
+    /// does not give back, and the operator did not allow it
+    /// ([`crate::cut`]).
+    #[error(
+        "{cut} would be cut: records of this partition's own that the source does not have; nothing was changed (give --allow-truncate to cut them on purpose)"
+    )]
+    WouldCut {
+        /// The offsets.
+        cut: crate::cut::Cut,
+    },
 }
 
 /// Which row of the failback LME table chose the cut (see the module doc).
@@ -622,7 +632,7 @@ pub fn plan_stop(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::partition::MirrorOrigin;
     use crate::state;
@@ -631,7 +641,7 @@ mod tests {
     const SRC: &str = "cluster-b";
     const HERE: &str = "cluster-a";
 
-    fn lin(entries: &[(i32, i64)]) -> EpochLineage {
+    pub(crate) fn lin(entries: &[(i32, i64)]) -> EpochLineage {
         EpochLineage::from_entries(entries.iter().map(|&(epoch, start_offset)| EpochEntry {
             epoch,
             start_offset,
@@ -639,11 +649,11 @@ mod tests {
         .expect("valid lineage")
     }
 
-    fn tp() -> TopicPartition {
+    pub(crate) fn tp() -> TopicPartition {
         TopicPartition::new("orders", 0).expect("tp")
     }
 
-    fn topic_id() -> TopicId {
+    pub(crate) fn topic_id() -> TopicId {
         "vVw7a5a_QkWcK7JvBD2t8Q".parse().expect("id")
     }
 

@@ -257,7 +257,9 @@ async fn failback_at_the_lme_epoch_and_with_unknown_lme() {
             let mut opts = applier_options(&b, &a_dir, "cluster-b", "cluster-a");
             opts.topics = None;
             let mut ma = Applier::open(opts, Some(b.store.clone())).expect("a");
-            ma.command(Command::Start, &["orders".into()], false).await;
+            // A's writes after the split are cut on purpose.
+            ma.command_allowing(Command::Start, &["orders".into()], false, true)
+                .await;
             drain(&mut ma).await;
             assert_eq!(
                 ma.state_of(&tp("orders")),
@@ -637,7 +639,10 @@ async fn resuming_from_the_same_source_cuts_only_the_local_writes() {
             Some(b.store.clone()),
         )
         .expect("applier");
-        let out = a.command(Command::Start, &["orders".into()], false).await;
+        // The local writes are cut on purpose (refused without: guards.rs).
+        let out = a
+            .command_allowing(Command::Start, &["orders".into()], false, true)
+            .await;
         assert!(out[0].error.is_none(), "[{}] {out:?}", b.name);
         let mut refetched = 0;
         for _ in 0..20 {
@@ -751,7 +756,10 @@ async fn resuming_from_the_same_source_fetches_bytes_in_proportion_to_the_diverg
             Some(counting.as_dyn()),
         )
         .expect("applier");
-        let out = a.command(Command::Start, &["orders".into()], false).await;
+        // The local writes are cut on purpose (refused without: guards.rs).
+        let out = a
+            .command_allowing(Command::Start, &["orders".into()], false, true)
+            .await;
         assert!(out[0].error.is_none(), "[{}] {out:?}", b.name);
         drain(&mut a).await;
         drop(a);

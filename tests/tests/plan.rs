@@ -94,6 +94,23 @@ async fn plan_prints_the_failback_cut_and_its_rule_and_changes_nothing() {
             b.name
         );
         assert_eq!(plan.fetch_from, 50);
+        // A's 30 records of its own are the cut a start needs
+        // --allow-truncate for.
+        assert_eq!(
+            row.cut,
+            Some(manifest::cut::Cut {
+                first_offset: 50,
+                last_offset: 79
+            }),
+            "[{}]",
+            b.name
+        );
+        assert!(
+            row.refused
+                .as_deref()
+                .is_some_and(|r| r.contains("--allow-truncate")),
+            "{row:?}"
+        );
         let table = applier::plan::table(&rows);
         assert!(table.contains("truncate to 50"), "{table}");
         assert!(
@@ -111,7 +128,8 @@ async fn plan_prints_the_failback_cut_and_its_rule_and_changes_nothing() {
         let mut opts = applier_options(&b, &a_dir, "cluster-b", "cluster-a");
         opts.topics = None;
         let mut ma = Applier::open(opts, Some(b.store.clone())).expect("a");
-        ma.command(Command::Start, &["orders".into()], false).await;
+        ma.command_allowing(Command::Start, &["orders".into()], false, true)
+            .await;
         drain(&mut ma).await;
         drop(ma);
         assert_eq!(

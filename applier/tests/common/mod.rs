@@ -54,12 +54,17 @@ pub async fn publish(
     upload: &str,
 ) -> PartitionManifest {
     let reader = PartitionReader::open(source, t).expect("reader");
+    // The source partition's own topic id (`topic_id()` when it has none).
+    let id = reader
+        .metadata()
+        .expect("partition.metadata")
+        .map_or_else(topic_id, |m| m.topic_id);
     let pk = PartitionKey {
         tp: t.clone(),
-        topic_id: topic_id(),
+        topic_id: id,
     };
     let segments = reader.segments().expect("segments");
-    let mut m = PartitionManifest::new(store.layout().cluster_id(), t, topic_id());
+    let mut m = PartitionManifest::new(store.layout().cluster_id(), t, id);
     m.mirror_origin = manifest::mirror_state::MirrorRecord::read(reader.dir())
         .expect("record")
         .map(|r| r.origin());
@@ -158,4 +163,23 @@ pub fn file_bucket(dir: &Path) -> (String, ManifestStore) {
         .expect("store");
     let layout = manifest::layout::ClusterLayout::new("", SOURCE).expect("layout");
     (url, ManifestStore::new(object_store, layout))
+}
+
+/// Runs the applier binary `bin` with `args`, none of the settings that
+/// the environment could add (bucket, source, cluster id, config file) and
+/// errors-only logs: its exit code and its stderr then stdout.
+pub fn run_applier(bin: &str, args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(bin)
+        .args(args)
+        .env_remove("SEGMIRROR_BUCKET")
+        .env_remove("SEGMIRROR_SOURCE_CLUSTER_ID")
+        .env_remove("SEGMIRROR_CLUSTER_ID")
+        .env_remove("SEGMIRROR_APPLIER_CONFIG")
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("run applier");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout),
+    )
 }

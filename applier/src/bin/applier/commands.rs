@@ -16,6 +16,9 @@ pub(crate) struct StartArgs {
     source: SourceArgs,
     #[command(flatten)]
     prepare: PrepareArgs,
+    /// Allow cutting records of a partition's own when it becomes (or resumes as) a mirror: a plain partition with data past what the source shipped, or a STOPPED one with writes since its stop. Without it such a start is refused (exit 1), naming the offsets; `applier plan` shows them.
+    #[arg(long)]
+    allow_truncate: bool,
 }
 
 /// Which partitions a command applies to (start, pause, resume, stop).
@@ -50,18 +53,20 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
 
 /// `applier start`.
 pub(crate) async fn start(args: StartArgs) -> anyhow::Result<u8> {
-    run_with(Command::Start, args.command, &[&args.source, &args.prepare]).await
+    let groups: [&dyn Flags; 2] = [&args.source, &args.prepare];
+    run_with(Command::Start, args.command, &groups, args.allow_truncate).await
 }
 
 /// `applier pause|resume|stop`.
 pub(crate) async fn run(command: Command, args: CommandArgs) -> anyhow::Result<u8> {
-    run_with(command, args, &[]).await
+    run_with(command, args, &[], false).await
 }
 
 async fn run_with(
     command: Command,
     args: CommandArgs,
     groups: &[&dyn Flags],
+    allow_truncate: bool,
 ) -> anyhow::Result<u8> {
     // `start` pins the source it mirrors: without the bucket and the
     // source cluster id it would pin an empty identity, so both are required.
@@ -81,7 +86,11 @@ async fn run_with(
     }
     let store = v.bucket.as_ref().map(|b| b.build()).transpose()?;
     let outcomes = match Applier::open(v.options.clone(), store) {
-        Ok(mut applier) => applier.command(command, &args.topic_names, args.all).await,
+        Ok(mut applier) => {
+            applier
+                .command_allowing(command, &args.topic_names, args.all, allow_truncate)
+                .await
+        }
         Err(e)
             if e.downcast_ref::<kafkalog::Error>()
                 .is_some_and(|k| matches!(k, kafkalog::Error::Locked { .. })) =>
@@ -91,6 +100,7 @@ async fn run_with(
                 command,
                 &args.topic_names,
                 args.all,
+                allow_truncate,
                 args.timeout,
             )?
         }

@@ -342,7 +342,9 @@ Exit codes: 0 applied (or found nothing to apply: a line says what it found);
 
 A partition STOPPED after failover starts again from the given source (failback, or
 resuming the same source): its log is cut where the two logs diverge, and only the
-tail is fetched. A partition still PREPARING takes the new source; one MIRRORING or
+tail is fetched. A cut of records written here (or of a plain partition's data past
+what the source shipped) needs --allow-truncate; without it the start is refused
+(exit 1) naming the offsets, and nothing changes (`applier plan` shows the cut). A partition still PREPARING takes the new source; one MIRRORING or
 PAUSED keeps its source until `applier stop`.
 
 Without a running `applier run` the command acts itself; with one, it hands the

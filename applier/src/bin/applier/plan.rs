@@ -18,6 +18,11 @@ pub(crate) async fn run(args: PlanArgs) -> anyhow::Result<u8> {
         anyhow::bail!("--bucket is required");
     };
     crate::run::require_bucket_dir(bucket)?;
+    // What start and once would refuse first: a dir a running broker owns
+    // (plan itself only reads, so it still shows what they would do).
+    if let Err(e) = kafkalog::logdir::refuse_if_owned_by_broker(&v.options.log_dir) {
+        eprintln!("applier: warning: start and once would be refused now: {e}");
+    }
     let store = manifest::store::ManifestStore::new(
         bucket.build_with_retry_timeout(v.store_timeout)?,
         manifest::layout::ClusterLayout::new(bucket.prefix(), &v.options.source_cluster_id)?,

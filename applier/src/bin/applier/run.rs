@@ -17,6 +17,9 @@ pub(crate) struct RunArgs {
     mirror: MirrorArgs,
     #[command(flatten)]
     tuning: DaemonTuning,
+    /// Allow cutting records of a partition's own when --topics makes it a mirror: a plain partition holding data past what the source shipped (the old primary on failback). Without it such a partition is refused (logged at ERROR, shown by status, once exits 1), naming the offsets; `applier plan` shows them.
+    #[arg(long)]
+    allow_truncate: bool,
 }
 
 impl RunArgs {
@@ -66,7 +69,8 @@ async fn run_with(
     if let Some(k) = &kafka {
         config = config.merge(k.limits.as_config());
     }
-    let v = config.validate(true)?;
+    let mut v = config.validate(true)?;
+    v.options.allow_truncate = args.allow_truncate;
     if let Some(b) = &v.bucket {
         require_bucket_dir(b)?;
         // Bucket checks (`applier doctor`'s must-haves), before the log
@@ -199,6 +203,12 @@ async fn run_with(
         for line in &gap_lines {
             eprintln!("{line}");
         }
+        // Selected but refused before becoming mirrors (a cut without
+        // --allow-truncate, another topic id here): never a silent skip.
+        let refused = applier.refused();
+        for (tp, why) in &refused {
+            eprintln!("REFUSED: {tp}: {why}");
+        }
         if !failed.is_empty() {
             let names: Vec<String> = failed.iter().map(ToString::to_string).collect();
             eprintln!(
@@ -208,7 +218,7 @@ async fn run_with(
             );
             return Ok(1);
         }
-        if !gap_lines.is_empty() {
+        if !gap_lines.is_empty() || !refused.is_empty() {
             return Ok(1);
         }
         if total.batches == 0
