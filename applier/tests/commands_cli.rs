@@ -351,7 +351,15 @@ async fn resume_after_stop_cuts_the_local_write_and_logs_in_words() {
         .concat(),
         0,
     );
-    step(vec!["stop", "--log-dir", log, "--all"], 0);
+    // Written as an older runbook has it, with the identity flags stop
+    // never used: still accepted, and named as ignored.
+    let stop = [&["stop", "--log-dir", log, "--all"][..], &identity].concat();
+    let (code, out) = with_logs(&stop);
+    assert_eq!(code, 0, "{stop:?}: {out}");
+    assert!(
+        out.contains("--bucket, --source-cluster-id not used by stop"),
+        "{out}"
+    );
     // A producer writes to the failed-over partition.
     {
         let d = LogDir::open(&log_dir).expect("mirror dir");

@@ -57,9 +57,52 @@ pub(crate) async fn start(args: StartArgs) -> anyhow::Result<u8> {
     run_with(Command::Start, args.command, &groups, args.allow_truncate).await
 }
 
+/// Settings of `pause`, `resume` and `stop`: which partitions. They never
+/// read the bucket (a failover works with the source gone).
+#[derive(clap::Args)]
+pub(crate) struct StateArgs {
+    #[command(flatten)]
+    command: CommandArgs,
+    #[command(flatten)]
+    unused: UnusedSourceArgs,
+}
+
+/// The bucket and cluster-id flags, which these commands never used but
+/// once listed: still accepted (hidden), so that a failover runbook written
+/// with them does not stop at a usage error, and named as ignored.
+#[derive(clap::Args)]
+struct UnusedSourceArgs {
+    #[arg(long, value_name = "URL", hide = true)]
+    bucket: Option<String>,
+    #[arg(long, value_name = "ID", hide = true)]
+    source_cluster_id: Option<String>,
+    #[arg(long, value_name = "ID", hide = true)]
+    cluster_id: Option<String>,
+}
+
+impl UnusedSourceArgs {
+    fn given(&self) -> Vec<&'static str> {
+        [
+            ("--bucket", self.bucket.is_some()),
+            ("--source-cluster-id", self.source_cluster_id.is_some()),
+            ("--cluster-id", self.cluster_id.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
+    }
+}
+
 /// `applier pause|resume|stop`.
-pub(crate) async fn run(command: Command, args: CommandArgs) -> anyhow::Result<u8> {
-    run_with(command, args, &[], false).await
+pub(crate) async fn run(command: Command, args: StateArgs) -> anyhow::Result<u8> {
+    let ignored = args.unused.given();
+    if !ignored.is_empty() {
+        eprintln!(
+            "applier: note: {} not used by {command} (it acts on the local log dir only): ignored",
+            ignored.join(", ")
+        );
+    }
+    run_with(command, args.command, &[], false).await
 }
 
 async fn run_with(

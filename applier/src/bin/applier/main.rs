@@ -356,14 +356,14 @@ request over and waits up to --timeout. Exit 0 only when every partition started
   applier pause --log-dir /data/mirror --all --timeout 2m
 
 Exit 0 when every named partition is PAUSED; 1 when one was refused (not MIRRORING).")]
-    Pause(commands::CommandArgs),
+    Pause(commands::StateArgs),
     /// Resume a paused mirror (no truncation).
     #[command(after_help = "Examples:
   applier resume --log-dir /data/mirror --topic orders
   applier resume --log-dir /data/mirror --all
 
 Exit 0 when every named partition is MIRRORING again; 1 when one was refused (not PAUSED).")]
-    Resume(commands::CommandArgs),
+    Resume(commands::StateArgs),
     /// Stop mirroring (failover): partitions become writable.
     #[command(after_help = "Examples:
   applier stop --log-dir /data/mirror --all
@@ -371,7 +371,7 @@ Exit 0 when every named partition is MIRRORING again; 1 when one was refused (no
 
 Returns 0 only once the partitions are STOPPED and writable at a new leader epoch,
 whether it acts itself or a running `applier run` does. Failback later is `applier start`.")]
-    Stop(commands::CommandArgs),
+    Stop(commands::StateArgs),
     /// Per-partition state, lag and LME (reads only; safe while `applier run` runs).
     #[command(after_help = "Examples:
   applier status --log-dir /data/mirror
