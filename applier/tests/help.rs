@@ -27,7 +27,7 @@ const OPTIONS: &[(&str, &[&str], &[&str])] = &[
             "--kafka-listen <",
             "--tiered-topic <",
         ],
-        &["--topic <", "--all"],
+        &["--topic <", "--all "],
     ),
     (
         "once",
@@ -37,6 +37,7 @@ const OPTIONS: &[(&str, &[&str], &[&str])] = &[
             "--topics <",
             "--download-concurrency <",
             "--preflight <",
+            "--allow-truncate",
         ],
         &["--kafka-listen <", "--topic <"],
     ),
@@ -64,7 +65,8 @@ const OPTIONS: &[(&str, &[&str], &[&str])] = &[
             "--source-cluster-id <",
             "--cluster-id <",
             "--topic <",
-            "--all",
+            "--all ",
+            "--allow-truncate",
             "--timeout <",
         ],
         &[
@@ -81,7 +83,7 @@ const OPTIONS: &[(&str, &[&str], &[&str])] = &[
             "--log-dir <",
             "--config <",
             "--topic <",
-            "--all",
+            "--all ",
             "--timeout <",
         ],
         &[

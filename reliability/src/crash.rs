@@ -471,9 +471,13 @@ pub fn run(o: &CrashOptions, bins: &Bins) -> anyhow::Result<CrashReport> {
     applier.kill9()?;
 
     // Drain: once-mode until the destination holds everything.
+    // `once` makes one pass: it takes run's flags but the tail interval.
     let ship_once: Vec<String> = {
         let mut a = shipper.args.clone();
         a[0] = "once".into();
+        if let Some(i) = a.iter().position(|x| x == "--tail-interval") {
+            a.drain(i..i + 2);
+        }
         a
     };
     let apply_once = applier_args("once");
@@ -481,7 +485,13 @@ pub fn run(o: &CrashOptions, bins: &Bins) -> anyhow::Result<CrashReport> {
     let mut drained = false;
     for _ in 0..20 {
         drain_rounds += 1;
-        run_cmd(&bins.shipper, &ship_once)?;
+        let (_, _, err) = run_cmd(&bins.shipper, &ship_once)?;
+        // A usage error would make every round a no-op: say so at once.
+        anyhow::ensure!(
+            !err.contains("error: unexpected argument"),
+            "shipper {}: {err}",
+            ship_once.join(" ")
+        );
         run_cmd(&bins.applier, &apply_once)?;
         if ends.refresh() == source_ends.as_slice() {
             drained = true;
