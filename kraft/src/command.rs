@@ -19,9 +19,10 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::error::Result;
-use crate::image::{MetadataImage, Partition};
+use crate::image::MetadataImage;
 use crate::meta_properties::{self, MetaProperties};
 use crate::reader::{MetadataLogReader, PollReport, SnapshotId, snapshot_file_name};
+use crate::records::PartitionRegistration;
 
 /// What `metadata` prints.
 #[derive(Debug, Clone)]
@@ -65,7 +66,7 @@ fn configs_text(configs: &std::collections::BTreeMap<String, String>) -> String 
     parts.join(" ")
 }
 
-fn partition_json(p: &Partition, untrusted: Option<&str>) -> Value {
+fn partition_json(p: &PartitionRegistration, untrusted: Option<&str>) -> Value {
     json!({
         "leader": p.leader,
         "leader_epoch": p.leader_epoch,

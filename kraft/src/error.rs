@@ -12,17 +12,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// An IO operation failed.
-    #[error("{op} {path}: {source}")]
-    Io {
-        /// What was being done.
-        op: &'static str,
-        /// The file or directory.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
+    /// An IO operation failed (a [`kafkalog::Error::Io`] naming the
+    /// operation and path), or a `kafkalog` reader failed.
+    #[error(transparent)]
+    Io(#[from] kafkalog::Error),
     /// `meta.properties` is missing a field or malformed.
     #[error("{path}: {reason}")]
     MetaProperties {
@@ -70,26 +63,16 @@ pub enum Error {
 
 impl Error {
     /// A closure wrapping an `io::Error` for `op` on `path`.
-    pub fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
-        let path = path.into();
-        move |source| Error::Io { op, path, source }
+    pub fn io<P: AsRef<std::path::Path>>(
+        op: &'static str,
+        path: P,
+    ) -> impl FnOnce(std::io::Error) -> Error {
+        move |source| Error::Io(kafkalog::Error::io(op, path)(source))
     }
 
     /// True when trying again later may succeed: IO errors, and a log
     /// whose tail is being written or truncated while it is read.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Io { .. } | Error::Log { .. })
-    }
-}
-
-impl From<kafkalog::Error> for Error {
-    fn from(e: kafkalog::Error) -> Error {
-        match e {
-            kafkalog::Error::Io { op, path, source } => Error::Io { op, path, source },
-            other => Error::Log {
-                path: PathBuf::new(),
-                reason: other.to_string(),
-            },
-        }
+        matches!(self, Error::Io(_) | Error::Log { .. })
     }
 }

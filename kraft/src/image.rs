@@ -40,101 +40,12 @@ use kafkalog::TopicId;
 use serde::Serialize;
 
 use crate::records::{
-    BrokerRegistrationChangeRecord, ConfigRecord, Decoded, MetadataRecord, NO_LEADER_CHANGE,
-    PartitionChangeRecord, PartitionRecord, RESOURCE_BROKER, RESOURCE_TOPIC, Scope,
+    BrokerRegistration, BrokerRegistrationChangeRecord, ConfigRecord, Decoded, MetadataRecord,
+    PartitionRegistration, RESOURCE_BROKER, RESOURCE_TOPIC, Scope,
 };
 
 /// The feature whose level is the metadata version.
 pub const METADATA_VERSION: &str = "metadata.version";
-
-/// Directory id meaning "unknown, pre-JBOD" (`DirectoryId.MIGRATING`).
-pub const DIRECTORY_MIGRATING: TopicId = TopicId::ZERO;
-/// Directory id meaning "not yet assigned" (`DirectoryId.UNASSIGNED`).
-pub const DIRECTORY_UNASSIGNED: TopicId = TopicId::METADATA;
-/// Directory id meaning "the directory is offline" (`DirectoryId.LOST`).
-pub const DIRECTORY_LOST: TopicId =
-    TopicId::from_bytes([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
-
-/// A partition's registration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Partition {
-    /// Replicas, preferred leader first.
-    pub replicas: Vec<i32>,
-    /// In-sync replicas (non-empty does not imply a leader).
-    pub isr: Vec<i32>,
-    /// Replicas being removed.
-    pub removing_replicas: Vec<i32>,
-    /// Replicas being added.
-    pub adding_replicas: Vec<i32>,
-    /// Leader broker id; -1 for none.
-    pub leader: i32,
-    /// Leader epoch: the fencing token of the leader.
-    pub leader_epoch: i32,
-    /// Partition epoch.
-    pub partition_epoch: i32,
-    /// Directory id of each replica, in replica order; empty when the
-    /// registration carries none (read as [`DIRECTORY_MIGRATING`]).
-    pub directories: Vec<TopicId>,
-    /// 0 recovered, 1 recovering from an unclean election.
-    pub leader_recovery_state: i8,
-}
-
-impl Partition {
-    /// The registration a PartitionRecord sets.
-    pub fn from_record(r: &PartitionRecord) -> Partition {
-        Partition {
-            replicas: r.replicas.clone(),
-            isr: r.isr.clone(),
-            removing_replicas: r.removing_replicas.clone(),
-            adding_replicas: r.adding_replicas.clone(),
-            leader: r.leader,
-            leader_epoch: r.leader_epoch,
-            partition_epoch: r.partition_epoch,
-            directories: r.directories.clone(),
-            leader_recovery_state: r.leader_recovery_state,
-        }
-    }
-
-    /// Applies a PartitionChangeRecord, as `PartitionRegistration.merge`.
-    pub fn merge(&mut self, c: &PartitionChangeRecord) {
-        if let Some(replicas) = &c.replicas {
-            self.replicas = replicas.clone();
-        }
-        if let Some(directories) = &c.directories {
-            self.directories = directories.clone();
-        }
-        if let Some(isr) = &c.isr {
-            self.isr = isr.clone();
-        }
-        if let Some(removing) = &c.removing_replicas {
-            self.removing_replicas = removing.clone();
-        }
-        if let Some(adding) = &c.adding_replicas {
-            self.adding_replicas = adding.clone();
-        }
-        if c.leader != NO_LEADER_CHANGE {
-            self.leader = c.leader;
-            self.leader_epoch = self.leader_epoch.wrapping_add(1);
-        }
-        if c.leader_recovery_state != -1 {
-            self.leader_recovery_state = c.leader_recovery_state;
-        }
-        self.partition_epoch = self.partition_epoch.wrapping_add(1);
-    }
-
-    /// The directory assigned to `broker`'s replica: its entry in
-    /// [`Partition::directories`], [`DIRECTORY_MIGRATING`] when the
-    /// registration has none, `None` when `broker` is not a replica.
-    pub fn directory_of(&self, broker: i32) -> Option<TopicId> {
-        let i = self.replicas.iter().position(|&r| r == broker)?;
-        Some(
-            self.directories
-                .get(i)
-                .copied()
-                .unwrap_or(DIRECTORY_MIGRATING),
-        )
-    }
-}
 
 /// A topic: its id and partitions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -142,7 +53,7 @@ pub struct Topic {
     /// Topic id.
     pub id: TopicId,
     /// Partitions by index.
-    pub partitions: BTreeMap<i32, Partition>,
+    pub partitions: BTreeMap<i32, PartitionRegistration>,
 }
 
 /// A topic removed by a RemoveTopicRecord.
@@ -154,21 +65,6 @@ pub struct DeletedTopic {
     pub id: TopicId,
     /// Offset of the RemoveTopicRecord.
     pub offset: i64,
-}
-
-/// A broker registration, as far as a mirror needs it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Broker {
-    /// Broker epoch.
-    pub epoch: i64,
-    /// Fenced.
-    pub fenced: bool,
-    /// In controlled shutdown.
-    pub in_controlled_shutdown: bool,
-    /// Rack.
-    pub rack: Option<String>,
-    /// Online log dir ids.
-    pub log_dirs: Vec<TopicId>,
 }
 
 /// A record the image could not apply faithfully.
@@ -226,7 +122,7 @@ pub struct MetadataImage {
     /// Feature levels by name.
     pub features: BTreeMap<String, i16>,
     /// Broker registrations by id.
-    pub brokers: BTreeMap<i32, Broker>,
+    pub brokers: BTreeMap<i32, BrokerRegistration>,
     /// Topics removed since the snapshot the image started from.
     pub deleted_topics: Vec<DeletedTopic>,
     /// What could not be applied faithfully.
@@ -409,9 +305,7 @@ impl MetadataImage {
             }
             MetadataRecord::Partition(p) => match self.topic_by_id(&p.topic_id) {
                 Some(topic) => {
-                    topic
-                        .partitions
-                        .insert(p.partition_id, Partition::from_record(&p));
+                    topic.partitions.insert(p.partition_id, p.registration);
                 }
                 None => self.flag(
                     offset,
@@ -463,16 +357,7 @@ impl MetadataImage {
                 }
             }
             MetadataRecord::RegisterBroker(b) => {
-                self.brokers.insert(
-                    b.broker_id,
-                    Broker {
-                        epoch: b.broker_epoch,
-                        fenced: b.fenced,
-                        in_controlled_shutdown: b.in_controlled_shutdown,
-                        rack: b.rack,
-                        log_dirs: b.log_dirs,
-                    },
-                );
+                self.brokers.insert(b.broker_id, b.registration);
             }
             MetadataRecord::BrokerRegistrationChange(c) => self.apply_broker_change(offset, c),
             MetadataRecord::FenceBroker { broker_id, .. } => {

@@ -111,6 +111,85 @@ pub struct TopicRecord {
     pub topic_id: TopicId,
 }
 
+/// Directory id meaning "unknown, pre-JBOD" (`DirectoryId.MIGRATING`).
+pub const DIRECTORY_MIGRATING: TopicId = TopicId::ZERO;
+/// Directory id meaning "not yet assigned" (`DirectoryId.UNASSIGNED`).
+pub const DIRECTORY_UNASSIGNED: TopicId = TopicId::METADATA;
+/// Directory id meaning "the directory is offline" (`DirectoryId.LOST`).
+pub const DIRECTORY_LOST: TopicId =
+    TopicId::from_bytes([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+
+/// A partition's registration: what a PartitionRecord sets and a
+/// PartitionChangeRecord changes (Kafka's `PartitionRegistration`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PartitionRegistration {
+    /// Replicas, preferred leader first.
+    pub replicas: Vec<i32>,
+    /// In-sync replicas (non-empty does not imply a leader).
+    pub isr: Vec<i32>,
+    /// Replicas being removed by a reassignment.
+    pub removing_replicas: Vec<i32>,
+    /// Replicas being added by a reassignment.
+    pub adding_replicas: Vec<i32>,
+    /// Leader broker id, [`NO_LEADER`] (-1) for none.
+    pub leader: i32,
+    /// Leader epoch: the fencing token of the leader.
+    pub leader_epoch: i32,
+    /// Partition epoch.
+    pub partition_epoch: i32,
+    /// Directory id of each replica, in replica order (v1+); empty when the
+    /// record carries none (read as [`DIRECTORY_MIGRATING`]).
+    pub directories: Vec<TopicId>,
+    /// Leader recovery state (tag 0): 0 recovered, 1 recovering from an
+    /// unclean election.
+    pub leader_recovery_state: i8,
+}
+
+impl PartitionRegistration {
+    /// Applies a PartitionChangeRecord, as `PartitionRegistration.merge`:
+    /// null fields keep their value; a Leader other than -2 sets the leader
+    /// and bumps the leader epoch (even to the same value); every change
+    /// bumps the partition epoch.
+    pub fn merge(&mut self, c: &PartitionChangeRecord) {
+        if let Some(replicas) = &c.replicas {
+            self.replicas = replicas.clone();
+        }
+        if let Some(directories) = &c.directories {
+            self.directories = directories.clone();
+        }
+        if let Some(isr) = &c.isr {
+            self.isr = isr.clone();
+        }
+        if let Some(removing) = &c.removing_replicas {
+            self.removing_replicas = removing.clone();
+        }
+        if let Some(adding) = &c.adding_replicas {
+            self.adding_replicas = adding.clone();
+        }
+        if c.leader != NO_LEADER_CHANGE {
+            self.leader = c.leader;
+            self.leader_epoch = self.leader_epoch.wrapping_add(1);
+        }
+        if c.leader_recovery_state != -1 {
+            self.leader_recovery_state = c.leader_recovery_state;
+        }
+        self.partition_epoch = self.partition_epoch.wrapping_add(1);
+    }
+
+    /// The directory assigned to `broker`'s replica: its entry in
+    /// [`PartitionRegistration::directories`], [`DIRECTORY_MIGRATING`] when
+    /// the registration has none, `None` when `broker` is not a replica.
+    pub fn directory_of(&self, broker: i32) -> Option<TopicId> {
+        let i = self.replicas.iter().position(|&r| r == broker)?;
+        Some(
+            self.directories
+                .get(i)
+                .copied()
+                .unwrap_or(DIRECTORY_MIGRATING),
+        )
+    }
+}
+
 /// PartitionRecord v0-2: a full registration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionRecord {
@@ -118,24 +197,8 @@ pub struct PartitionRecord {
     pub partition_id: i32,
     /// Topic id.
     pub topic_id: TopicId,
-    /// Replicas, preferred leader first.
-    pub replicas: Vec<i32>,
-    /// In-sync replicas.
-    pub isr: Vec<i32>,
-    /// Replicas being removed by a reassignment.
-    pub removing_replicas: Vec<i32>,
-    /// Replicas being added by a reassignment.
-    pub adding_replicas: Vec<i32>,
-    /// Leader broker id, -1 for none.
-    pub leader: i32,
-    /// Leader epoch.
-    pub leader_epoch: i32,
-    /// Partition epoch.
-    pub partition_epoch: i32,
-    /// Directory id of each replica (v1+; empty in v0).
-    pub directories: Vec<TopicId>,
-    /// Leader recovery state (tag 0): 0 recovered, 1 recovering.
-    pub leader_recovery_state: i8,
+    /// The registration it sets.
+    pub registration: PartitionRegistration,
 }
 
 /// PartitionChangeRecord v0-2: a delta; `None` means unchanged.
@@ -174,21 +237,28 @@ pub struct ConfigRecord {
     pub value: Option<String>,
 }
 
-/// RegisterBrokerRecord v0-3, the fields this crate keeps.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RegisterBrokerRecord {
-    /// Broker id.
-    pub broker_id: i32,
+/// A broker's registration, the fields a mirror needs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BrokerRegistration {
     /// Broker epoch.
-    pub broker_epoch: i64,
-    /// Rack, if any.
-    pub rack: Option<String>,
+    pub epoch: i64,
     /// Fenced (default true).
     pub fenced: bool,
     /// In controlled shutdown (v1+).
     pub in_controlled_shutdown: bool,
+    /// Rack, if any.
+    pub rack: Option<String>,
     /// Online log dir ids (tag 0, v3+).
     pub log_dirs: Vec<TopicId>,
+}
+
+/// RegisterBrokerRecord v0-3.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisterBrokerRecord {
+    /// Broker id.
+    pub broker_id: i32,
+    /// The registration it sets.
+    pub registration: BrokerRegistration,
 }
 
 /// BrokerRegistrationChangeRecord v0-2.
@@ -534,15 +604,17 @@ fn partition_record(version: u32, r: &mut Reader<'_>) -> DecodeResult<PartitionR
     Ok(PartitionRecord {
         partition_id,
         topic_id,
-        replicas,
-        isr,
-        removing_replicas,
-        adding_replicas,
-        leader,
-        leader_epoch,
-        partition_epoch,
-        directories,
-        leader_recovery_state,
+        registration: PartitionRegistration {
+            replicas,
+            isr,
+            removing_replicas,
+            adding_replicas,
+            leader,
+            leader_epoch,
+            partition_epoch,
+            directories,
+            leader_recovery_state,
+        },
     })
 }
 
@@ -627,11 +699,13 @@ fn register_broker(version: u32, r: &mut Reader<'_>) -> DecodeResult<RegisterBro
     })?;
     Ok(RegisterBrokerRecord {
         broker_id,
-        broker_epoch,
-        rack,
-        fenced,
-        in_controlled_shutdown,
-        log_dirs,
+        registration: BrokerRegistration {
+            epoch: broker_epoch,
+            fenced,
+            in_controlled_shutdown,
+            rack,
+            log_dirs,
+        },
     })
 }
 

@@ -5,7 +5,7 @@
 mod support;
 
 use kraft::MetadataImage;
-use kraft::image::DIRECTORY_MIGRATING;
+use kraft::records::DIRECTORY_MIGRATING;
 use kraft::records::{Decoded, Scope, decode_value};
 use support::*;
 
