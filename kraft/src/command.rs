@@ -217,9 +217,11 @@ impl MetadataReport {
         for u in &image.untrusted {
             let _ = writeln!(
                 out,
-                "untrusted: offset {} {}: {}",
-                u.offset,
+                "untrusted: {} ({} records, offsets {}..={}): {}",
                 serde_json::to_string(&u.scope).unwrap_or_default(),
+                u.records,
+                u.offset,
+                u.last_offset,
                 u.reason
             );
         }

@@ -27,7 +27,8 @@
 //! Invariants: `replay` never fails and never panics. What it cannot apply
 //! faithfully (a record at a version this crate cannot read, a change to a
 //! partition or topic it does not know, a transaction out of order) is
-//! recorded in [`MetadataImage::untrusted`] with its [`Scope`], and stays
+//! recorded in [`MetadataImage::untrusted`] with its [`Scope`] (one entry
+//! per scope, counting the records), and stays
 //! there until the image is rebuilt from a snapshot: a partition under an
 //! untrusted scope must not be acted on from this view
 //! ([`MetadataImage::partition_untrusted`]). Unknown record types are
@@ -67,15 +68,19 @@ pub struct DeletedTopic {
     pub offset: i64,
 }
 
-/// A record the image could not apply faithfully.
+/// Records the image could not apply faithfully, one entry per scope.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Untrusted {
-    /// Offset of the record.
+    /// Offset of the first such record.
     pub offset: i64,
     /// What it may have changed.
     pub scope: Scope,
-    /// Why.
+    /// Why (for the first record).
     pub reason: String,
+    /// How many records flagged this scope.
+    pub records: u64,
+    /// Offset of the last such record.
+    pub last_offset: i64,
 }
 
 /// An offset and the Raft epoch of the batch holding it.
@@ -137,6 +142,8 @@ pub struct MetadataImage {
     pub raft_leader: Option<RaftLeader>,
     #[serde(skip)]
     names_by_id: BTreeMap<TopicId, String>,
+    #[serde(skip)]
+    untrusted_by_scope: BTreeMap<Scope, usize>,
 }
 
 impl MetadataImage {
@@ -202,11 +209,27 @@ impl MetadataImage {
         self.applied = Some(Position { offset, epoch });
     }
 
+    /// One entry per scope, so that a reader facing a newer Kafka (every
+    /// PartitionChangeRecord at an unknown version) holds one entry per
+    /// partition, not one per record.
     fn flag(&mut self, offset: i64, scope: Scope, reason: impl Into<String>) {
+        if let Some(entry) = self
+            .untrusted_by_scope
+            .get(&scope)
+            .and_then(|&i| self.untrusted.get_mut(i))
+        {
+            entry.records += 1;
+            entry.last_offset = offset;
+            return;
+        }
+        self.untrusted_by_scope
+            .insert(scope.clone(), self.untrusted.len());
         self.untrusted.push(Untrusted {
             offset,
             scope,
             reason: reason.into(),
+            records: 1,
+            last_offset: offset,
         });
     }
 

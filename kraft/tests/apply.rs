@@ -523,3 +523,18 @@ fn frame_errors_and_trailing_bytes_are_refused() {
         assert!(decode_value(&bad).is_err(), "{bad:?}");
     }
 }
+
+#[test]
+fn untrusted_entries_are_one_per_scope_however_many_records() {
+    let mut values = base();
+    let mut body = 0i32.to_be_bytes().to_vec();
+    body.extend_from_slice(id(T).as_bytes());
+    for _ in 0..1000 {
+        values.push(frame(5, 7, &body));
+    }
+    let image = replay(&values);
+    assert_eq!(image.untrusted.len(), 1);
+    let u = &image.untrusted[0];
+    assert_eq!((u.records, u.offset, u.last_offset), (1000, 3, 1002));
+    assert!(image.partition_untrusted("orders", 0).is_some());
+}
