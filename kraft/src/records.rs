@@ -812,3 +812,136 @@ pub fn decode_control(record: &Record) -> DecodeResult<ControlRecord> {
         kind => ControlRecord::Other { kind },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn uuid(n: u8) -> TopicId {
+        TopicId::from_bytes([n; 16])
+    }
+
+    /// Bytes written out by hand from the schemas (frame 1, apiKey,
+    /// version, body, tagged fields), independent of any encoder.
+    #[test]
+    fn golden_bytes_decode_to_the_expected_records() {
+        let mut topic = vec![1, 2, 0, 2, b't'];
+        topic.extend_from_slice(&[7; 16]);
+        topic.push(0);
+        assert_eq!(
+            decode_value(&topic),
+            Ok(Decoded::Record(MetadataRecord::Topic(TopicRecord {
+                name: "t".into(),
+                topic_id: uuid(7),
+            })))
+        );
+
+        // PartitionChangeRecord v0, partition 3, only tag 1 Leader = -1
+        // (as the 3.4 broker's controlled shutdown wrote it).
+        let mut change = vec![1, 5, 0, 0, 0, 0, 3];
+        change.extend_from_slice(&[7; 16]);
+        change.extend_from_slice(&[1, 1, 4, 0xff, 0xff, 0xff, 0xff]);
+        let Ok(Decoded::Record(MetadataRecord::PartitionChange(c))) = decode_value(&change) else {
+            panic!("{:?}", decode_value(&change));
+        };
+        assert_eq!(
+            (c.partition_id, c.topic_id, c.leader),
+            (3, uuid(7), NO_LEADER)
+        );
+        assert_eq!((c.isr, c.replicas, c.directories), (None, None, None));
+        assert_eq!(c.leader_recovery_state, -1);
+
+        // PartitionRecord v1: partition 0, replicas [1], isr [1], no
+        // removing/adding, leader 1, epochs 0/0, directories [uuid 9],
+        // tag 0 LeaderRecoveryState = 1.
+        let mut partition = vec![1, 3, 1, 0, 0, 0, 0];
+        partition.extend_from_slice(&[7; 16]);
+        partition.extend_from_slice(&[2, 0, 0, 0, 1, 2, 0, 0, 0, 1, 1, 1]);
+        partition.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        partition.extend_from_slice(&[9; 16]);
+        partition.extend_from_slice(&[1, 0, 1, 1]);
+        let Ok(Decoded::Record(MetadataRecord::Partition(p))) = decode_value(&partition) else {
+            panic!("{:?}", decode_value(&partition));
+        };
+        let r = &p.registration;
+        assert_eq!(
+            (r.replicas.clone(), r.isr.clone(), r.leader),
+            (vec![1], vec![1], 1)
+        );
+        assert_eq!(r.directories, vec![uuid(9)]);
+        assert_eq!(r.leader_recovery_state, 1);
+
+        // ConfigRecord: topic "t", retention.ms deleted (null value).
+        let mut config = vec![1, 4, 0, 2, 2, b't', 13];
+        config.extend_from_slice(b"retention.ms");
+        config.extend_from_slice(&[0, 0]);
+        assert_eq!(
+            decode_value(&config),
+            Ok(Decoded::Record(MetadataRecord::Config(ConfigRecord {
+                resource_type: RESOURCE_TOPIC,
+                resource_name: "t".into(),
+                name: "retention.ms".into(),
+                value: None,
+            })))
+        );
+
+        // FeatureLevelRecord metadata.version = 8, as in 3.4's
+        // bootstrap.checkpoint.
+        let mut feature = vec![1, 12, 0, 17];
+        feature.extend_from_slice(b"metadata.version");
+        feature.extend_from_slice(&[0, 8, 0]);
+        assert_eq!(
+            decode_value(&feature),
+            Ok(Decoded::Record(MetadataRecord::FeatureLevel {
+                name: "metadata.version".into(),
+                level: 8,
+            }))
+        );
+
+        // BeginTransactionRecord with tag 0 Name "b"; EndTransaction.
+        assert_eq!(
+            decode_value(&[1, 23, 0, 1, 0, 2, 2, b'b']),
+            Ok(Decoded::Record(MetadataRecord::BeginTransaction {
+                name: Some("b".into())
+            }))
+        );
+        assert_eq!(
+            decode_value(&[1, 24, 0, 0]),
+            Ok(Decoded::Record(MetadataRecord::EndTransaction))
+        );
+    }
+
+    #[test]
+    fn control_records_decode_from_their_version_0_bodies() {
+        let rec = |kind: i16, value: Vec<u8>| Record {
+            key: Some([0i16.to_be_bytes(), kind.to_be_bytes()].concat()),
+            value: Some(value),
+            ..Record::default()
+        };
+        // LeaderChangeMessage v0: leader 1, voters [1], granting [1].
+        let leader = rec(
+            2,
+            vec![0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 1, 0, 2, 0, 0, 0, 1, 0, 0],
+        );
+        assert_eq!(
+            decode_control(&leader),
+            Ok(ControlRecord::LeaderChange { leader_id: Some(1) })
+        );
+        let header = rec(3, vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0]);
+        assert_eq!(
+            decode_control(&header),
+            Ok(ControlRecord::SnapshotHeader {
+                last_contained_log_timestamp: Some(5)
+            })
+        );
+        assert_eq!(
+            decode_control(&rec(4, vec![0, 0, 0])),
+            Ok(ControlRecord::SnapshotFooter)
+        );
+        assert_eq!(
+            decode_control(&rec(6, vec![])),
+            Ok(ControlRecord::Other { kind: 6 })
+        );
+        assert!(decode_control(&rec(3, vec![0])).is_err());
+    }
+}

@@ -317,6 +317,8 @@ fn each_record_type_changes_the_image_as_kafka_does() {
             vec![
                 register_broker(3, 1, 100, true, &[id(70)]),
                 register_broker(0, 2, 101, false, &[]),
+                // RegisterBroker v2 (IsMigratingZkBroker), as 3.4 writes it.
+                register_broker(2, 3, 102, true, &[]),
                 broker_change(0, 1, 100, -1, 0),
                 broker_change(1, 2, 101, 1, 1),
             ],
@@ -327,6 +329,7 @@ fn each_record_type_changes_the_image_as_kafka_does() {
                 assert_eq!(b1.rack.as_deref(), Some("rack-a"));
                 let b2 = &i.brokers[&2];
                 assert!(b2.fenced && b2.in_controlled_shutdown);
+                assert_eq!(i.brokers[&3].epoch, 102);
             },
         ),
         (
