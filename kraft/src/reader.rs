@@ -19,7 +19,11 @@
 //! byte position after the last batch it applied, and each call lists the
 //! directory, checks that what it read is still there, and reads only what
 //! was appended since. A call when nothing changed costs one directory
-//! listing, one `stat` and a 61-byte read.
+//! listing, opening the current segment twice (a 21-byte read of the last
+//! applied batch's base offset and CRC, then a scan that finds nothing past
+//! its position) and allocates no read buffer (31 µs at 10,000 partitions
+//! in a debug build, against 39 ms for the first read of their 1.2 MiB
+//! snapshot: `cargo test -p kraft --test reader ten_thousand -- --nocapture`).
 //!
 //! Invariants:
 //!

@@ -377,3 +377,65 @@ proptest::proptest! {
         let _ = kraft::records::decode_value(&framed);
     }
 }
+
+#[test]
+fn at_ten_thousand_partitions_an_idle_poll_reads_nothing_and_an_append_only_itself() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut log = MetaLog::create(tmp.path(), 1);
+    let mut records = vec![feature("metadata.version", 19)];
+    for t in 0..1000u32 {
+        let mut bytes = [7u8; 16];
+        bytes[12..].copy_from_slice(&(t + 1).to_be_bytes());
+        let topic_id = kafkalog::TopicId::from_bytes(bytes);
+        records.push(topic(&format!("topic-{t}"), topic_id));
+        for p in 0..10 {
+            records.push(partition(
+                1,
+                topic_id,
+                p,
+                &[1, 2, 3],
+                &[1, 2, 3],
+                1 + p % 3,
+                0,
+                0,
+                &[id(1), id(2), id(3)],
+            ));
+        }
+    }
+    let snapshot = log.write_snapshot(
+        100,
+        2,
+        &records.chunks(1000).map(<[_]>::to_vec).collect::<Vec<_>>(),
+    );
+    log.segment = 100;
+    log.next_offset = 100;
+    log.roll();
+    log.append(2, &[noop()]);
+    let mut reader = MetadataLogReader::for_log_dir(tmp.path());
+    let started = std::time::Instant::now();
+    let first = reader.poll().expect("first");
+    let first_took = started.elapsed();
+    let partitions: usize = reader
+        .image()
+        .expect("image")
+        .topics
+        .values()
+        .map(|t| t.partitions.len())
+        .sum();
+    assert_eq!(partitions, 10_000);
+    let started = std::time::Instant::now();
+    let idle = reader.poll().expect("idle");
+    let idle_took = started.elapsed();
+    assert_eq!(
+        (idle.batches, idle.bytes, idle.rebuilt.clone()),
+        (0, 0, None)
+    );
+    log.append(2, &[noop(), noop()]);
+    let next = reader.poll().expect("append");
+    assert_eq!((next.batches, next.records), (1, 2));
+    let snapshot_bytes = std::fs::metadata(&snapshot).expect("stat").len();
+    eprintln!(
+        "10,000 partitions: snapshot {snapshot_bytes} bytes; first poll {} bytes in {first_took:?}; idle poll {} bytes in {idle_took:?}; one appended batch {} bytes",
+        first.bytes, idle.bytes, next.bytes
+    );
+}
