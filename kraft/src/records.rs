@@ -81,11 +81,11 @@ pub const END_TRANSACTION: u32 = 24;
 /// apiKey of AbortTransactionRecord.
 pub const ABORT_TRANSACTION: u32 = 25;
 
-/// apiKeys that exist but do not matter to a mirror: ClientQuota (14),
-/// ProducerIds (15), AccessControlEntry (10, 11: ACLs and their removal),
-/// BrokerRegistration-era and SCRAM/token records (18, 19, 22), ZK
-/// migration state (21), delegation tokens (26), RegisterController (27),
-/// ClearElr (28), UnregisterController (29); 6, 13 and 16 are unused.
+/// apiKeys that exist but do not matter to a mirror: delegation tokens (10,
+/// 26 removal), SCRAM credentials (11, 22 removal), client quotas (14),
+/// producer id blocks (15), ACLs (18, 19 removal), ZK migration state (21),
+/// RegisterController (27), ClearElr (28; ELR is not read),
+/// UnregisterController (29); 6, 13 and 16 are unused.
 const IGNORED: &[u32] = &[6, 10, 11, 13, 14, 15, 16, 18, 19, 21, 22, 26, 27, 28, 29];
 
 /// The frame version every Kafka since 3.0 writes.
