@@ -77,6 +77,7 @@ fn partition_json(p: &PartitionRegistration, untrusted: Option<&str>) -> Value {
         "adding_replicas": p.adding_replicas,
         "directories": p.directories,
         "leader_recovery_state": p.leader_recovery_state,
+        "last_leader": p.last_leader,
         "untrusted": untrusted,
     })
 }
@@ -184,6 +185,13 @@ impl MetadataReport {
                     list(&p.replicas),
                     list(&p.isr)
                 );
+                if p.leader == -1 && p.last_leader.id != -1 {
+                    let _ = write!(
+                        out,
+                        " last-leader {} (leader-epoch {})",
+                        p.last_leader.id, p.last_leader.leader_epoch
+                    );
+                }
                 if !p.directories.is_empty() {
                     let dirs: Vec<String> = p.directories.iter().map(|d| d.to_string()).collect();
                     let _ = write!(out, " directories [{}]", dirs.join(","));

@@ -143,6 +143,20 @@ pub struct PartitionRegistration {
     /// Leader recovery state (tag 0): 0 recovered, 1 recovering from an
     /// unclean election.
     pub leader_recovery_state: i8,
+    /// Not a Kafka field: the last leader other than -1 this registration
+    /// had since it was read from a PartitionRecord (so -1 when that record
+    /// had none), and the leader epoch it led at. What "the replica that
+    /// led it last" means for a leaderless partition.
+    pub last_leader: LastLeader,
+}
+
+/// The last leader a partition had, as far as the records read show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct LastLeader {
+    /// Broker id, -1 if none seen.
+    pub id: i32,
+    /// Its leader epoch.
+    pub leader_epoch: i32,
 }
 
 impl PartitionRegistration {
@@ -169,6 +183,12 @@ impl PartitionRegistration {
         if c.leader != NO_LEADER_CHANGE {
             self.leader = c.leader;
             self.leader_epoch = self.leader_epoch.wrapping_add(1);
+            if c.leader != NO_LEADER {
+                self.last_leader = LastLeader {
+                    id: c.leader,
+                    leader_epoch: self.leader_epoch,
+                };
+            }
         }
         if c.leader_recovery_state != -1 {
             self.leader_recovery_state = c.leader_recovery_state;
@@ -614,6 +634,10 @@ fn partition_record(version: u32, r: &mut Reader<'_>) -> DecodeResult<PartitionR
             partition_epoch,
             directories,
             leader_recovery_state,
+            last_leader: LastLeader {
+                id: leader,
+                leader_epoch,
+            },
         },
     })
 }

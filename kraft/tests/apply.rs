@@ -121,6 +121,19 @@ fn each_record_type_changes_the_image_as_kafka_does() {
             |i| assert_eq!(p(i, 0), (-1, 2, 3, vec![1, 2, 3], vec![1])),
         ),
         (
+            "the last leader survives a move to no leader, with its epoch",
+            with(&[
+                change(0, id(T), 0, &[("Leader", V::Int(2))]),
+                change(0, id(T), 0, &[("Leader", V::Int(-1))]),
+                change(0, id(T), 0, &[("Isr", ints(&[2]))]),
+            ]),
+            |i| {
+                let part = &i.topics["orders"].partitions[&0];
+                assert_eq!((part.leader, part.leader_epoch), (-1, 2));
+                assert_eq!((part.last_leader.id, part.last_leader.leader_epoch), (2, 1));
+            },
+        ),
+        (
             "an ISR-only change keeps the leader epoch, bumps the partition epoch",
             with(&[change(0, id(T), 0, &[("Isr", ints(&[1, 3]))])]),
             |i| assert_eq!(p(i, 0), (1, 0, 1, vec![1, 2, 3], vec![1, 3])),

@@ -101,6 +101,7 @@ fn write_cluster(dir: &Path) -> MetaLog {
     );
     log.append(3, &[config(4, "", "log.retention.ms", Some("604800000"))]);
     log.append(3, &[remove_topic(id(5))]);
+    log.append(3, &[change(0, id(1), 1, &[("Leader", V::Int(-1))])]);
     log
 }
 
@@ -112,13 +113,13 @@ fn kraft_metadata_prints_topics_partitions_configs_and_position() {
     assert_eq!(code, 0, "{out}\n{err}");
     for want in [
         "node 2 cluster Mk3OEYBSD34fcwNTJENDM2Qk directory 7Wc5c1XaQ8GhdAFCtW3Hqw",
-        "metadata applied up to offset 12 epoch 3 (next offset 13; snapshot 00000000000000000010-0000000003.checkpoint; metadata.version 19)",
+        "metadata applied up to offset 13 epoch 3 (next offset 14; snapshot 00000000000000000010-0000000003.checkpoint; metadata.version 19)",
         &format!(
             "topic orders id {} configs cleanup.policy=compact retention.ms=-1",
             id(1)
         ),
         "  orders-0 leader 2 leader-epoch 5 partition-epoch 7 replicas [1,2,3] isr [2,3]",
-        "  orders-1 leader 2 leader-epoch 0 partition-epoch 0 replicas [2,3,1] isr [2,3]",
+        "  orders-1 leader -1 leader-epoch 1 partition-epoch 1 replicas [2,3,1] isr [2,3] last-leader 2 (leader-epoch 0)",
         "cluster defaults log.retention.ms=604800000",
         &format!("deleted topic old id {} at offset 12", id(5)),
         "all records understood",
@@ -151,8 +152,13 @@ fn kraft_metadata_json_has_the_same_state() {
     );
     assert_eq!(v["cluster_configs"]["log.retention.ms"], "604800000");
     assert_eq!(v["metadata_version"], 19);
-    assert_eq!(v["applied"]["offset"], 12);
-    assert_eq!(v["next_offset"], 13);
+    assert_eq!(v["applied"]["offset"], 13);
+    assert_eq!(v["next_offset"], 14);
+    let p1 = &v["topics"]["orders"]["partitions"]["1"];
+    assert_eq!(
+        (&p1["leader"], &p1["last_leader"]["id"]),
+        (&(-1).into(), &2.into())
+    );
     assert_eq!(v["meta_properties"]["node_id"], 2);
     assert_eq!(v["snapshot"]["end_offset"], 10);
     assert_eq!(v["deleted_topics"][0]["name"], "old");
@@ -170,7 +176,7 @@ fn untrusted_partitions_are_shown_and_exit_1() {
     log.append(3, &[frame(5, 9, &body)]);
     let (code, out, _) = run(&kraft(), &["metadata", "--log-dir", s(tmp.path())]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("orders-1 leader 2"), "{out}");
+    assert!(out.contains("orders-1 leader -1"), "{out}");
     assert!(
         out.contains("UNTRUSTED (record apiKey 5 at version 9"),
         "{out}"
