@@ -6,7 +6,8 @@
 //!
 //! - TopicRecord adds a topic (name and id); PartitionRecord sets a whole
 //!   partition registration (new topics, added partitions, snapshots).
-//! - PartitionChangeRecord merges as `PartitionRegistration.merge`: a null
+//! - PartitionChangeRecord merges as Kafka's `PartitionRegistration.merge`
+//!   ([`PartitionRegistration::merge`]): a null
 //!   or absent field keeps its value; a Leader other than -2 sets the leader
 //!   (-1 = none) and bumps the leader epoch even when the value equals the
 //!   current leader; every change bumps the partition epoch. So every change
@@ -22,18 +23,26 @@
 //!   fenced, controlled shutdown, log dirs).
 //! - Metadata transactions: records between BeginTransaction and
 //!   EndTransaction are buffered and applied together at End; Abort drops
-//!   them. Until End the image does not show them.
+//!   them. Until End the image does not show them
+//!   ([`MetadataImage::open_transaction`]). A Begin while one is open, or an
+//!   End without one, is untrusted (everything); an Abort without one
+//!   drops nothing.
+//! - A TopicRecord for a name that exists under another id (Kafka removes
+//!   the old topic first) replaces it and marks the name untrusted.
 //!
 //! Invariants: `replay` never fails and never panics. What it cannot apply
 //! faithfully (a record at a version this crate cannot read, a change to a
 //! partition or topic it does not know, a transaction out of order) is
 //! recorded in [`MetadataImage::untrusted`] with its [`Scope`] (one entry
-//! per scope, counting the records), and stays
-//! there until the image is rebuilt from a snapshot: a partition under an
+//! per scope, counting the records), and stays there until the image is
+//! rebuilt from a snapshot: a partition under an
 //! untrusted scope must not be acted on from this view
 //! ([`MetadataImage::partition_untrusted`]). Unknown record types are
 //! counted, not applied. [`MetadataImage::applied`] is the offset and epoch
 //! of the last record replayed (applied, buffered or skipped).
+//! [`MetadataImage::deleted_topics`] lists removals since the snapshot the
+//! image was built from only: a snapshot holds no deletions, so a caller
+//! that must notice every deletion compares topic ids between polls.
 
 use std::collections::BTreeMap;
 
