@@ -34,7 +34,7 @@
 //!   replaced by a downloaded snapshot. Before reading on, `poll` checks
 //!   that the segment it was reading still exists and is not shorter than
 //!   its position, that the last batch it applied is still there with the
-//!   same base offset and CRC, and that no snapshot is ahead of its
+//!   same base offset, epoch and CRC, and that no snapshot is ahead of its
 //!   position; if any check fails it rebuilds the image from the latest
 //!   snapshot instead of applying records on top of stale ones
 //!   ([`PollReport::rebuilt`] says why). A decision taken from the image
@@ -147,6 +147,7 @@ pub struct PollReport {
 struct BatchMark {
     position: u64,
     base_offset: i64,
+    epoch: i32,
     crc: u32,
 }
 
@@ -278,8 +279,9 @@ impl MetadataLogReader {
             file.read_exact(&mut head)
                 .map_err(Error::io("read", &path))?;
             let base_offset = i64::from_be_bytes(head[0..8].try_into().unwrap_or_default());
+            let epoch = i32::from_be_bytes(head[12..16].try_into().unwrap_or_default());
             let crc = u32::from_be_bytes(head[17..21].try_into().unwrap_or_default());
-            if base_offset != mark.base_offset || crc != mark.crc {
+            if (base_offset, epoch, crc) != (mark.base_offset, mark.epoch, mark.crc) {
                 return Ok(Some(format!(
                     "the batch at offset {} (byte {} of {}) changed (truncated and rewritten tail)",
                     mark.base_offset,
@@ -355,6 +357,7 @@ impl MetadataLogReader {
                         state.last_batch = Some(BatchMark {
                             position: header.position,
                             base_offset: header.base_offset,
+                            epoch: header.partition_leader_epoch,
                             crc: header.crc,
                         });
                         report.bytes += header.size() as u64;

@@ -326,6 +326,36 @@ fn each_record_type_changes_the_image_as_kafka_does() {
             },
         ),
         (
+            "a transaction out of order distrusts everything; a stray Abort does nothing",
+            with(&[
+                abort(None),
+                begin(None),
+                topic("a", id(2)),
+                begin(None),
+                end(),
+                end(),
+            ]),
+            |i| {
+                assert_eq!(i.untrusted.len(), 1, "{:?}", i.untrusted);
+                assert_eq!(i.untrusted[0].scope, Scope::All);
+                assert_eq!((i.untrusted[0].offset, i.untrusted[0].records), (6, 2));
+                assert!(
+                    !i.topics.contains_key("a"),
+                    "the first transaction was dropped"
+                );
+            },
+        ),
+        (
+            "a TopicRecord reusing a live name under a new id marks the name untrusted",
+            with(&[topic("orders", id(9))]),
+            |i| {
+                assert_eq!(i.topics["orders"].id, id(9));
+                assert_eq!(i.topic_name(&id(T)), None);
+                assert!(i.partition_untrusted("orders", 0).is_some());
+                assert!(i.configs_untrusted("orders").is_some());
+            },
+        ),
+        (
             "broker registration and fencing",
             vec![
                 register_broker(3, 1, 100, true, &[id(70)]),

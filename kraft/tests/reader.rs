@@ -439,3 +439,30 @@ fn at_ten_thousand_partitions_an_idle_poll_reads_nothing_and_an_append_only_itse
         first.bytes, idle.bytes, next.bytes
     );
 }
+
+#[test]
+fn the_same_records_rewritten_by_a_new_raft_leader_are_noticed_by_epoch() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut log = fresh_log(tmp.path());
+    let mut reader = MetadataLogReader::for_log_dir(tmp.path());
+    reader.poll().expect("first");
+    let keep = std::fs::metadata(log.segment_path()).expect("stat").len();
+    let at = log.next_offset;
+    let records = [change(0, id(T), 0, &[("Leader", V::Int(2))])];
+    log.append(1, &records);
+    reader.poll().expect("tail");
+    // Byte-identical but for the epoch, which the CRC does not cover.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(log.segment_path())
+        .expect("open")
+        .set_len(keep)
+        .expect("truncate");
+    log.next_offset = at;
+    log.append(2, &records);
+    let report = reader.poll().expect("rewritten");
+    assert!(report.rebuilt.expect("rebuilt").contains("changed"));
+    let image = reader.image().expect("image");
+    assert_eq!(leader(image, "orders", 0), (2, 1, 1));
+    assert_eq!(image.applied.map(|p| p.epoch), Some(2));
+}
