@@ -222,6 +222,19 @@ impl MetadataReport {
         for (key, count) in &image.unknown_records {
             let _ = writeln!(out, "skipped {count} records of unknown apiKey {key}");
         }
+        if let Some(at) = self.read.incomplete_tail_at {
+            let _ = writeln!(
+                out,
+                "the last segment ends inside a batch at byte {at} (being written; read next time)"
+            );
+        }
+        if self.read.malformed_control_records > 0 {
+            let _ = writeln!(
+                out,
+                "skipped {} control records that could not be decoded (they change no state)",
+                self.read.malformed_control_records
+            );
+        }
         for u in &image.untrusted {
             let _ = writeln!(
                 out,

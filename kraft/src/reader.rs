@@ -137,6 +137,9 @@ pub struct PollReport {
     pub records: u64,
     /// Bytes of batches read.
     pub bytes: u64,
+    /// Byte position in the last segment of a batch not yet wholly
+    /// written (read on a later poll), if there is one.
+    pub incomplete_tail_at: Option<u64>,
     /// Control records that could not be decoded (they change nothing in
     /// the image; counted so they are not lost silently).
     pub malformed_control_records: u64,
@@ -377,7 +380,7 @@ impl MetadataLogReader {
                 ScanStop::End => {}
                 ScanStop::Torn(e) if next.is_none() => {
                     // The tail being written: resume here next time.
-                    let _ = e;
+                    report.incomplete_tail_at = Some(e.position());
                     return Ok(());
                 }
                 ScanStop::Torn(e) | ScanStop::Corrupt(e) => {

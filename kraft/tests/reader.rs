@@ -98,8 +98,10 @@ fn a_torn_last_batch_is_waited_for_then_applied() {
         &[change(0, id(T), 0, &[("Leader", V::Int(2))])],
     );
     log.append_bytes(&batch[..30]);
+    let before = std::fs::metadata(log.segment_path()).expect("stat").len() - 30;
     let report = reader.poll().expect("torn tail is not an error");
     assert_eq!(report.batches, 0);
+    assert_eq!(report.incomplete_tail_at, Some(before));
     assert_eq!(
         leader(reader.image().expect("image"), "orders", 0),
         (1, 0, 0)
@@ -108,6 +110,7 @@ fn a_torn_last_batch_is_waited_for_then_applied() {
     log.next_offset += 1;
     let report = reader.poll().expect("completed");
     assert_eq!((report.rebuilt.clone(), report.batches), (None, 1));
+    assert_eq!(report.incomplete_tail_at, None);
     assert_eq!(
         leader(reader.image().expect("image"), "orders", 0),
         (2, 1, 1)
