@@ -243,3 +243,12 @@ fn kafkalog_metadata_runs_kraft_metadata() {
     );
     assert_eq!(code, 2);
 }
+
+#[test]
+fn no_help_line_repeats_an_env_or_a_default() {
+    let repeated = segmirror_testkit::help::repeated_annotations(&kraft());
+    assert!(repeated.is_empty(), "{repeated:#?}");
+    let (code, out, _) = run(&kraft(), &["metadata", "--help"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("--log-dir") && out.contains("--json"), "{out}");
+}
