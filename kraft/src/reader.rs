@@ -170,6 +170,7 @@ struct State {
 pub struct MetadataLogReader {
     dir: PathBuf,
     state: Option<State>,
+    generation: u64,
 }
 
 impl MetadataLogReader {
@@ -179,6 +180,7 @@ impl MetadataLogReader {
         MetadataLogReader {
             dir: dir.into(),
             state: None,
+            generation: 0,
         }
     }
 
@@ -198,14 +200,25 @@ impl MetadataLogReader {
         self.state.as_ref().and_then(|s| s.snapshot)
     }
 
+    /// How many times the image was built from scratch (the first read
+    /// included). When it changes, the image may have gone back (a
+    /// truncated tail, a replaced log): what was decided from the previous
+    /// image must be checked again. It changes even when the poll that
+    /// rebuilt then fails further on.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// The next offset to apply.
     pub fn next_offset(&self) -> Option<i64> {
         self.state.as_ref().map(|s| s.next_offset)
     }
 
-    /// Reads what changed since the last call. On an error the image is
-    /// left as it was (or dropped, when a rebuild failed) and the next call
-    /// starts over from the last good position.
+    /// Reads what changed since the last call. On an error the image keeps
+    /// every batch applied before it (whole batches, in order; after a
+    /// rebuild in this call, the rebuilt image: see [`Self::generation`]),
+    /// or is dropped when loading the snapshot failed, and the next call
+    /// goes on from there.
     pub fn poll(&mut self) -> Result<PollReport> {
         if !self.dir.is_dir() {
             return Err(Error::NoMetadataLog {
@@ -222,6 +235,7 @@ impl MetadataLogReader {
             (None, Some(state)) => state,
             (reason, _) => {
                 report.rebuilt = reason;
+                self.generation += 1;
                 self.rebuild(&listing, &mut report)?
             }
         };

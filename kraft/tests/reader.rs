@@ -142,9 +142,11 @@ fn a_truncated_and_rewritten_tail_rebuilds_instead_of_double_applying() {
     f.set_len(keep).expect("truncate");
     log.next_offset = at;
     log.append(2, &[change(0, id(T), 0, &[("Leader", V::Int(1))])]);
+    assert_eq!(reader.generation(), 1);
     let report = reader.poll().expect("after rewrite");
     let why = report.rebuilt.expect("rebuilt");
     assert!(why.contains("changed"), "{why}");
+    assert_eq!(reader.generation(), 2);
     // One change applied once: epoch 1, not 2.
     assert_eq!(
         leader(reader.image().expect("image"), "orders", 0),
