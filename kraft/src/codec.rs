@@ -351,4 +351,21 @@ mod tests {
         let r = Reader::new(&long).tagged_fields("t", |_, f| f.i32("x").map(|_| true));
         assert!(r.is_err());
     }
+
+    proptest::proptest! {
+        #[test]
+        fn random_bytes_through_every_reader_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
+            let mut r = Reader::new(&bytes);
+            let _ = r.compact_nullable_string("s");
+            let _ = r.nullable_i32_array("a");
+            let _ = r.nullable_uuid_array("u");
+            let _ = r.compact_array("st", 2, |r| r.skip_tagged_fields("t"));
+            let _ = r.tagged_fields("t", |tag, f| match tag {
+                0 => f.i32("x").map(|_| true),
+                _ => Ok(false),
+            });
+            let _ = r.uvarint("v");
+            let _ = r.finish("end");
+        }
+    }
 }

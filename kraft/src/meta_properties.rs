@@ -166,4 +166,11 @@ mod tests {
         let empty = tempfile::tempdir().expect("tempdir");
         assert_eq!(read(empty.path()).expect("absent"), None);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_parses_or_fails_without_panicking(text in "[a-z.=#!0-9 \n-]{0,200}") {
+            let _ = parse(&text);
+        }
+    }
 }
