@@ -98,7 +98,7 @@ fn a_torn_last_batch_is_waited_for_then_applied() {
         &[change(0, id(T), 0, &[("Leader", V::Int(2))])],
     );
     log.append_bytes(&batch[..30]);
-    let before = std::fs::metadata(log.segment_path()).expect("stat").len() - 30;
+    let before = log.segment_len() - 30;
     let report = reader.poll().expect("torn tail is not an error");
     assert_eq!(report.batches, 0);
     assert_eq!(report.incomplete_tail_at, Some(before));
@@ -123,7 +123,7 @@ fn a_truncated_and_rewritten_tail_rebuilds_instead_of_double_applying() {
     let mut log = fresh_log(tmp.path());
     let mut reader = MetadataLogReader::for_log_dir(tmp.path());
     reader.poll().expect("first");
-    let keep = std::fs::metadata(log.segment_path()).expect("stat").len();
+    let keep = log.segment_len();
     let at = log.next_offset;
     // Uncommitted tail at epoch 1: leader moves to 2.
     log.append(1, &[change(0, id(T), 0, &[("Leader", V::Int(2))])]);
@@ -135,12 +135,7 @@ fn a_truncated_and_rewritten_tail_rebuilds_instead_of_double_applying() {
 
     // A new Raft leader (epoch 2) truncates it and writes something else,
     // of the same size, at the same offset.
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(log.segment_path())
-        .expect("open");
-    f.set_len(keep).expect("truncate");
-    log.next_offset = at;
+    log.truncate(keep, at);
     log.append(2, &[change(0, id(T), 0, &[("Leader", V::Int(1))])]);
     assert_eq!(reader.generation(), 1);
     let report = reader.poll().expect("after rewrite");
@@ -155,8 +150,7 @@ fn a_truncated_and_rewritten_tail_rebuilds_instead_of_double_applying() {
 
     // Truncated and not (yet) rewritten: the file is shorter than the
     // position read up to.
-    f.set_len(keep).expect("truncate");
-    log.next_offset = at;
+    log.truncate(keep, at);
     let report = reader.poll().expect("after truncation");
     let why = report.rebuilt.expect("rebuilt");
     assert!(why.contains("shrank"), "{why}");
@@ -451,19 +445,13 @@ fn the_same_records_rewritten_by_a_new_raft_leader_are_noticed_by_epoch() {
     let mut log = fresh_log(tmp.path());
     let mut reader = MetadataLogReader::for_log_dir(tmp.path());
     reader.poll().expect("first");
-    let keep = std::fs::metadata(log.segment_path()).expect("stat").len();
+    let keep = log.segment_len();
     let at = log.next_offset;
     let records = [change(0, id(T), 0, &[("Leader", V::Int(2))])];
     log.append(1, &records);
     reader.poll().expect("tail");
     // Byte-identical but for the epoch, which the CRC does not cover.
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(log.segment_path())
-        .expect("open")
-        .set_len(keep)
-        .expect("truncate");
-    log.next_offset = at;
+    log.truncate(keep, at);
     log.append(2, &records);
     let report = reader.poll().expect("rewritten");
     assert!(report.rebuilt.expect("rebuilt").contains("changed"));

@@ -622,6 +622,23 @@ impl MetaLog {
         base
     }
 
+    /// The active segment's size.
+    pub fn segment_len(&self) -> u64 {
+        std::fs::metadata(self.segment_path()).expect("stat").len()
+    }
+
+    /// Cuts the active segment to `len` bytes, whose batches end before
+    /// `next_offset`: what a Raft follower does to an uncommitted tail.
+    pub fn truncate(&mut self, len: u64, next_offset: i64) {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.segment_path())
+            .expect("open segment")
+            .set_len(len)
+            .expect("truncate");
+        self.next_offset = next_offset;
+    }
+
     /// Starts a new segment at the next offset.
     pub fn roll(&mut self) {
         self.segment = self.next_offset;
