@@ -146,6 +146,15 @@ fn decode_uleb(buf: &[u8], bits: u32) -> Result<(u64, usize), VarintError> {
     Err(VarintError::Truncated)
 }
 
+/// Decodes an unsigned (not zigzag) LEB128 varint of at most 32 bits from
+/// the start of `buf`, as Kafka's `ByteUtils.readUnsignedVarint` (used by the
+/// flexible message encoding, not by records): the value and the number of
+/// bytes it took.
+pub fn decode_unsigned_varint(buf: &[u8]) -> Result<(u32, usize), VarintError> {
+    let (raw, n) = decode_uleb(buf, 32)?;
+    Ok((raw as u32, n))
+}
+
 /// Decodes a zigzag varint from the start of `buf`: the value and the number
 /// of bytes it took.
 pub fn decode_varint(buf: &[u8]) -> Result<(i32, usize), VarintError> {
@@ -571,6 +580,22 @@ mod tests {
             assert_eq!(varlong_size(v), b.len());
             assert_eq!(decode_varlong(&b), Ok((v, b.len())));
         }
+    }
+
+    #[test]
+    fn unsigned_varints_are_not_zigzag() {
+        assert_eq!(decode_unsigned_varint(&[0x00]), Ok((0, 1)));
+        assert_eq!(decode_unsigned_varint(&[0x01]), Ok((1, 1)));
+        assert_eq!(decode_unsigned_varint(&[0x80, 0x01]), Ok((128, 2)));
+        assert_eq!(
+            decode_unsigned_varint(&[0xff, 0xff, 0xff, 0xff, 0x0f]),
+            Ok((u32::MAX, 5))
+        );
+        assert_eq!(
+            decode_unsigned_varint(&[0xff, 0xff, 0xff, 0xff, 0x1f]),
+            Err(VarintError::TooLong)
+        );
+        assert_eq!(decode_unsigned_varint(&[0x80]), Err(VarintError::Truncated));
     }
 
     #[test]

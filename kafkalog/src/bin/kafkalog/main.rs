@@ -4,6 +4,7 @@
 
 mod compare;
 mod dump;
+mod metadata;
 mod produce;
 mod truncate;
 mod verify;
@@ -58,6 +59,7 @@ Read commands (dump, verify, compare) take no lock and are safe on a live broker
   kafkalog verify --log-dir /var/lib/kafka/data
   kafkalog compare /data/source /data/mirror --topic orders
   kafkalog truncate --log-dir /tmp/logs --topic orders --partition 0 --to 100 --yes
+  kafkalog metadata --log-dir /var/lib/kafka/data --json
 
 Exit codes: 0 done; 1 a finding (corrupt or different data) or a refused operation (a write to a read-only mirror partition); 2 a usage or setup error (no such log dir, bad flags)."
 )]
@@ -73,6 +75,7 @@ enum Command {
     Compare(compare::Args),
     Produce(produce::Args),
     Truncate(truncate::Args),
+    Metadata(metadata::Args),
 }
 
 fn main() -> ExitCode {
@@ -83,6 +86,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => compare::run(a),
         Command::Produce(a) => produce::run(a),
         Command::Truncate(a) => truncate::run(a),
+        Command::Metadata(a) => metadata::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),
