@@ -53,10 +53,11 @@ use regex::Regex;
 
 use crate::driver::{Backoff, Env};
 use crate::error::MirrorError;
-use crate::feed::{FeedReader, Selection};
+use crate::feed::FeedReader;
 use crate::mirror::{Mirror, MirrorContext, new_record, refuse_topic};
 use crate::slot::{MirrorSlot, Slot, Work};
 use crate::status::{LivePartition, LiveStatus};
+use manifest::topic_pattern::Selection;
 
 /// Default of [`ApplierOptions::download_memory`]: 16 MiB (with the
 /// applier's ~30 MiB of its own, peak RSS stays under 64 MiB).
