@@ -48,6 +48,7 @@ use manifest::mirror_state::MirrorRecord;
 use manifest::partition::PartitionManifest;
 use manifest::state::{self, Command, Event, PartitionState};
 use manifest::store::{ManifestStore, StoreError};
+use manifest::topic_pattern::Selection;
 use object_store::ObjectStore;
 use regex::Regex;
 
@@ -57,7 +58,6 @@ use crate::feed::FeedReader;
 use crate::mirror::{Mirror, MirrorContext, new_record, refuse_topic};
 use crate::slot::{MirrorSlot, Slot, Work};
 use crate::status::{LivePartition, LiveStatus};
-use manifest::topic_pattern::Selection;
 
 /// Default of [`ApplierOptions::download_memory`]: 16 MiB (with the
 /// applier's ~30 MiB of its own, peak RSS stays under 64 MiB).

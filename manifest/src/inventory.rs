@@ -62,25 +62,28 @@ impl fmt::Display for Inventory {
 mod tests {
     use super::*;
 
-    fn inv(clusters: &[&str], topics: &[&str], selected: &[&str]) -> Inventory {
-        Inventory {
-            clusters: clusters.iter().map(|s| s.to_string()).collect(),
-            source: "src".into(),
-            topics: topics.iter().map(|s| s.to_string()).collect(),
-            selected: selected.iter().map(|s| s.to_string()).collect(),
-            has_selection: true,
-        }
+    fn names(list: &[&str]) -> BTreeSet<String> {
+        list.iter().map(|s| s.to_string()).collect()
     }
 
     #[test]
     fn the_inventory_line_names_what_was_found() {
-        let i = inv(&["a", "b"], &[], &[]);
+        let i = Inventory {
+            clusters: names(&["a", "b"]),
+            source: "src".into(),
+            has_selection: true,
+            ..Inventory::default()
+        };
         assert_eq!(
             i.to_string(),
             "source clusters in the bucket: a, b; topics of src: (not in the bucket); selected by --topics/--exclude: none"
         );
-        let mut i = inv(&["src"], &["orders", "payments"], &[]);
-        i.has_selection = false;
+        let i = Inventory {
+            clusters: names(&["src"]),
+            source: "src".into(),
+            topics: names(&["orders", "payments"]),
+            ..Inventory::default()
+        };
         assert_eq!(
             i.to_string(),
             "source clusters in the bucket: src; topics of src: orders, payments; selected by --topics/--exclude: none (no --topics given)"

@@ -357,6 +357,34 @@ mod tests {
     }
 
     #[test]
+    fn a_corrupt_object_names_its_key_and_what_differs() {
+        let obj = object(&[(10, 3, 2), (12, 3, 3)]);
+        let mut r = range(&obj, 10, 14, 2, &[(3, 10)]);
+        r.crc32c = kafkalog::batch::crc32c(&obj);
+        verify_object(&r, &obj).expect("as shipped");
+        let mut flipped = obj.clone();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 0xff;
+        let first = kafkalog::batch::parse_header(&obj, 0).expect("h").size();
+        // (bytes, what the detail says)
+        let cases = [
+            (&obj[..first], "size"),
+            (&flipped[..], "first bad batch at offset 12"),
+        ];
+        for (bytes, want) in cases {
+            let e = verify_object(&r, bytes).expect_err(want);
+            assert_eq!(e.key, "k");
+            assert!(e.detail.contains(want), "{e} lacks {want}");
+            assert!(
+                e.to_string().starts_with("CRC mismatch in object k: "),
+                "{e}"
+            );
+        }
+        let e = check_size_and_crc(&r, obj.len() as u64, 0, None).expect_err("streamed");
+        assert!(e.detail.ends_with("appended so far were removed"), "{e}");
+    }
+
+    #[test]
     fn wrong_offsets_epochs_counts_and_lengths_are_named() {
         let obj = object(&[(10, 3, 2), (12, 3, 3)]);
         let cases = [

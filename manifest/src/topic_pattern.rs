@@ -65,6 +65,33 @@ mod tests {
     }
 
     #[test]
+    fn a_selection_takes_included_topics_not_excluded() {
+        // (include, exclude, topic) -> selected
+        let cases = [
+            (None, None, "orders", false),
+            (None, Some("orders"), "payments", false),
+            (Some("orders|payments"), None, "orders", true),
+            (Some("orders|payments"), None, "orders-eu", false),
+            (Some(".*"), Some("tmp-.*"), "tmp-1", false),
+            (Some(".*"), Some("tmp-.*"), "xtmp-1", true),
+            (Some("orders"), Some("orders"), "orders", false),
+        ];
+        for (include, exclude, topic, want) in cases {
+            let include = include.map(|p| whole_name(p).expect("valid"));
+            let exclude = exclude.map(|p| whole_name(p).expect("valid"));
+            let selection = Selection {
+                include: include.as_ref(),
+                exclude: exclude.as_ref(),
+            };
+            assert_eq!(
+                selection.matches(topic),
+                want,
+                "{include:?} minus {exclude:?} on {topic}"
+            );
+        }
+    }
+
+    #[test]
     fn a_pattern_cannot_escape_its_anchors() {
         let e = whole_name("orders)|(.*").expect_err("unbalanced on its own");
         assert!(e.contains("invalid regex"), "{e}");
