@@ -48,12 +48,13 @@ use manifest::mirror_state::MirrorRecord;
 use manifest::partition::PartitionManifest;
 use manifest::state::{self, Command, Event, PartitionState};
 use manifest::store::{ManifestStore, StoreError};
+use manifest::topic_pattern::Selection;
 use object_store::ObjectStore;
 use regex::Regex;
 
 use crate::driver::{Backoff, Env};
 use crate::error::MirrorError;
-use crate::feed::{FeedReader, Selection};
+use crate::feed::FeedReader;
 use crate::mirror::{Mirror, MirrorContext, new_record, refuse_topic};
 use crate::slot::{MirrorSlot, Slot, Work};
 use crate::status::{LivePartition, LiveStatus};

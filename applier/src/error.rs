@@ -24,15 +24,16 @@ pub enum MirrorError {
         #[source]
         source: manifest::store::StoreError,
     },
-    /// A shipped object does not match its manifest entry (size or CRC-32C).
-    #[error("{tp}: CRC mismatch in object {key}: {detail}")]
+    /// A shipped object does not match its manifest range (size, CRC-32C,
+    /// batch headers): see `manifest::range_check`. Its text is already in
+    /// this error's line, so it is not also returned as `source()` (a chain
+    /// printed with `{:#}` would say it twice).
+    #[error("{tp}: {corrupt}")]
     ObjectCorrupt {
         /// The partition.
         tp: TopicPartition,
-        /// The object key.
-        key: String,
-        /// Expected and found.
-        detail: String,
+        /// The object and what is wrong with it.
+        corrupt: manifest::range_check::ObjectCorrupt,
     },
     /// A batch inside a shipped object is corrupt or does not continue the log.
     #[error("{tp}: object {key}: {source}")]

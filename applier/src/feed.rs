@@ -1,5 +1,6 @@
-//! Reading the source's change feed, and picking the partitions the
-//! selection (`--topics`, `--exclude`) starts.
+//! Reading the source's change feed. Which of its partitions the
+//! selection (`--topics`, `--exclude`) starts is decided by
+//! `manifest::topic_pattern::Selection`.
 //!
 //! Cost: a LIST of the head dir at the first poll and every
 //! [`RESYNC_INTERVAL`]; otherwise one GET of the next head per poll (up to
@@ -11,10 +12,9 @@
 
 use std::time::Instant;
 
-use kafkalog::{TopicId, TopicPartition};
+use kafkalog::TopicPartition;
 use manifest::feed::{Head, HeadEntry, MAX_PROBE, RESYNC_INTERVAL};
 use manifest::store::{ManifestStore, StoreError};
-use regex::Regex;
 
 /// The newest head read, and when the head dir was last listed.
 #[derive(Debug, Default)]
@@ -71,37 +71,5 @@ impl FeedReader {
             }
             None => Ok(false),
         }
-    }
-}
-
-/// The topic selection of an applier: which feed partitions it starts by
-/// itself.
-#[derive(Debug, Clone, Copy)]
-pub struct Selection<'a> {
-    /// Topics started automatically (none when `None`).
-    pub include: Option<&'a Regex>,
-    /// Topics never started automatically.
-    pub exclude: Option<&'a Regex>,
-}
-
-impl Selection<'_> {
-    /// Whether `topic` is selected.
-    pub fn matches(&self, topic: &str) -> bool {
-        self.include.is_some_and(|i| i.is_match(topic))
-            && !self.exclude.is_some_and(|x| x.is_match(topic))
-    }
-
-    /// The live partitions of `head` it selects, with their topic id and
-    /// manifest version.
-    pub fn pick(&self, head: &Head) -> Vec<(TopicPartition, TopicId, u64)> {
-        head.partitions
-            .values()
-            .filter(|e| !e.deleted && self.matches(&e.topic))
-            .filter_map(|e| {
-                TopicPartition::new(&e.topic, e.partition)
-                    .ok()
-                    .map(|tp| (tp, e.topic_id, e.manifest_version))
-            })
-            .collect()
     }
 }

@@ -8,11 +8,13 @@
 //!   work, retries, operator commands.
 //! - [`slot`]: what the applier holds for each partition (one slot each).
 //! - [`driver`]: the one place that performs the state machine's actions.
-//! - [`feed`]: reading the change feed; the topic selection.
+//! - [`feed`]: reading the change feed (the topic selection is
+//!   `manifest::topic_pattern::Selection`).
 //! - [`group_sync`]: the source's consumer-group offsets, applied to this
 //!   log dir's `__consumer_offsets`.
 //! - [`plan`]: `applier plan`, what `start`/`once` would do, changing nothing.
-//! - [`inventory`]: what the bucket holds, when a run found nothing to do.
+//! - [`inventory`]: the verdict (exit code) of a run that found nothing to
+//!   do, from what the bucket holds (`manifest::inventory`).
 //! - [`commands`]: how `applier start|pause|resume|stop` reach a running
 //!   daemon, or act alone when none runs.
 //! - [`status`]: what `applier status` reports.
@@ -41,7 +43,6 @@ pub mod listener;
 pub mod metrics;
 pub mod mirror;
 pub mod plan;
-pub mod range_check;
 pub mod repair;
 pub mod reserve;
 pub mod scrub;

@@ -10,7 +10,7 @@
 //!   local log end offset, and batches are appended only when they continue
 //!   it (`append_replicated` refuses anything else).
 //! - Every object's size and CRC-32C are checked against the manifest, and
-//!   every batch's header (offsets, leader epoch: `range_check`) and CRC
+//!   every batch's header (offsets, leader epoch: `manifest::range_check`) and CRC
 //!   before it is appended. An object of up to [`STREAM_ABOVE`] bytes is
 //!   appended only once it has passed every check; a larger one is appended
 //!   as it downloads, under a durable marker (`applying`), and a mismatch
@@ -43,12 +43,14 @@ use manifest::clock::Clock;
 use manifest::layout::PartitionKey;
 use manifest::mirror_state::MirrorRecord;
 use manifest::partition::{PartitionManifest, ShippedRange};
+use manifest::range_check::{
+    ObjectCorrupt, RangeCheck, check_size_and_crc, verify_object, verify_object_crc,
+};
 use manifest::reconcile::{self, LocalLog, Plan, Refusal, Step, Surroundings};
 use manifest::store::ManifestStore;
 
 use crate::applying;
 use crate::error::MirrorError;
-use crate::range_check::{self, RangeCheck};
 
 /// What a mirror partition needs to know about its surroundings.
 #[derive(Debug, Clone)]
@@ -531,27 +533,32 @@ impl Mirror {
                     }
                 }
                 Piece::End { crc, len } => {
-                    let corrupt = |detail: String| MirrorError::ObjectCorrupt {
+                    let corrupt = |corrupt: ObjectCorrupt| MirrorError::ObjectCorrupt {
                         tp: self.tp.clone(),
-                        key: range.key.clone(),
-                        detail,
+                        corrupt,
                     };
                     if !run.streaming {
                         // Small: every check before the first append.
-                        verify_object_crc(&self.tp, range, &run.pending, len, crc)?;
+                        verify_object_crc(range, &run.pending, len, crc).map_err(corrupt)?;
                         let pending = std::mem::take(&mut run.pending);
                         let taken = self.append_whole_batches(range, run, &pending)?;
                         debug_assert_eq!(taken, pending.len());
                         return Ok(());
                     }
-                    check_size_and_crc(&self.tp, range, len, crc, None)?;
+                    check_size_and_crc(range, len, crc, None).map_err(corrupt)?;
                     if !run.pending.is_empty() {
-                        return Err(corrupt(format!(
-                            "the object ends inside a batch at byte {}",
-                            run.check.accepted()
+                        return Err(corrupt(ObjectCorrupt::of(
+                            range,
+                            format!(
+                                "the object ends inside a batch at byte {}",
+                                run.check.accepted()
+                            ),
                         )));
                     }
-                    return run.check.finish().map_err(corrupt);
+                    return run
+                        .check
+                        .finish()
+                        .map_err(|detail| corrupt(ObjectCorrupt::of(range, detail)));
                 }
             }
         }
@@ -571,8 +578,7 @@ impl Mirror {
                 .whole_batches(bytes)
                 .map_err(|detail| MirrorError::ObjectCorrupt {
                     tp: self.tp.clone(),
-                    key: range.key.clone(),
-                    detail,
+                    corrupt: ObjectCorrupt::of(range, detail),
                 })?;
         let (b, n) = self.append_range(range, &bytes[..whole.len])?;
         run.appended.0 += b;
@@ -746,7 +752,10 @@ impl Mirror {
                         tp: self.tp.clone(),
                         source,
                     })?;
-                verify_object(&self.tp, r, &bytes)?;
+                verify_object(r, &bytes).map_err(|corrupt| MirrorError::ObjectCorrupt {
+                    tp: self.tp.clone(),
+                    corrupt,
+                })?;
                 content.extend_from_slice(&bytes);
             }
             self.log
@@ -980,111 +989,6 @@ fn straddle_take(pending: &[u8], next: &[u8]) -> usize {
     }
     let total = framed_size(&head).unwrap_or(LOG_OVERHEAD);
     total.saturating_sub(pending.len()).min(next.len())
-}
-
-/// Checks an object's size and CRC-32C against its manifest entry.
-pub fn verify_object(
-    tp: &TopicPartition,
-    r: &ShippedRange,
-    bytes: &[u8],
-) -> Result<(), MirrorError> {
-    let crc = kafkalog::batch::crc32c(bytes);
-    verify_object_crc(tp, r, bytes, bytes.len() as u64, crc)
-}
-
-/// [`verify_object`] with the length and CRC-32C computed as the object
-/// was downloaded.
-fn verify_object_crc(
-    tp: &TopicPartition,
-    r: &ShippedRange,
-    bytes: &[u8],
-    len: u64,
-    crc: u32,
-) -> Result<(), MirrorError> {
-    check_size_and_crc(tp, r, len, crc, Some(bytes))?;
-    range_check::check_whole(r, bytes).map_err(|detail| MirrorError::ObjectCorrupt {
-        tp: tp.clone(),
-        key: r.key.clone(),
-        detail,
-    })
-}
-
-/// An object's length and CRC-32C against its manifest entry; a CRC
-/// mismatch names the corrupt batch when the object is at hand (`whole`),
-/// else says that what it appended was removed (a streamed range).
-fn check_size_and_crc(
-    tp: &TopicPartition,
-    r: &ShippedRange,
-    len: u64,
-    crc: u32,
-    whole: Option<&[u8]>,
-) -> Result<(), MirrorError> {
-    let corrupt = |detail: String| MirrorError::ObjectCorrupt {
-        tp: tp.clone(),
-        key: r.key.clone(),
-        detail,
-    };
-    if len != r.bytes {
-        return Err(corrupt(format!(
-            "size {len} where the manifest says {}",
-            r.bytes
-        )));
-    }
-    if crc != r.crc32c {
-        let where_ = whole.map_or_else(
-            || "the range's batches appended so far were removed".to_string(),
-            |bytes| locate_corruption(r, bytes),
-        );
-        return Err(corrupt(format!(
-            "CRC-32C {crc:#010x} where the manifest says {:#010x}; {where_}",
-            r.crc32c
-        )));
-    }
-    Ok(())
-}
-
-/// Names the first batch of an object whose CRC-32C mismatched that does
-/// not verify on its own (by the offset it should start at, since its own
-/// header may be the corrupt part), so that an operator knows where to look.
-/// When every batch's own CRC holds, the damage is in what that CRC does not
-/// cover (base offset, leader epoch): the first batch whose base offset does
-/// not follow its predecessor, or whose epoch is not the one the range
-/// assigns, is named instead.
-fn locate_corruption(r: &ShippedRange, bytes: &[u8]) -> String {
-    let mut expected = r.base_offset;
-    let mut suspect: Option<String> = None;
-    for item in kafkalog::batch::BatchIter::verified(bytes, 0) {
-        match item {
-            Ok((h, _)) => {
-                if suspect.is_none() {
-                    let assigned = r.epoch_at(expected);
-                    if h.base_offset != expected {
-                        // A gap is legitimate in a compacted range: only a
-                        // hint, used when nothing else is found.
-                        suspect = Some(format!(
-                            "first batch that does not follow at offset {expected} (byte {}): its header says base offset {}",
-                            h.position, h.base_offset
-                        ));
-                    } else if assigned.is_some_and(|a| a != h.partition_leader_epoch) {
-                        suspect = Some(format!(
-                            "first batch with an unexpected leader epoch at offset {expected} (byte {}): {} where the range says {}",
-                            h.position,
-                            h.partition_leader_epoch,
-                            assigned.unwrap_or_default()
-                        ));
-                    }
-                }
-                expected = h.last_offset().saturating_add(1);
-            }
-            Err(e) => {
-                return format!("first bad batch at offset {expected}: {e}");
-            }
-        }
-    }
-    match suspect {
-        Some(s) => format!("every batch's own CRC holds; {s}"),
-        None => "every batch verifies on its own: the object differs from what was shipped (bytes replaced whole, or the manifest's CRC is wrong)".to_string(),
-    }
 }
 
 /// A new record for a partition starting to mirror `source_cluster_id`.

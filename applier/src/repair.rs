@@ -311,7 +311,12 @@ pub async fn repair_stopped(
         let mut bytes = Vec::new();
         for r in &picked {
             let body = store.get(&r.key).await?;
-            crate::mirror::verify_object(tp, r, &body)?;
+            manifest::range_check::verify_object(r, &body).map_err(|corrupt| {
+                crate::MirrorError::ObjectCorrupt {
+                    tp: tp.clone(),
+                    corrupt,
+                }
+            })?;
             bytes.extend_from_slice(&body);
         }
         tracing::warn!(partition = %tp, segment = p.base, objects = picked.len(), bytes = bytes.len(), "replacing the damaged segment with its copy from the bucket");

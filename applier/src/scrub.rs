@@ -317,10 +317,9 @@ impl Scrub {
                     self.stats.objects_verified += 1;
                     self.stats.bytes_verified += bytes.len() as u64;
                     self.held = (self.held - bytes.len() as f64).max(0.0);
-                    match crate::mirror::verify_object(tp, r, &bytes) {
+                    match manifest::range_check::verify_object(r, &bytes) {
                         Ok(()) => continue,
-                        Err(crate::MirrorError::ObjectCorrupt { detail, .. }) => detail,
-                        Err(e) => e.to_string(),
+                        Err(e) => e.detail,
                     }
                 }
                 // Swept since (retention at the source), or not there yet.

@@ -23,7 +23,7 @@
 //! - the offset and time indexes against the segment's batches
 //!   (`kafkalog::verify::check_indexes`);
 //! - with a bucket, a sample of objects: size and CRC-32C against the
-//!   manifest (`crate::mirror::verify_object`).
+//!   manifest (`manifest::range_check::verify_object`).
 //!
 //! Where the damage is ([`Mismatch`]): the file, the byte position of the
 //! damaged batch, the offset it should start at, and `cut_offset`, the
@@ -1353,13 +1353,9 @@ pub async fn verify_targets(
             match store.get(&r.key).await {
                 Ok(bytes) => {
                     out.counts.object_bytes += bytes.len() as u64;
-                    if let Err(e) = crate::mirror::verify_object(tp, r, &bytes) {
-                        let detail = match e {
-                            crate::MirrorError::ObjectCorrupt { detail, .. } => detail,
-                            other => other.to_string(),
-                        };
+                    if let Err(e) = manifest::range_check::verify_object(r, &bytes) {
                         out.counts.mismatches += 1;
-                        out.mismatches.push(object(detail));
+                        out.mismatches.push(object(e.detail));
                     }
                 }
                 Err(manifest::store::StoreError::NotFound { .. }) => {

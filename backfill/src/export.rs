@@ -7,9 +7,10 @@
 //! 2. for each file in offset order: keep it when a complete file with the
 //!    same content description is already at its key (resume; see
 //!    [`UNIT_KEY`]); else download its objects one by one, check each
-//!    against its manifest entry (size, CRC-32C, batch headers: the
-//!    applier's `verify_object`) and every batch's CRC, and observe its
-//!    batches' transactions ([`crate::txn`]);
+//!    against its manifest entry (size, CRC-32C, batch headers:
+//!    `manifest::range_check::verify_object`, the applier's check) and
+//!    every batch's CRC, and observe its batches' transactions
+//!    ([`crate::txn`]);
 //! 3. encode an object into its file as soon as every batch of it is
 //!    decided (below the last stable offset): the file is opened at its
 //!    first object and completed after its last. Objects waiting for a
@@ -471,19 +472,11 @@ impl Exporter {
                 tp: tp.clone(),
                 source,
             })?;
-        applier::mirror::verify_object(tp, r, &bytes).map_err(|e| match e {
-            applier::MirrorError::ObjectCorrupt { key, detail, .. } => ExportError::Corrupt {
-                tp: tp.clone(),
-                key,
-                detail,
-                file: file.to_string(),
-            },
-            other => ExportError::Corrupt {
-                tp: tp.clone(),
-                key: r.key.clone(),
-                detail: other.to_string(),
-                file: file.to_string(),
-            },
+        manifest::range_check::verify_object(r, &bytes).map_err(|e| ExportError::Corrupt {
+            tp: tp.clone(),
+            key: e.key,
+            detail: e.detail,
+            file: file.to_string(),
         })?;
         self.progress.downloaded(bytes.len() as u64);
         Ok(bytes)
@@ -1194,7 +1187,7 @@ pub async fn select(
     exclude: Option<&Regex>,
     partitions: Option<&PartitionList>,
 ) -> Result<Result<Vec<HeadEntry>, NothingSelected>, ExportError> {
-    let selection = applier::feed::Selection {
+    let selection = manifest::topic_pattern::Selection {
         include: Some(topics),
         exclude,
     };
@@ -1218,7 +1211,7 @@ pub async fn select(
         matched.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         return Ok(Ok(matched));
     }
-    let inventory = applier::inventory::take(
+    let inventory = manifest::store::take_inventory(
         source.object_store(),
         source_prefix,
         source.layout().cluster_id(),

@@ -338,13 +338,10 @@ impl Restorer {
                     tp: tp.clone(),
                     source,
                 })?;
-            applier::mirror::verify_object(tp, r, &bytes).map_err(|e| RestoreError::Corrupt {
+            manifest::range_check::verify_object(r, &bytes).map_err(|e| RestoreError::Corrupt {
                 tp: tp.clone(),
-                key: r.key.clone(),
-                detail: match e {
-                    applier::MirrorError::ObjectCorrupt { detail, .. } => detail,
-                    other => other.to_string(),
-                },
+                key: e.key,
+                detail: e.detail,
             })?;
             let len = if is_partial {
                 let (len, cut_end) = cut_object(&bytes, self.cut);

@@ -34,8 +34,9 @@
 //! - [`codec`]: the CRC-32C envelope every manifest, page and head carries,
 //!   so that damage in the bucket is a format error, never a wrong value.
 //! - [`store`]: reading and committing through one `ObjectStore` with
-//!   create-if-absent writes; the only module here that does IO, with
-//!   [`bucket`], which builds the store from a URL.
+//!   create-if-absent writes, and reading the bucket's inventory; the only
+//!   module here that does IO, with [`bucket`], which builds the store from
+//!   a URL.
 //! - [`diagnosis`]: bucket errors (no credentials, wrong region, access
 //!   denied, no such bucket, unreachable endpoint) as one line naming what
 //!   was tried and the fix, and error chains printed with each cause once.
@@ -43,8 +44,15 @@
 //!   request-budget tests and metrics.
 //! - [`clock`]: wall-clock time, injectable so that tests move it (retry
 //!   backoffs, grace periods) without sleeping.
-//! - [`topic_pattern`]: the `topics`/`exclude` regexes both services take,
-//!   matched against whole topic names.
+//! - [`topic_pattern`]: the `topics`/`exclude` regexes both services and
+//!   `backfill` take, matched against whole topic names, and the
+//!   [`topic_pattern::Selection`] of a change-feed head they pick.
+//! - [`range_check`]: a data object's bytes against its manifest range
+//!   (size, CRC-32C, batch offsets and epochs), as every reader of the
+//!   bucket checks them; a mismatch is a [`range_check::ObjectCorrupt`].
+//! - [`inventory`]: what the bucket holds (clusters, topics, those
+//!   selected), the line a command that found nothing to do prints;
+//!   [`store::take_inventory`] reads it.
 
 pub mod applying;
 pub mod bucket;
@@ -56,10 +64,12 @@ pub mod diagnosis;
 pub mod feed;
 pub mod gaps;
 pub mod groups;
+pub mod inventory;
 pub mod layout;
 pub mod lineage;
 pub mod mirror_state;
 pub mod partition;
+pub mod range_check;
 pub mod reconcile;
 pub mod state;
 pub mod store;

@@ -15,6 +15,7 @@
 //! So a manifest never names an object that is not fully written, and no
 //! object a manifest names is ever overwritten.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -24,8 +25,10 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 
 use crate::feed::{Head, KEEP_HEADS};
 use crate::groups::{GroupsDelta, GroupsPointer, GroupsSnapshot, GroupsState, MAX_DELTAS_PER_READ};
+use crate::inventory::Inventory;
 use crate::layout::{ClusterLayout, LayoutError, PartitionKey};
 use crate::partition::{ManifestFormatError, Page, PartitionManifest};
+use crate::topic_pattern::Selection;
 
 /// What can go wrong talking to the bucket.
 #[derive(Debug, thiserror::Error)]
@@ -795,6 +798,66 @@ impl ManifestStore {
 
 /// Size of the pieces a local file is read in by [`ManifestStore::get_stream`].
 pub const READ_PIECE: usize = 1 << 20;
+
+/// Reads the inventory of the bucket `store` under `prefix` for `source`
+/// (what a command that found nothing to do prints).
+///
+/// Cost: one LIST (with delimiter) of the clusters dir, one LIST of the
+/// source's head dir and one GET of its newest head.
+pub async fn take_inventory(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &str,
+    source: &str,
+    selection: Selection<'_>,
+) -> Result<Inventory, StoreError> {
+    let dir = crate::layout::clusters_dir(prefix).map_err(|e| StoreError::Store {
+        op: "list",
+        key: prefix.to_string(),
+        source: object_store::Error::Generic {
+            store: "layout",
+            source: Box::new(e),
+        },
+    })?;
+    let listed = store
+        .list_with_delimiter(Some(&Path::from(dir.as_str())))
+        .await;
+    let clusters: BTreeSet<String> = match listed {
+        Ok(l) => l
+            .common_prefixes
+            .iter()
+            .filter_map(|p| crate::layout::parse_cluster_dir(prefix, p.as_ref()))
+            .collect(),
+        Err(object_store::Error::NotFound { .. }) => BTreeSet::new(),
+        Err(source) => {
+            return Err(StoreError::Store {
+                op: "list",
+                key: dir,
+                source,
+            });
+        }
+    };
+    let mut inv = Inventory {
+        clusters,
+        source: source.to_string(),
+        has_selection: selection.include.is_some(),
+        ..Inventory::default()
+    };
+    if inv.clusters.contains(source)
+        && let Ok(cluster) = ClusterLayout::new(prefix, source)
+    {
+        let ms = ManifestStore::new(Arc::clone(store), cluster);
+        if let Some(seq) = ms.latest_head_seq().await? {
+            let head = ms.get_head(seq).await?;
+            for e in head.partitions.values().filter(|e| !e.deleted) {
+                inv.topics.insert(e.topic.clone());
+                if selection.matches(&e.topic) {
+                    inv.selected.insert(e.topic.clone());
+                }
+            }
+        }
+    }
+    Ok(inv)
+}
 
 /// An object being read in pieces: see [`ManifestStore::get_stream`].
 pub struct ObjectBody {

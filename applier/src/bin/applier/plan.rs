@@ -46,11 +46,11 @@ pub(crate) async fn run(args: PlanArgs) -> anyhow::Result<u8> {
     } else if rows.is_empty() {
         // Say what the bucket holds, and exit 2 on a mistyped source or
         // selection, as `once` does.
-        let selection = applier::feed::Selection {
+        let selection = manifest::topic_pattern::Selection {
             include: v.options.topics.as_ref(),
             exclude: v.options.exclude.as_ref(),
         };
-        let inv = applier::inventory::take(
+        let inv = manifest::store::take_inventory(
             store.object_store(),
             bucket.prefix(),
             &v.options.source_cluster_id,
@@ -61,7 +61,7 @@ pub(crate) async fn run(args: PlanArgs) -> anyhow::Result<u8> {
             "nothing to plan: no mirror partition in {} and no topic selected; {inv}",
             v.options.log_dir.display()
         );
-        return Ok(inv.verdict(0).exit_code());
+        return Ok(applier::inventory::verdict(&inv, 0).exit_code());
     } else {
         crate::print_out(&applier::plan::table(&rows));
     }

@@ -228,7 +228,7 @@ async fn run_with(
         {
             // Nothing done: say what was found, and let the exit code tell
             // a mistyped source or selection from a bucket still empty.
-            let found = applier::inventory::take(
+            let found = manifest::store::take_inventory(
                 store,
                 bucket.prefix(),
                 &v.options.source_cluster_id,
@@ -238,7 +238,7 @@ async fn run_with(
             let mirrors = applier.mirrors().count() + applier.unopened_count();
             return Ok(match found {
                 Ok(inv) => {
-                    let verdict = inv.verdict(mirrors);
+                    let verdict = applier::inventory::verdict(&inv, mirrors);
                     let why = match verdict {
                         Verdict::EmptyBucket => " (the bucket is empty: has the shipper run yet?)",
                         Verdict::SourceAbsent => {

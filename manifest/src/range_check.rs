@@ -1,10 +1,12 @@
-//! Checking a data object against its manifest range while its bytes
-//! arrive, so that it can be appended as it streams in.
+//! Checking a data object against its manifest range: the rules every
+//! reader of the bucket applies before it trusts an object's bytes (the
+//! applier while it mirrors, repairs and scrubs; `backfill` while it
+//! exports and restores). Pure: no IO.
 //!
 //! An object is a run of whole record batches. [`RangeCheck`] is given the
 //! object's bytes from its start in buffers of any length and says how
 //! long the prefix of whole batches is; every batch header in that prefix
-//! has been checked against the range (pure: no IO):
+//! has been checked against the range:
 //! - the first batch starts at the range's base offset;
 //! - base offsets strictly increase and no batch ends past the range's
 //!   last offset;
@@ -13,16 +15,44 @@
 //! - no batch claims to be longer than what is left of the object.
 //!
 //! [`RangeCheck::finish`] then checks what only the whole object can tell:
-//! the batch count and the last offset (the object's size and CRC-32C are
-//! checked by its reader). Base offsets and leader epochs lie outside a
-//! batch's own CRC, so these checks catch what the batch CRC cannot; the
-//! batch CRC itself is checked by the log before the batch is written.
+//! the batch count and the last offset. [`verify_object`] checks a whole
+//! object at hand: its size and CRC-32C against the range (naming the
+//! first batch at fault when the CRC differs), then its batch headers as
+//! above; [`check_size_and_crc`] is the size and CRC part alone, for an
+//! object whose bytes were streamed. Base offsets and leader epochs lie
+//! outside a batch's own CRC, so these checks catch what the batch CRC
+//! cannot; the batch CRC itself is checked by the log before the batch is
+//! written.
+//!
+//! Every failure is an [`ObjectCorrupt`] naming the object's key and what
+//! was expected and found; callers add the partition.
 //!
 //! Invariant: the same bytes give the same verdict and the same batches
 //! whatever the buffer boundaries (property-tested below).
 
+use crate::partition::ShippedRange;
 use kafkalog::batch::{BatchError, LOG_OVERHEAD, parse_header};
-use manifest::partition::ShippedRange;
+
+/// A shipped object that does not match its manifest range (size,
+/// CRC-32C, or a batch header: offsets, leader epoch, count).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("CRC mismatch in object {key}: {detail}")]
+pub struct ObjectCorrupt {
+    /// The object key.
+    pub key: String,
+    /// Expected and found.
+    pub detail: String,
+}
+
+impl ObjectCorrupt {
+    /// The object of `range` is corrupt: `detail` says how.
+    pub fn of(range: &ShippedRange, detail: String) -> ObjectCorrupt {
+        ObjectCorrupt {
+            key: range.key.clone(),
+            detail,
+        }
+    }
+}
 
 /// The state of one object's check: how far it got.
 #[derive(Debug, Clone)]
@@ -164,6 +194,100 @@ pub fn check_whole(range: &ShippedRange, bytes: &[u8]) -> Result<(), String> {
     check.finish()
 }
 
+/// Checks an object's size and CRC-32C against its manifest range, then
+/// its batch headers ([`check_whole`]).
+pub fn verify_object(r: &ShippedRange, bytes: &[u8]) -> Result<(), ObjectCorrupt> {
+    let crc = kafkalog::batch::crc32c(bytes);
+    verify_object_crc(r, bytes, bytes.len() as u64, crc)
+}
+
+/// [`verify_object`] with the length and CRC-32C computed as the object
+/// was downloaded.
+pub fn verify_object_crc(
+    r: &ShippedRange,
+    bytes: &[u8],
+    len: u64,
+    crc: u32,
+) -> Result<(), ObjectCorrupt> {
+    check_size_and_crc(r, len, crc, Some(bytes))?;
+    check_whole(r, bytes).map_err(|detail| ObjectCorrupt::of(r, detail))
+}
+
+/// An object's length and CRC-32C against its manifest range; a CRC
+/// mismatch names the corrupt batch when the object is at hand (`whole`),
+/// else says that what it appended was removed (a streamed range).
+pub fn check_size_and_crc(
+    r: &ShippedRange,
+    len: u64,
+    crc: u32,
+    whole: Option<&[u8]>,
+) -> Result<(), ObjectCorrupt> {
+    if len != r.bytes {
+        return Err(ObjectCorrupt::of(
+            r,
+            format!("size {len} where the manifest says {}", r.bytes),
+        ));
+    }
+    if crc != r.crc32c {
+        let where_ = whole.map_or_else(
+            || "the range's batches appended so far were removed".to_string(),
+            |bytes| locate_corruption(r, bytes),
+        );
+        return Err(ObjectCorrupt::of(
+            r,
+            format!(
+                "CRC-32C {crc:#010x} where the manifest says {:#010x}; {where_}",
+                r.crc32c
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Names the first batch of an object whose CRC-32C mismatched that does
+/// not verify on its own (by the offset it should start at, since its own
+/// header may be the corrupt part), so that an operator knows where to look.
+/// When every batch's own CRC holds, the damage is in what that CRC does not
+/// cover (base offset, leader epoch): the first batch whose base offset does
+/// not follow its predecessor, or whose epoch is not the one the range
+/// assigns, is named instead.
+fn locate_corruption(r: &ShippedRange, bytes: &[u8]) -> String {
+    let mut expected = r.base_offset;
+    let mut suspect: Option<String> = None;
+    for item in kafkalog::batch::BatchIter::verified(bytes, 0) {
+        match item {
+            Ok((h, _)) => {
+                if suspect.is_none() {
+                    let assigned = r.epoch_at(expected);
+                    if h.base_offset != expected {
+                        // A gap is legitimate in a compacted range: only a
+                        // hint, used when nothing else is found.
+                        suspect = Some(format!(
+                            "first batch that does not follow at offset {expected} (byte {}): its header says base offset {}",
+                            h.position, h.base_offset
+                        ));
+                    } else if assigned.is_some_and(|a| a != h.partition_leader_epoch) {
+                        suspect = Some(format!(
+                            "first batch with an unexpected leader epoch at offset {expected} (byte {}): {} where the range says {}",
+                            h.position,
+                            h.partition_leader_epoch,
+                            assigned.unwrap_or_default()
+                        ));
+                    }
+                }
+                expected = h.last_offset().saturating_add(1);
+            }
+            Err(e) => {
+                return format!("first bad batch at offset {expected}: {e}");
+            }
+        }
+    }
+    match suspect {
+        Some(s) => format!("every batch's own CRC holds; {s}"),
+        None => "every batch verifies on its own: the object differs from what was shipped (bytes replaced whole, or the manifest's CRC is wrong)".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +354,34 @@ mod tests {
             }
         );
         assert!(c.finish().is_err(), "two batches missing");
+    }
+
+    #[test]
+    fn a_corrupt_object_names_its_key_and_what_differs() {
+        let obj = object(&[(10, 3, 2), (12, 3, 3)]);
+        let mut r = range(&obj, 10, 14, 2, &[(3, 10)]);
+        r.crc32c = kafkalog::batch::crc32c(&obj);
+        verify_object(&r, &obj).expect("as shipped");
+        let mut flipped = obj.clone();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 0xff;
+        let first = kafkalog::batch::parse_header(&obj, 0).expect("h").size();
+        // (bytes, what the detail says)
+        let cases = [
+            (&obj[..first], "size"),
+            (&flipped[..], "first bad batch at offset 12"),
+        ];
+        for (bytes, want) in cases {
+            let e = verify_object(&r, bytes).expect_err(want);
+            assert_eq!(e.key, "k");
+            assert!(e.detail.contains(want), "{e} lacks {want}");
+            assert!(
+                e.to_string().starts_with("CRC mismatch in object k: "),
+                "{e}"
+            );
+        }
+        let e = check_size_and_crc(&r, obj.len() as u64, 0, None).expect_err("streamed");
+        assert!(e.detail.ends_with("appended so far were removed"), "{e}");
     }
 
     #[test]
