@@ -1,0 +1,728 @@
+//! One consumer group's rebalance protocol as a pure state machine.
+//!
+//! [`Group::on_event`] takes an [`Event`] (a JoinGroup, SyncGroup,
+//! Heartbeat, LeaveGroup, an OffsetCommit's generation check, or a periodic
+//! tick) and the time now, as a [`Duration`] since an origin the caller
+//! chooses (the coordinator uses its start), and returns the [`Effect`]s the
+//! caller must carry out, in order. It reads no clock, holds no channel and
+//! does no IO: the async shell in [`super`] parks each waiting JoinGroup and
+//! SyncGroup under its member id and answers it when an effect says so.
+//!
+//! # Invariants
+//!
+//! - The state moves Empty -> PreparingRebalance -> CompletingRebalance ->
+//!   Stable as Kafka's `GroupCoordinator` does; a group with no members is
+//!   Empty, with no leader and no protocol, and has no rebalance deadline.
+//! - Every [`Effect::JoinWaits`] for a member is followed, in this or a
+//!   later call, by exactly one [`Effect::JoinDone`] for it unless the
+//!   member joins again first (the shell then drops the older wait, and its
+//!   client is told UNKNOWN_MEMBER_ID); the same holds for
+//!   [`Effect::SyncWaits`] and [`Effect::SyncDone`]. A member is waiting in
+//!   a join exactly when `joining` is set, in a sync exactly when `syncing`
+//!   is set.
+//! - A join completes when every member is waiting in a join, or at the
+//!   rebalance deadline (the largest rebalance timeout of the members when
+//!   the rebalance began) without the stragglers. Completing raises the
+//!   generation by one; so does the group becoming Empty when its last
+//!   member leaves or expires.
+//! - The leader stays the leader while it is a member; otherwise the
+//!   smallest member id leads. Only the leader's join reply carries the
+//!   members' subscriptions, for the protocol chosen: the first protocol of
+//!   the smallest member id's list that every member supports.
+//! - A member that is not waiting in a join and has not been heard from
+//!   (join, sync, heartbeat) for its session timeout is removed at the next
+//!   tick; the others rebalance.
+//! - The Kafka error codes given are those of Kafka's coordinator:
+//!   INCONSISTENT_GROUP_PROTOCOL, MEMBER_ID_REQUIRED (JoinGroup v4+,
+//!   KIP-394), UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION and
+//!   REBALANCE_IN_PROGRESS. Static membership (group.instance.id) is not
+//!   supported: every member is dynamic.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+
+/// A group's state, as Kafka names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupState {
+    /// No members.
+    Empty,
+    /// Waiting for members to (re)join.
+    PreparingRebalance,
+    /// Waiting for the leader's assignments.
+    CompletingRebalance,
+    /// Every member has its assignment.
+    Stable,
+}
+
+impl GroupState {
+    /// Kafka's name (ListGroups, DescribeGroups).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+        }
+    }
+}
+
+/// What a JoinGroup gets back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JoinOutcome {
+    /// Kafka error code (0: none).
+    pub error: i16,
+    /// The generation joined.
+    pub generation: i32,
+    /// The protocol chosen.
+    pub protocol: Option<String>,
+    /// The protocol type.
+    pub protocol_type: Option<String>,
+    /// The leader's member id.
+    pub leader: String,
+    /// This member's id.
+    pub member_id: String,
+    /// Every member's subscription, for the leader only.
+    pub members: Vec<(String, Bytes)>,
+}
+
+/// What a SyncGroup gets back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncOutcome {
+    /// Kafka error code (0: none).
+    pub error: i16,
+    /// This member's assignment.
+    pub assignment: Bytes,
+    /// The protocol type.
+    pub protocol_type: Option<String>,
+    /// The protocol chosen.
+    pub protocol: Option<String>,
+}
+
+/// A member as DescribeGroups shows it.
+#[derive(Debug, Clone)]
+pub struct MemberView {
+    /// Its id.
+    pub member_id: String,
+    /// The client id it gave.
+    pub client_id: String,
+    /// Its address.
+    pub client_host: String,
+    /// Its subscription for the chosen protocol.
+    pub metadata: Bytes,
+    /// Its assignment.
+    pub assignment: Bytes,
+}
+
+/// A group as ListGroups and DescribeGroups show it.
+#[derive(Debug, Clone)]
+pub struct GroupView {
+    /// The group id.
+    pub group_id: String,
+    /// Its state.
+    pub state: GroupState,
+    /// Its protocol type ("consumer"), empty when none.
+    pub protocol_type: String,
+    /// The chosen protocol, empty when none.
+    pub protocol: String,
+    /// Its members.
+    pub members: Vec<MemberView>,
+}
+
+/// A JoinGroup, as the machine sees it.
+#[derive(Debug, Clone)]
+pub struct Join {
+    /// The member id given ("" for a new member).
+    pub member_id: String,
+    /// The id a new member gets (the caller makes it unique).
+    pub fresh_id: String,
+    /// The client id.
+    pub client_id: String,
+    /// The client's address.
+    pub client_host: String,
+    /// Session timeout.
+    pub session_timeout: Duration,
+    /// Rebalance timeout.
+    pub rebalance_timeout: Duration,
+    /// The protocol type ("consumer").
+    pub protocol_type: String,
+    /// Protocols in the member's order of preference, with metadata.
+    pub protocols: Vec<(String, Bytes)>,
+    /// Whether the client understands MEMBER_ID_REQUIRED (v4+).
+    pub require_known_member_id: bool,
+}
+
+/// What happens to a group.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// JoinGroup.
+    Join(Join),
+    /// SyncGroup; `assignments` matter from the leader only.
+    Sync {
+        /// The generation the member believes current.
+        generation: i32,
+        /// The member.
+        member_id: String,
+        /// Per member id, its assignment.
+        assignments: Vec<(String, Bytes)>,
+    },
+    /// Heartbeat.
+    Heartbeat {
+        /// The generation the member believes current.
+        generation: i32,
+        /// The member.
+        member_id: String,
+    },
+    /// LeaveGroup of one or more members.
+    Leave {
+        /// The members leaving.
+        member_ids: Vec<String>,
+    },
+    /// May this member, at this generation, commit offsets? (Generation < 0
+    /// with an empty member id: a commit outside any group membership.)
+    CommitCheck {
+        /// The generation given.
+        generation: i32,
+        /// The member id given.
+        member_id: String,
+    },
+    /// Time passed: end an overdue rebalance, expire silent members.
+    Tick,
+}
+
+/// What the caller must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Answer the JoinGroup of this event now (it does not wait).
+    JoinReply(JoinOutcome),
+    /// Park the JoinGroup of this event under `member_id`.
+    JoinWaits {
+        /// The member.
+        member_id: String,
+    },
+    /// Answer the JoinGroup parked under `member_id`.
+    JoinDone {
+        /// The member.
+        member_id: String,
+        /// Its answer.
+        outcome: JoinOutcome,
+    },
+    /// Answer the SyncGroup of this event now.
+    SyncReply(SyncOutcome),
+    /// Park the SyncGroup of this event under `member_id`.
+    SyncWaits {
+        /// The member.
+        member_id: String,
+    },
+    /// Answer the SyncGroup parked under `member_id`.
+    SyncDone {
+        /// The member.
+        member_id: String,
+        /// Its answer.
+        outcome: SyncOutcome,
+    },
+    /// The Heartbeat's error code.
+    HeartbeatReply(i16),
+    /// The LeaveGroup's error code per member, in the order given.
+    LeaveReply(Vec<i16>),
+    /// The commit check's error code (0: the commit may be written).
+    CommitReply(i16),
+    /// A member's session expired; it was removed (for the log).
+    Expired {
+        /// The member.
+        member_id: String,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Member {
+    client_id: String,
+    client_host: String,
+    protocols: Vec<(String, Bytes)>,
+    session_timeout: Duration,
+    rebalance_timeout: Duration,
+    last_seen: Duration,
+    assignment: Bytes,
+    joining: bool,
+    syncing: bool,
+}
+
+/// One group's membership and rebalance state.
+#[derive(Debug, Clone)]
+pub struct Group {
+    state: GroupState,
+    generation: i32,
+    protocol_type: Option<String>,
+    protocol: Option<String>,
+    leader: Option<String>,
+    members: BTreeMap<String, Member>,
+    /// Ids handed out with MEMBER_ID_REQUIRED, not yet joined.
+    pending: BTreeSet<String>,
+    rebalance_deadline: Option<Duration>,
+}
+
+impl Default for Group {
+    fn default() -> Group {
+        Group::new()
+    }
+}
+
+/// The rebalance timeout when no member gave one.
+const DEFAULT_REBALANCE_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn code(e: ResponseError) -> i16 {
+    e.code()
+}
+
+impl Group {
+    /// An Empty group at generation 0.
+    pub fn new() -> Group {
+        Group {
+            state: GroupState::Empty,
+            generation: 0,
+            protocol_type: None,
+            protocol: None,
+            leader: None,
+            members: BTreeMap::new(),
+            pending: BTreeSet::new(),
+            rebalance_deadline: None,
+        }
+    }
+
+    /// Its state.
+    pub fn state(&self) -> GroupState {
+        self.state
+    }
+
+    /// Its generation.
+    pub fn generation(&self) -> i32 {
+        self.generation
+    }
+
+    /// The leader's member id, when there is one.
+    pub fn leader(&self) -> Option<&str> {
+        self.leader.as_deref()
+    }
+
+    /// Whether it has members.
+    pub fn has_members(&self) -> bool {
+        !self.members.is_empty()
+    }
+
+    /// The member ids, in order.
+    pub fn member_ids(&self) -> Vec<String> {
+        self.members.keys().cloned().collect()
+    }
+
+    /// As ListGroups and DescribeGroups show it.
+    pub fn view(&self, group_id: &str) -> GroupView {
+        GroupView {
+            group_id: group_id.to_string(),
+            state: self.state,
+            protocol_type: self.protocol_type.clone().unwrap_or_default(),
+            protocol: self.protocol.clone().unwrap_or_default(),
+            members: self
+                .members
+                .iter()
+                .map(|(id, m)| MemberView {
+                    member_id: id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    metadata: self.metadata_of(m),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Applies `event` at time `now`; returns what the caller must do.
+    pub fn on_event(&mut self, event: Event, now: Duration) -> Vec<Effect> {
+        let mut out = Vec::new();
+        match event {
+            Event::Join(join) => self.join(join, now, &mut out),
+            Event::Sync {
+                generation,
+                member_id,
+                assignments,
+            } => self.sync(generation, &member_id, &assignments, now, &mut out),
+            Event::Heartbeat {
+                generation,
+                member_id,
+            } => out.push(Effect::HeartbeatReply(
+                self.heartbeat(generation, &member_id, now),
+            )),
+            Event::Leave { member_ids } => {
+                let codes = member_ids
+                    .iter()
+                    .map(|id| {
+                        if self.members.contains_key(id) {
+                            self.remove_member(id, now, &mut out);
+                            0
+                        } else {
+                            code(ResponseError::UnknownMemberId)
+                        }
+                    })
+                    .collect();
+                out.push(Effect::LeaveReply(codes));
+            }
+            Event::CommitCheck {
+                generation,
+                member_id,
+            } => out.push(Effect::CommitReply(self.may_commit(generation, &member_id))),
+            Event::Tick => self.tick(now, &mut out),
+        }
+        out
+    }
+
+    fn join(&mut self, p: Join, now: Duration, out: &mut Vec<Effect>) {
+        let reply = |error: ResponseError, member_id: String| {
+            Effect::JoinReply(JoinOutcome {
+                error: error.code(),
+                member_id,
+                ..JoinOutcome::default()
+            })
+        };
+        if p.protocols.is_empty()
+            || self
+                .protocol_type
+                .as_ref()
+                .is_some_and(|t| *t != p.protocol_type && !self.members.is_empty())
+        {
+            out.push(reply(
+                ResponseError::InconsistentGroupProtocol,
+                String::new(),
+            ));
+            return;
+        }
+        let mut member_id = p.member_id;
+        if member_id.is_empty() {
+            member_id = p.fresh_id;
+            if p.require_known_member_id {
+                self.pending.insert(member_id.clone());
+                out.push(reply(ResponseError::MemberIdRequired, member_id));
+                return;
+            }
+        } else if !self.members.contains_key(&member_id) && !self.pending.contains(&member_id) {
+            out.push(reply(ResponseError::UnknownMemberId, member_id));
+            return;
+        }
+        self.pending.remove(&member_id);
+        self.protocol_type = Some(p.protocol_type);
+        let member = self
+            .members
+            .entry(member_id.clone())
+            .or_insert_with(|| Member {
+                client_id: p.client_id,
+                client_host: p.client_host,
+                protocols: Vec::new(),
+                session_timeout: p.session_timeout,
+                rebalance_timeout: p.rebalance_timeout,
+                last_seen: now,
+                assignment: Bytes::new(),
+                joining: false,
+                syncing: false,
+            });
+        member.protocols = p.protocols;
+        member.session_timeout = p.session_timeout;
+        member.rebalance_timeout = p.rebalance_timeout;
+        member.last_seen = now;
+        member.joining = true;
+        out.push(Effect::JoinWaits { member_id });
+        self.prepare_rebalance(now, out);
+        self.maybe_complete_join(false, now, out);
+    }
+
+    fn sync(
+        &mut self,
+        generation: i32,
+        member_id: &str,
+        assignments: &[(String, Bytes)],
+        now: Duration,
+        out: &mut Vec<Effect>,
+    ) {
+        let fail = |e: ResponseError| {
+            Effect::SyncReply(SyncOutcome {
+                error: e.code(),
+                ..SyncOutcome::default()
+            })
+        };
+        if !self.members.contains_key(member_id) {
+            return out.push(fail(ResponseError::UnknownMemberId));
+        }
+        if generation != self.generation {
+            return out.push(fail(ResponseError::IllegalGeneration));
+        }
+        match self.state {
+            GroupState::Empty => return out.push(fail(ResponseError::UnknownMemberId)),
+            GroupState::PreparingRebalance => {
+                return out.push(fail(ResponseError::RebalanceInProgress));
+            }
+            GroupState::Stable => {
+                let own = self.members[member_id].assignment.clone();
+                return out.push(Effect::SyncReply(self.sync_ok(own)));
+            }
+            GroupState::CompletingRebalance => {}
+        }
+        if self.leader.as_deref() == Some(member_id) {
+            for (id, m) in &mut self.members {
+                m.assignment = assignments
+                    .iter()
+                    .find(|(aid, _)| aid == id)
+                    .map(|(_, a)| a.clone())
+                    .unwrap_or_default();
+            }
+            self.state = GroupState::Stable;
+            let waiting: Vec<(String, Bytes)> = self
+                .members
+                .iter_mut()
+                .filter(|(_, m)| m.syncing)
+                .map(|(id, m)| {
+                    m.syncing = false;
+                    (id.clone(), m.assignment.clone())
+                })
+                .collect();
+            for (id, assignment) in waiting {
+                out.push(Effect::SyncDone {
+                    member_id: id,
+                    outcome: self.sync_ok(assignment),
+                });
+            }
+            let own = self.members[member_id].assignment.clone();
+            out.push(Effect::SyncReply(self.sync_ok(own)));
+            return;
+        }
+        if let Some(m) = self.members.get_mut(member_id) {
+            m.syncing = true;
+            m.last_seen = now;
+        }
+        out.push(Effect::SyncWaits {
+            member_id: member_id.to_string(),
+        });
+    }
+
+    fn sync_ok(&self, assignment: Bytes) -> SyncOutcome {
+        SyncOutcome {
+            error: 0,
+            assignment,
+            protocol_type: self.protocol_type.clone(),
+            protocol: self.protocol.clone(),
+        }
+    }
+
+    fn heartbeat(&mut self, generation: i32, member_id: &str, now: Duration) -> i16 {
+        let state = self.state;
+        let current = self.generation;
+        let Some(m) = self.members.get_mut(member_id) else {
+            return code(ResponseError::UnknownMemberId);
+        };
+        m.last_seen = now;
+        if generation != current {
+            return code(ResponseError::IllegalGeneration);
+        }
+        match state {
+            GroupState::PreparingRebalance => code(ResponseError::RebalanceInProgress),
+            _ => 0,
+        }
+    }
+
+    fn may_commit(&self, generation: i32, member_id: &str) -> i16 {
+        if generation < 0 && member_id.is_empty() {
+            return if self.members.is_empty() {
+                0
+            } else {
+                code(ResponseError::UnknownMemberId)
+            };
+        }
+        if !self.members.contains_key(member_id) {
+            return code(ResponseError::UnknownMemberId);
+        }
+        if generation != self.generation {
+            return code(ResponseError::IllegalGeneration);
+        }
+        if self.state == GroupState::PreparingRebalance {
+            return code(ResponseError::RebalanceInProgress);
+        }
+        0
+    }
+
+    fn tick(&mut self, now: Duration, out: &mut Vec<Effect>) {
+        if self.state == GroupState::PreparingRebalance
+            && self.rebalance_deadline.is_some_and(|d| now >= d)
+        {
+            self.maybe_complete_join(true, now, out);
+        }
+        let expired: Vec<String> = self
+            .members
+            .iter()
+            .filter(|(_, m)| !m.joining && now > m.last_seen + m.session_timeout)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            out.push(Effect::Expired {
+                member_id: id.clone(),
+            });
+            self.remove_member(&id, now, out);
+        }
+    }
+
+    /// Starts (or keeps) a rebalance: syncs in flight are told
+    /// REBALANCE_IN_PROGRESS.
+    fn prepare_rebalance(&mut self, now: Duration, out: &mut Vec<Effect>) {
+        if self.state == GroupState::PreparingRebalance {
+            return;
+        }
+        for (id, m) in &mut self.members {
+            if std::mem::take(&mut m.syncing) {
+                out.push(Effect::SyncDone {
+                    member_id: id.clone(),
+                    outcome: SyncOutcome {
+                        error: code(ResponseError::RebalanceInProgress),
+                        ..SyncOutcome::default()
+                    },
+                });
+            }
+        }
+        let timeout = self
+            .members
+            .values()
+            .map(|m| m.rebalance_timeout)
+            .max()
+            .unwrap_or(DEFAULT_REBALANCE_TIMEOUT);
+        self.rebalance_deadline = Some(now + timeout);
+        self.state = GroupState::PreparingRebalance;
+    }
+
+    /// Completes the join when every member has joined, or `force`d at the
+    /// rebalance deadline (members that did not rejoin are removed).
+    fn maybe_complete_join(&mut self, force: bool, now: Duration, out: &mut Vec<Effect>) {
+        if self.state != GroupState::PreparingRebalance {
+            return;
+        }
+        if !force && !self.members.values().all(|m| m.joining) {
+            return;
+        }
+        // Stragglers have no parked join; a parked sync (none in
+        // PreparingRebalance) would be told to rejoin.
+        let stragglers: Vec<String> = self
+            .members
+            .iter()
+            .filter(|(_, m)| !m.joining)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in stragglers {
+            if self.members.remove(&id).is_some_and(|m| m.syncing) {
+                out.push(Effect::SyncDone {
+                    member_id: id,
+                    outcome: SyncOutcome {
+                        error: code(ResponseError::RebalanceInProgress),
+                        ..SyncOutcome::default()
+                    },
+                });
+            }
+        }
+        self.generation += 1;
+        self.rebalance_deadline = None;
+        if self.members.is_empty() {
+            self.state = GroupState::Empty;
+            self.protocol = None;
+            self.leader = None;
+            return;
+        }
+        self.protocol = self.choose_protocol();
+        if self
+            .leader
+            .as_ref()
+            .is_none_or(|l| !self.members.contains_key(l))
+        {
+            self.leader = self.members.keys().next().cloned();
+        }
+        self.state = GroupState::CompletingRebalance;
+        let leader = self.leader.clone().unwrap_or_default();
+        let subscriptions: Vec<(String, Bytes)> = self
+            .members
+            .iter()
+            .map(|(id, m)| (id.clone(), self.metadata_of(m)))
+            .collect();
+        for (id, m) in &mut self.members {
+            m.last_seen = now;
+            if std::mem::take(&mut m.joining) {
+                out.push(Effect::JoinDone {
+                    member_id: id.clone(),
+                    outcome: JoinOutcome {
+                        error: 0,
+                        generation: self.generation,
+                        protocol: self.protocol.clone(),
+                        protocol_type: self.protocol_type.clone(),
+                        leader: leader.clone(),
+                        member_id: id.clone(),
+                        members: if *id == leader {
+                            subscriptions.clone()
+                        } else {
+                            Vec::new()
+                        },
+                    },
+                });
+            }
+        }
+    }
+
+    /// A member's subscription for the chosen protocol.
+    fn metadata_of(&self, m: &Member) -> Bytes {
+        m.protocols
+            .iter()
+            .find(|(name, _)| Some(name) == self.protocol.as_ref())
+            .map(|(_, md)| md.clone())
+            .unwrap_or_default()
+    }
+
+    /// The first protocol of the leader-to-be's list that every member
+    /// supports (Kafka votes; with one client library they agree).
+    fn choose_protocol(&self) -> Option<String> {
+        let first = self.members.values().next()?;
+        first
+            .protocols
+            .iter()
+            .map(|(name, _)| name)
+            .find(|name| {
+                self.members
+                    .values()
+                    .all(|m| m.protocols.iter().any(|(n, _)| n == *name))
+            })
+            .cloned()
+    }
+
+    fn remove_member(&mut self, id: &str, now: Duration, out: &mut Vec<Effect>) {
+        if let Some(m) = self.members.remove(id) {
+            if m.joining {
+                out.push(Effect::JoinDone {
+                    member_id: id.to_string(),
+                    outcome: JoinOutcome {
+                        error: code(ResponseError::UnknownMemberId),
+                        ..JoinOutcome::default()
+                    },
+                });
+            }
+            if m.syncing {
+                out.push(Effect::SyncDone {
+                    member_id: id.to_string(),
+                    outcome: SyncOutcome {
+                        error: code(ResponseError::UnknownMemberId),
+                        ..SyncOutcome::default()
+                    },
+                });
+            }
+        }
+        if self.members.is_empty() {
+            self.generation += 1;
+            self.state = GroupState::Empty;
+            self.protocol = None;
+            self.leader = None;
+            self.rebalance_deadline = None;
+        } else {
+            self.prepare_rebalance(now, out);
+            self.maybe_complete_join(false, now, out);
+        }
+    }
+}
