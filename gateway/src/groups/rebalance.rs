@@ -726,3 +726,396 @@ impl Group {
         }
     }
 }
+
+/// One test per row: a group built by earlier events (`given`), one event
+/// at a time, the effects it must return and the state and generation
+/// after it. Error codes are Kafka's numbers, written out.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UNKNOWN_MEMBER_ID: i16 = 25;
+    const ILLEGAL_GENERATION: i16 = 22;
+    const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+    const REBALANCE_IN_PROGRESS: i16 = 27;
+    const MEMBER_ID_REQUIRED: i16 = 79;
+
+    use GroupState::{CompletingRebalance, Empty, PreparingRebalance, Stable};
+
+    fn t(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
+    fn md(id: &str) -> Bytes {
+        Bytes::from(format!("sub-{id}"))
+    }
+
+    fn asg(id: &str) -> Bytes {
+        Bytes::from(format!("asg-{id}"))
+    }
+
+    /// A JoinGroup with the "range" protocol; session 10 s, rebalance 30 s.
+    fn join_with(member_id: &str, fresh_id: &str, protocols: &[&str]) -> Event {
+        let id = if member_id.is_empty() {
+            fresh_id
+        } else {
+            member_id
+        };
+        Event::Join(Join {
+            member_id: member_id.to_string(),
+            fresh_id: fresh_id.to_string(),
+            client_id: "client".to_string(),
+            client_host: "/127.0.0.1".to_string(),
+            session_timeout: t(10_000),
+            rebalance_timeout: t(30_000),
+            protocol_type: "consumer".to_string(),
+            protocols: protocols.iter().map(|p| (p.to_string(), md(id))).collect(),
+            require_known_member_id: false,
+        })
+    }
+
+    /// A new member (no id yet) that will be called `id`.
+    fn new_member(id: &str) -> Event {
+        join_with("", id, &["range"])
+    }
+
+    /// A known member rejoining.
+    fn rejoin(id: &str) -> Event {
+        join_with(id, "", &["range"])
+    }
+
+    fn sync(id: &str, generation: i32, assign: &[&str]) -> Event {
+        Event::Sync {
+            generation,
+            member_id: id.to_string(),
+            assignments: assign.iter().map(|m| (m.to_string(), asg(m))).collect(),
+        }
+    }
+
+    fn heartbeat(id: &str, generation: i32) -> Event {
+        Event::Heartbeat {
+            generation,
+            member_id: id.to_string(),
+        }
+    }
+
+    fn leave(ids: &[&str]) -> Event {
+        Event::Leave {
+            member_ids: ids.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn commit(id: &str, generation: i32) -> Event {
+        Event::CommitCheck {
+            generation,
+            member_id: id.to_string(),
+        }
+    }
+
+    fn waits(id: &str) -> Effect {
+        Effect::JoinWaits {
+            member_id: id.to_string(),
+        }
+    }
+
+    /// `id`'s successful join at `generation`; `members` for the leader.
+    fn joined(id: &str, generation: i32, leader: &str, members: &[&str]) -> Effect {
+        Effect::JoinDone {
+            member_id: id.to_string(),
+            outcome: JoinOutcome {
+                error: 0,
+                generation,
+                protocol: Some("range".to_string()),
+                protocol_type: Some("consumer".to_string()),
+                leader: leader.to_string(),
+                member_id: id.to_string(),
+                members: members.iter().map(|m| (m.to_string(), md(m))).collect(),
+            },
+        }
+    }
+
+    fn join_error(code: i16, member_id: &str) -> Effect {
+        Effect::JoinReply(JoinOutcome {
+            error: code,
+            member_id: member_id.to_string(),
+            ..JoinOutcome::default()
+        })
+    }
+
+    fn synced(assignment: &str) -> SyncOutcome {
+        SyncOutcome {
+            error: 0,
+            assignment: asg(assignment),
+            protocol_type: Some("consumer".to_string()),
+            protocol: Some("range".to_string()),
+        }
+    }
+
+    fn sync_error(code: i16) -> SyncOutcome {
+        SyncOutcome {
+            error: code,
+            ..SyncOutcome::default()
+        }
+    }
+
+    fn sync_done(id: &str, outcome: SyncOutcome) -> Effect {
+        Effect::SyncDone {
+            member_id: id.to_string(),
+            outcome,
+        }
+    }
+
+    /// A group after `steps` (event, time in ms), their effects dropped.
+    fn after(steps: Vec<(Event, u64)>) -> Group {
+        let mut g = Group::new();
+        for (event, at) in steps {
+            g.on_event(event, t(at));
+        }
+        g
+    }
+
+    fn empty() -> Group {
+        Group::new()
+    }
+
+    /// a alone, Stable at generation 1.
+    fn stable_one() -> Group {
+        after(vec![(new_member("a"), 0), (sync("a", 1, &["a"]), 100)])
+    }
+
+    /// stable_one, then b joins at 1 s: a has not rejoined yet.
+    fn preparing_two() -> Group {
+        let mut g = stable_one();
+        g.on_event(new_member("b"), t(1_000));
+        g
+    }
+
+    /// preparing_two, then a rejoins at 2 s: generation 2, leader a.
+    fn completing_two() -> Group {
+        let mut g = preparing_two();
+        g.on_event(rejoin("a"), t(2_000));
+        g
+    }
+
+    /// completing_two, with b's sync waiting for the leader's (2.5 s).
+    fn completing_two_b_waits() -> Group {
+        let mut g = completing_two();
+        g.on_event(sync("b", 2, &[]), t(2_500));
+        g
+    }
+
+    /// a and b, Stable at generation 2, leader a (a synced at 3 s).
+    fn stable_two() -> Group {
+        let mut g = completing_two_b_waits();
+        g.on_event(sync("a", 2, &["a", "b"]), t(3_000));
+        g
+    }
+
+    /// An id handed out with MEMBER_ID_REQUIRED, not yet used.
+    fn pending_a() -> Group {
+        let mut g = Group::new();
+        g.on_event(required(), t(0));
+        g
+    }
+
+    fn required() -> Event {
+        let Event::Join(mut j) = new_member("a") else {
+            unreachable!()
+        };
+        j.require_known_member_id = true;
+        Event::Join(j)
+    }
+
+    macro_rules! rows {
+        ($($name:ident: $given:expr, $event:expr, at $at:expr
+            => [$($effect:expr),* $(,)?], $state:expr, $generation:expr;)*) => {$(
+            #[test]
+            fn $name() {
+                let mut g = $given;
+                let got = g.on_event($event, t($at));
+                assert_eq!(got, vec![$($effect),*]);
+                assert_eq!((g.state(), g.generation()), ($state, $generation));
+            }
+        )*};
+    }
+
+    rows! {
+        // JoinGroup
+        first_join_makes_the_leader_and_completes_at_once:
+            empty(), new_member("a"), at 0
+            => [waits("a"), joined("a", 1, "a", &["a"])], CompletingRebalance, 1;
+        second_join_starts_a_rebalance_and_waits_for_the_others:
+            stable_one(), new_member("b"), at 1_000
+            => [waits("b")], PreparingRebalance, 1;
+        last_rejoin_completes_the_join_leader_gets_every_subscription:
+            preparing_two(), rejoin("a"), at 2_000
+            => [waits("a"), joined("a", 2, "a", &["a", "b"]), joined("b", 2, "a", &[])],
+               CompletingRebalance, 2;
+        join_during_completing_rebalance_restarts_it_and_tells_waiting_syncs:
+            completing_two_b_waits(), new_member("c"), at 2_600
+            => [waits("c"), sync_done("b", sync_error(REBALANCE_IN_PROGRESS))],
+               PreparingRebalance, 2;
+        join_before_the_rebalance_deadline_keeps_waiting:
+            preparing_two(), Event::Tick, at 5_000
+            => [], PreparingRebalance, 1;
+        join_timeout_completes_with_the_members_present:
+            preparing_two(), Event::Tick, at 31_000
+            => [joined("b", 2, "b", &["b"])], CompletingRebalance, 2;
+        join_without_an_id_is_told_member_id_required_from_v4:
+            empty(), required(), at 0
+            => [join_error(MEMBER_ID_REQUIRED, "a")], Empty, 0;
+        join_with_the_id_handed_out_is_accepted:
+            pending_a(), rejoin("a"), at 10
+            => [waits("a"), joined("a", 1, "a", &["a"])], CompletingRebalance, 1;
+        join_with_an_unknown_member_id_is_refused:
+            stable_one(), rejoin("z"), at 1_000
+            => [join_error(UNKNOWN_MEMBER_ID, "z")], Stable, 1;
+        join_without_protocols_is_inconsistent:
+            empty(), join_with("", "a", &[]), at 0
+            => [join_error(INCONSISTENT_GROUP_PROTOCOL, "")], Empty, 0;
+        join_with_another_protocol_type_is_inconsistent:
+            stable_one(),
+            {
+                let Event::Join(mut j) = new_member("b") else { unreachable!() };
+                j.protocol_type = "connect".to_string();
+                Event::Join(j)
+            }, at 1_000
+            => [join_error(INCONSISTENT_GROUP_PROTOCOL, "")], Stable, 1;
+        protocol_chosen_is_the_first_every_member_supports:
+            after(vec![
+                (join_with("", "a", &["roundrobin", "range"]), 0),
+                (sync("a", 1, &["a"]), 100),
+                (join_with("", "b", &["range"]), 1_000),
+            ]),
+            join_with("a", "", &["roundrobin", "range"]), at 2_000
+            => [waits("a"), joined("a", 2, "a", &["a", "b"]), joined("b", 2, "a", &[])],
+               CompletingRebalance, 2;
+
+        // SyncGroup
+        follower_sync_waits_for_the_leader:
+            completing_two(), sync("b", 2, &[]), at 2_500
+            => [Effect::SyncWaits { member_id: "b".to_string() }], CompletingRebalance, 2;
+        leader_sync_distributes_the_assignments:
+            completing_two_b_waits(), sync("a", 2, &["a", "b"]), at 3_000
+            => [sync_done("b", synced("b")), Effect::SyncReply(synced("a"))], Stable, 2;
+        sync_when_stable_returns_the_members_assignment:
+            stable_two(), sync("b", 2, &[]), at 4_000
+            => [Effect::SyncReply(synced("b"))], Stable, 2;
+        sync_with_a_stale_generation_is_illegal:
+            completing_two(), sync("a", 1, &["a"]), at 2_500
+            => [Effect::SyncReply(sync_error(ILLEGAL_GENERATION))], CompletingRebalance, 2;
+        sync_during_preparing_rebalance_is_told_to_rejoin:
+            preparing_two(), sync("a", 1, &["a"]), at 1_500
+            => [Effect::SyncReply(sync_error(REBALANCE_IN_PROGRESS))], PreparingRebalance, 1;
+        sync_from_an_unknown_member_is_refused:
+            stable_one(), sync("z", 1, &[]), at 1_000
+            => [Effect::SyncReply(sync_error(UNKNOWN_MEMBER_ID))], Stable, 1;
+
+        // Heartbeat
+        heartbeat_of_a_stable_member_is_fine:
+            stable_two(), heartbeat("b", 2), at 4_000
+            => [Effect::HeartbeatReply(0)], Stable, 2;
+        heartbeat_with_a_stale_generation_is_illegal:
+            stable_two(), heartbeat("b", 1), at 4_000
+            => [Effect::HeartbeatReply(ILLEGAL_GENERATION)], Stable, 2;
+        heartbeat_during_a_rebalance_says_rejoin:
+            preparing_two(), heartbeat("a", 1), at 1_500
+            => [Effect::HeartbeatReply(REBALANCE_IN_PROGRESS)], PreparingRebalance, 1;
+        heartbeat_of_an_unknown_member_is_refused:
+            stable_two(), heartbeat("z", 2), at 4_000
+            => [Effect::HeartbeatReply(UNKNOWN_MEMBER_ID)], Stable, 2;
+
+        // Session timeouts
+        session_expiry_removes_the_member_and_starts_a_rebalance:
+            { let mut g = stable_two(); g.on_event(heartbeat("a", 2), t(12_000)); g },
+            Event::Tick, at 13_000
+            => [Effect::Expired { member_id: "b".to_string() }], PreparingRebalance, 2;
+        session_not_yet_expired_changes_nothing:
+            stable_two(), Event::Tick, at 12_000
+            => [], Stable, 2;
+        session_expiry_of_every_member_empties_the_group:
+            stable_one(), Event::Tick, at 10_001
+            => [Effect::Expired { member_id: "a".to_string() }], Empty, 2;
+        expiry_of_the_leader_tells_the_waiting_follower_to_rejoin:
+            completing_two_b_waits(), Event::Tick, at 12_001
+            => [
+                Effect::Expired { member_id: "a".to_string() },
+                sync_done("b", sync_error(REBALANCE_IN_PROGRESS)),
+            ], PreparingRebalance, 2;
+
+        // LeaveGroup
+        leave_of_the_last_member_empties_the_group:
+            stable_one(), leave(&["a"]), at 1_000
+            => [Effect::LeaveReply(vec![0])], Empty, 2;
+        leave_of_one_member_rebalances_the_others:
+            stable_two(), leave(&["b"]), at 4_000
+            => [Effect::LeaveReply(vec![0])], PreparingRebalance, 2;
+        leave_of_the_straggler_completes_the_join:
+            preparing_two(), leave(&["a"]), at 1_500
+            => [joined("b", 2, "b", &["b"]), Effect::LeaveReply(vec![0])],
+               CompletingRebalance, 2;
+        leave_of_a_member_waiting_in_join_answers_its_join:
+            preparing_two(), leave(&["b"]), at 1_500
+            => [
+                Effect::JoinDone {
+                    member_id: "b".to_string(),
+                    outcome: JoinOutcome { error: UNKNOWN_MEMBER_ID, ..JoinOutcome::default() },
+                },
+                Effect::LeaveReply(vec![0]),
+            ], PreparingRebalance, 1;
+        leave_of_an_unknown_member_is_refused_per_member:
+            stable_one(), leave(&["z", "a"]), at 1_000
+            => [Effect::LeaveReply(vec![UNKNOWN_MEMBER_ID, 0])], Empty, 2;
+
+        // OffsetCommit's generation check
+        commit_from_a_member_of_the_current_generation_is_accepted:
+            stable_two(), commit("b", 2), at 4_000
+            => [Effect::CommitReply(0)], Stable, 2;
+        commit_with_a_stale_generation_is_illegal:
+            stable_two(), commit("b", 1), at 4_000
+            => [Effect::CommitReply(ILLEGAL_GENERATION)], Stable, 2;
+        commit_during_a_rebalance_is_refused:
+            preparing_two(), commit("a", 1), at 1_500
+            => [Effect::CommitReply(REBALANCE_IN_PROGRESS)], PreparingRebalance, 1;
+        commit_from_an_unknown_member_is_refused:
+            stable_two(), commit("z", 2), at 4_000
+            => [Effect::CommitReply(UNKNOWN_MEMBER_ID)], Stable, 2;
+        commit_without_membership_to_an_empty_group_is_accepted:
+            after(vec![(new_member("a"), 0), (leave(&["a"]), 100)]), commit("", -1), at 1_000
+            => [Effect::CommitReply(0)], Empty, 2;
+        commit_without_membership_to_a_group_with_members_is_refused:
+            stable_one(), commit("", -1), at 1_000
+            => [Effect::CommitReply(UNKNOWN_MEMBER_ID)], Stable, 1;
+    }
+
+    #[test]
+    fn the_leader_stays_the_leader_while_it_is_a_member() {
+        // "0" is the smaller id, but a leads: it led before.
+        let mut g = stable_one();
+        g.on_event(join_with("", "0", &["range"]), t(1_000));
+        g.on_event(rejoin("a"), t(1_500));
+        assert_eq!(g.leader(), Some("a"));
+        assert_eq!(g.member_ids(), vec!["0".to_string(), "a".to_string()]);
+    }
+
+    #[test]
+    fn describe_shows_the_chosen_protocols_subscription_and_the_assignment() {
+        let view = stable_two().view("g");
+        assert_eq!(
+            (view.state.as_str(), view.protocol.as_str()),
+            ("Stable", "range")
+        );
+        let members: Vec<(String, Bytes, Bytes)> = view
+            .members
+            .into_iter()
+            .map(|m| (m.member_id, m.metadata, m.assignment))
+            .collect();
+        assert_eq!(
+            members,
+            vec![
+                ("a".to_string(), md("a"), asg("a")),
+                ("b".to_string(), md("b"), asg("b")),
+            ]
+        );
+    }
+}
