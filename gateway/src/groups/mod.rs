@@ -44,31 +44,8 @@ use tokio::sync::oneshot;
 use crate::view::LogView;
 use crate::writer::{AppendRequest, AppendSender};
 use offsets_topic::{Committed, OFFSETS_TOPIC, OffsetsRecord};
-use rebalance::{Effect, Event, Group, Join};
-pub use rebalance::{GroupState, GroupView, JoinOutcome, MemberView, SyncOutcome};
-
-/// A JoinGroup's parameters.
-#[derive(Debug, Clone)]
-pub struct JoinParams {
-    /// The group.
-    pub group_id: String,
-    /// The member id given ("" for a new member).
-    pub member_id: String,
-    /// The client id.
-    pub client_id: String,
-    /// The client's address.
-    pub client_host: String,
-    /// Session timeout.
-    pub session_timeout: Duration,
-    /// Rebalance timeout.
-    pub rebalance_timeout: Duration,
-    /// The protocol type ("consumer").
-    pub protocol_type: String,
-    /// Protocols in the member's order of preference, with metadata.
-    pub protocols: Vec<(String, Bytes)>,
-    /// Whether the client understands MEMBER_ID_REQUIRED (v4+).
-    pub require_known_member_id: bool,
-}
+use rebalance::{Effect, Event, Group};
+pub use rebalance::{GroupState, GroupView, JoinOutcome, JoinParams, MemberView, SyncOutcome};
 
 /// A group: its rebalance state, its committed offsets, and the requests
 /// parked until the machine answers them.
@@ -194,7 +171,7 @@ impl Coordinator {
     }
 
     /// JoinGroup: resolves when the rebalance completes.
-    pub async fn join(&self, p: JoinParams) -> JoinOutcome {
+    pub async fn join(&self, group_id: String, params: JoinParams) -> JoinOutcome {
         let unknown = JoinOutcome {
             error: ResponseError::UnknownMemberId.code(),
             ..JoinOutcome::default()
@@ -202,23 +179,14 @@ impl Coordinator {
         let rx = {
             let now = self.now();
             let (tx, rx) = oneshot::channel();
-            let event = Event::Join(Join {
-                fresh_id: if p.member_id.is_empty() {
-                    format!("{}-{}", p.client_id, new_member_suffix())
-                } else {
-                    String::new()
-                },
-                member_id: p.member_id,
-                client_id: p.client_id,
-                client_host: p.client_host,
-                session_timeout: p.session_timeout,
-                rebalance_timeout: p.rebalance_timeout,
-                protocol_type: p.protocol_type,
-                protocols: p.protocols,
-                require_known_member_id: p.require_known_member_id,
-            });
+            let fresh_id = if params.member_id.is_empty() {
+                format!("{}-{}", params.client_id, new_member_suffix())
+            } else {
+                String::new()
+            };
+            let event = Event::Join { params, fresh_id };
             let mut groups = self.lock();
-            let entry = groups.entry(p.group_id).or_default();
+            let entry = groups.entry(group_id).or_default();
             let replies = entry.apply(event, now, Some(tx), None);
             if let Some(outcome) = reply_of(replies, |e| match e {
                 Effect::JoinReply(o) => Some(o),

@@ -131,13 +131,11 @@ pub struct GroupView {
     pub members: Vec<MemberView>,
 }
 
-/// A JoinGroup, as the machine sees it.
+/// A JoinGroup's parameters (the group aside).
 #[derive(Debug, Clone)]
-pub struct Join {
+pub struct JoinParams {
     /// The member id given ("" for a new member).
     pub member_id: String,
-    /// The id a new member gets (the caller makes it unique).
-    pub fresh_id: String,
     /// The client id.
     pub client_id: String,
     /// The client's address.
@@ -158,7 +156,12 @@ pub struct Join {
 #[derive(Debug, Clone)]
 pub enum Event {
     /// JoinGroup.
-    Join(Join),
+    Join {
+        /// What the member sent.
+        params: JoinParams,
+        /// The id a new member gets (the caller makes it unique).
+        fresh_id: String,
+    },
     /// SyncGroup; `assignments` matter from the leader only.
     Sync {
         /// The generation the member believes current.
@@ -341,7 +344,7 @@ impl Group {
     pub fn on_event(&mut self, event: Event, now: Duration) -> Vec<Effect> {
         let mut out = Vec::new();
         match event {
-            Event::Join(join) => self.join(join, now, &mut out),
+            Event::Join { params, fresh_id } => self.join(params, fresh_id, now, &mut out),
             Event::Sync {
                 generation,
                 member_id,
@@ -376,7 +379,7 @@ impl Group {
         out
     }
 
-    fn join(&mut self, p: Join, now: Duration, out: &mut Vec<Effect>) {
+    fn join(&mut self, p: JoinParams, fresh_id: String, now: Duration, out: &mut Vec<Effect>) {
         let reply = |error: ResponseError, member_id: String| {
             Effect::JoinReply(JoinOutcome {
                 error: error.code(),
@@ -398,7 +401,7 @@ impl Group {
         }
         let mut member_id = p.member_id;
         if member_id.is_empty() {
-            member_id = p.fresh_id;
+            member_id = fresh_id;
             if p.require_known_member_id {
                 self.pending.insert(member_id.clone());
                 out.push(reply(ResponseError::MemberIdRequired, member_id));
@@ -761,17 +764,19 @@ mod tests {
         } else {
             member_id
         };
-        Event::Join(Join {
-            member_id: member_id.to_string(),
+        Event::Join {
             fresh_id: fresh_id.to_string(),
-            client_id: "client".to_string(),
-            client_host: "/127.0.0.1".to_string(),
-            session_timeout: t(10_000),
-            rebalance_timeout: t(30_000),
-            protocol_type: "consumer".to_string(),
-            protocols: protocols.iter().map(|p| (p.to_string(), md(id))).collect(),
-            require_known_member_id: false,
-        })
+            params: JoinParams {
+                member_id: member_id.to_string(),
+                client_id: "client".to_string(),
+                client_host: "/127.0.0.1".to_string(),
+                session_timeout: t(10_000),
+                rebalance_timeout: t(30_000),
+                protocol_type: "consumer".to_string(),
+                protocols: protocols.iter().map(|p| (p.to_string(), md(id))).collect(),
+                require_known_member_id: false,
+            },
+        }
     }
 
     /// A new member (no id yet) that will be called `id`.
@@ -919,11 +924,15 @@ mod tests {
     }
 
     fn required() -> Event {
-        let Event::Join(mut j) = new_member("a") else {
+        let Event::Join {
+            mut params,
+            fresh_id,
+        } = new_member("a")
+        else {
             unreachable!()
         };
-        j.require_known_member_id = true;
-        Event::Join(j)
+        params.require_known_member_id = true;
+        Event::Join { params, fresh_id }
     }
 
     macro_rules! rows {
@@ -976,9 +985,11 @@ mod tests {
         join_with_another_protocol_type_is_inconsistent:
             stable_one(),
             {
-                let Event::Join(mut j) = new_member("b") else { unreachable!() };
-                j.protocol_type = "connect".to_string();
-                Event::Join(j)
+                let Event::Join { mut params, fresh_id } = new_member("b") else {
+                    unreachable!()
+                };
+                params.protocol_type = "connect".to_string();
+                Event::Join { params, fresh_id }
             }, at 1_000
             => [join_error(INCONSISTENT_GROUP_PROTOCOL, "")], Stable, 1;
         protocol_chosen_is_the_first_every_member_supports:
