@@ -12,7 +12,11 @@
 //!
 //! - The state moves Empty -> PreparingRebalance -> CompletingRebalance ->
 //!   Stable as Kafka's `GroupCoordinator` does; a group with no members is
-//!   Empty, with no leader and no protocol, and has no rebalance deadline.
+//!   Empty, with no leader and no protocol. It has a rebalance deadline
+//!   exactly when it is PreparingRebalance; in CompletingRebalance and
+//!   Stable its leader is a member and no member waits in a join; only in
+//!   CompletingRebalance do members wait in a sync. The generation never
+//!   goes down.
 //! - Every [`Effect::JoinWaits`] for a member is followed, in this or a
 //!   later call, by exactly one [`Effect::JoinDone`] for it unless the
 //!   member joins again first (the shell then drops the older wait, and its
@@ -732,7 +736,8 @@ impl Group {
 
 /// One test per row: a group built by earlier events (`given`), one event
 /// at a time, the effects it must return and the state and generation
-/// after it. Error codes are Kafka's numbers, written out.
+/// after it. Error codes are Kafka's numbers, written out. Then random
+/// event sequences against the invariants of the module doc.
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1128,5 +1133,82 @@ mod tests {
                 ("b".to_string(), md("b"), asg("b")),
             ]
         );
+    }
+
+    mod random {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn event() -> impl Strategy<Value = Event> {
+            let id = prop::sample::select(vec!["a", "b", "c"]);
+            prop_oneof![
+                (id.clone(), any::<bool>(), any::<bool>()).prop_map(|(id, known, v4)| {
+                    let Event::Join {
+                        mut params,
+                        fresh_id,
+                    } = join_with(if known { id } else { "" }, id, &["range"])
+                    else {
+                        unreachable!()
+                    };
+                    params.require_known_member_id = v4;
+                    Event::Join { params, fresh_id }
+                }),
+                (id.clone(), 0..4i32).prop_map(|(id, g)| sync(id, g, &["a", "b", "c"])),
+                (id.clone(), 0..4i32).prop_map(|(id, g)| heartbeat(id, g)),
+                id.clone().prop_map(|id| leave(&[id])),
+                (id, -1..4i32).prop_map(|(id, g)| commit(id, g)),
+                Just(Event::Tick),
+            ]
+        }
+
+        proptest! {
+            /// Every parked request is answered once, and the state agrees
+            /// with the members, whatever the order of events.
+            #[test]
+            fn random_events_keep_the_invariants(
+                steps in proptest::collection::vec((event(), 0..20_000u64), 0..60)
+            ) {
+                let mut g = Group::new();
+                let mut now = 0;
+                let mut joins = BTreeSet::new();
+                let mut syncs = BTreeSet::new();
+                for (event, dt) in steps {
+                    now += dt;
+                    let generation = g.generation;
+                    for effect in g.on_event(event, t(now)) {
+                        match effect {
+                            Effect::JoinWaits { member_id } => { joins.insert(member_id); }
+                            Effect::SyncWaits { member_id } => { syncs.insert(member_id); }
+                            Effect::JoinDone { member_id, .. } => {
+                                prop_assert!(joins.remove(&member_id), "join of {member_id} not parked");
+                            }
+                            Effect::SyncDone { member_id, .. } => {
+                                prop_assert!(syncs.remove(&member_id), "sync of {member_id} not parked");
+                            }
+                            _ => {}
+                        }
+                    }
+                    let joining: BTreeSet<String> =
+                        g.members.iter().filter(|(_, m)| m.joining).map(|(id, _)| id.clone()).collect();
+                    let syncing: BTreeSet<String> =
+                        g.members.iter().filter(|(_, m)| m.syncing).map(|(id, _)| id.clone()).collect();
+                    prop_assert_eq!(&joins, &joining);
+                    prop_assert_eq!(&syncs, &syncing);
+                    prop_assert!(g.generation >= generation);
+                    prop_assert_eq!(g.state == Empty, g.members.is_empty());
+                    prop_assert_eq!(g.state == PreparingRebalance, g.rebalance_deadline.is_some());
+                    if g.state == Empty {
+                        prop_assert!(g.leader.is_none() && g.protocol.is_none());
+                    }
+                    if matches!(g.state, CompletingRebalance | Stable) {
+                        prop_assert!(g.members.contains_key(g.leader.as_deref().unwrap_or("")));
+                        prop_assert!(joining.is_empty());
+                    }
+                    if g.state != CompletingRebalance {
+                        prop_assert!(syncing.is_empty());
+                    }
+                }
+            }
+        }
     }
 }
