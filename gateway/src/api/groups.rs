@@ -62,21 +62,23 @@ pub(super) async fn join(
     };
     let outcome = shared
         .groups
-        .join(JoinParams {
-            group_id: request.group_id.0.to_string(),
-            member_id: request.member_id.to_string(),
-            client_id: client_id.to_string(),
-            client_host: client_host.to_string(),
-            session_timeout: session,
-            rebalance_timeout: rebalance,
-            protocol_type: request.protocol_type.to_string(),
-            protocols: request
-                .protocols
-                .into_iter()
-                .map(|p| (p.name.to_string(), p.metadata))
-                .collect(),
-            require_known_member_id: version >= 4,
-        })
+        .join(
+            request.group_id.0.to_string(),
+            JoinParams {
+                member_id: request.member_id.to_string(),
+                client_id: client_id.to_string(),
+                client_host: client_host.to_string(),
+                session_timeout: session,
+                rebalance_timeout: rebalance,
+                protocol_type: request.protocol_type.to_string(),
+                protocols: request
+                    .protocols
+                    .into_iter()
+                    .map(|p| (p.name.to_string(), p.metadata))
+                    .collect(),
+                require_known_member_id: version >= 4,
+            },
+        )
         .await;
     let response = JoinGroupResponse::default()
         .with_error_code(outcome.error)

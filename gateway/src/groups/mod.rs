@@ -19,11 +19,20 @@
 //!   commit is written to `__consumer_offsets` by the log dir's single
 //!   writer before it is acknowledged, and read back when the gateway
 //!   starts, so offsets survive restarts.
+//!
+//! The rebalance decisions are the pure state machine in [`rebalance`]
+//! (table-tested there, with its invariants). This module is its async
+//! shell: it owns the clock (the machine's time is the time since the
+//! coordinator started), gives new members unique ids, parks each waiting
+//! JoinGroup and SyncGroup's reply sender under its member id and sends the
+//! answers the machine's effects name, and keeps the committed offsets.
 
 /// The record format, from kafkalog (re-exported for the gateway's callers).
 pub use kafkalog::offsets_topic;
 
-use std::collections::{BTreeMap, BTreeSet};
+pub mod rebalance;
+
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -35,301 +44,84 @@ use tokio::sync::oneshot;
 use crate::view::LogView;
 use crate::writer::{AppendRequest, AppendSender};
 use offsets_topic::{Committed, OFFSETS_TOPIC, OffsetsRecord};
+use rebalance::{Effect, Event, Group};
+pub use rebalance::{GroupState, GroupView, JoinOutcome, JoinParams, MemberView, SyncOutcome};
 
-/// A group's state, as Kafka names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GroupState {
-    /// No members.
-    Empty,
-    /// Waiting for members to (re)join.
-    PreparingRebalance,
-    /// Waiting for the leader's assignments.
-    CompletingRebalance,
-    /// Every member has its assignment.
-    Stable,
-}
-
-impl GroupState {
-    /// Kafka's name (ListGroups, DescribeGroups).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GroupState::Empty => "Empty",
-            GroupState::PreparingRebalance => "PreparingRebalance",
-            GroupState::CompletingRebalance => "CompletingRebalance",
-            GroupState::Stable => "Stable",
-        }
-    }
-}
-
-/// What a JoinGroup gets back.
-#[derive(Debug, Clone, Default)]
-pub struct JoinOutcome {
-    /// Kafka error code (0: none).
-    pub error: i16,
-    /// The generation joined.
-    pub generation: i32,
-    /// The protocol chosen.
-    pub protocol: Option<String>,
-    /// The protocol type.
-    pub protocol_type: Option<String>,
-    /// The leader's member id.
-    pub leader: String,
-    /// This member's id.
-    pub member_id: String,
-    /// Every member's subscription, for the leader only.
-    pub members: Vec<(String, Bytes)>,
-}
-
-/// What a SyncGroup gets back.
-#[derive(Debug, Clone, Default)]
-pub struct SyncOutcome {
-    /// Kafka error code (0: none).
-    pub error: i16,
-    /// This member's assignment.
-    pub assignment: Bytes,
-    /// The protocol type.
-    pub protocol_type: Option<String>,
-    /// The protocol chosen.
-    pub protocol: Option<String>,
-}
-
-/// A member as DescribeGroups shows it.
-#[derive(Debug, Clone)]
-pub struct MemberView {
-    /// Its id.
-    pub member_id: String,
-    /// The client id it gave.
-    pub client_id: String,
-    /// Its address.
-    pub client_host: String,
-    /// Its subscription for the chosen protocol.
-    pub metadata: Bytes,
-    /// Its assignment.
-    pub assignment: Bytes,
-}
-
-/// A group as ListGroups and DescribeGroups show it.
-#[derive(Debug, Clone)]
-pub struct GroupView {
-    /// The group id.
-    pub group_id: String,
-    /// Its state.
-    pub state: GroupState,
-    /// Its protocol type ("consumer"), empty when none.
-    pub protocol_type: String,
-    /// The chosen protocol, empty when none.
-    pub protocol: String,
-    /// Its members.
-    pub members: Vec<MemberView>,
-}
-
-/// A JoinGroup's parameters.
-#[derive(Debug, Clone)]
-pub struct JoinParams {
-    /// The group.
-    pub group_id: String,
-    /// The member id given ("" for a new member).
-    pub member_id: String,
-    /// The client id.
-    pub client_id: String,
-    /// The client's address.
-    pub client_host: String,
-    /// Session timeout.
-    pub session_timeout: Duration,
-    /// Rebalance timeout.
-    pub rebalance_timeout: Duration,
-    /// The protocol type ("consumer").
-    pub protocol_type: String,
-    /// Protocols in the member's order of preference, with metadata.
-    pub protocols: Vec<(String, Bytes)>,
-    /// Whether the client understands MEMBER_ID_REQUIRED (v4+).
-    pub require_known_member_id: bool,
-}
-
-#[derive(Debug)]
-struct Member {
-    client_id: String,
-    client_host: String,
-    protocols: Vec<(String, Bytes)>,
-    session_timeout: Duration,
-    rebalance_timeout: Duration,
-    last_seen: Instant,
-    assignment: Bytes,
-    joining: Option<oneshot::Sender<JoinOutcome>>,
-    syncing: Option<oneshot::Sender<SyncOutcome>>,
-}
-
-#[derive(Debug)]
-struct Group {
-    state: GroupState,
-    generation: i32,
-    protocol_type: Option<String>,
-    protocol: Option<String>,
-    leader: Option<String>,
-    members: BTreeMap<String, Member>,
-    /// Ids handed out with MEMBER_ID_REQUIRED, not yet joined.
-    pending: BTreeSet<String>,
-    rebalance_deadline: Option<Instant>,
+/// A group: its rebalance state, its committed offsets, and the requests
+/// parked until the machine answers them.
+#[derive(Debug, Default)]
+struct Entry {
+    group: Group,
     offsets: BTreeMap<(String, i32), Committed>,
+    joins: BTreeMap<String, oneshot::Sender<JoinOutcome>>,
+    syncs: BTreeMap<String, oneshot::Sender<SyncOutcome>>,
 }
 
-impl Group {
-    fn new() -> Group {
-        Group {
-            state: GroupState::Empty,
-            generation: 0,
-            protocol_type: None,
-            protocol: None,
-            leader: None,
-            members: BTreeMap::new(),
-            pending: BTreeSet::new(),
-            rebalance_deadline: None,
-            offsets: BTreeMap::new(),
-        }
-    }
-
-    /// Starts (or keeps) a rebalance: syncs in flight are told
-    /// REBALANCE_IN_PROGRESS.
-    fn prepare_rebalance(&mut self, now: Instant) {
-        if self.state != GroupState::PreparingRebalance {
-            for m in self.members.values_mut() {
-                if let Some(waiter) = m.syncing.take() {
-                    let _ = waiter.send(SyncOutcome {
-                        error: ResponseError::RebalanceInProgress.code(),
-                        ..SyncOutcome::default()
-                    });
+impl Entry {
+    /// Applies `event`: parks the caller's `join` or `sync` sender where the
+    /// machine says it waits, answers parked requests, and returns the
+    /// replies meant for the caller now.
+    fn apply(
+        &mut self,
+        event: Event,
+        now: Duration,
+        mut join: Option<oneshot::Sender<JoinOutcome>>,
+        mut sync: Option<oneshot::Sender<SyncOutcome>>,
+    ) -> Vec<Effect> {
+        let mut replies = Vec::new();
+        for effect in self.group.on_event(event, now) {
+            match effect {
+                // Replacing an older parked request drops it: its client
+                // is told UNKNOWN_MEMBER_ID (join) or to rejoin (sync).
+                Effect::JoinWaits { member_id } => {
+                    if let Some(tx) = join.take() {
+                        self.joins.insert(member_id, tx);
+                    }
                 }
-            }
-            let timeout = self
-                .members
-                .values()
-                .map(|m| m.rebalance_timeout)
-                .max()
-                .unwrap_or(Duration::from_secs(60));
-            self.rebalance_deadline = Some(now + timeout);
-            self.state = GroupState::PreparingRebalance;
-        }
-    }
-
-    /// Completes the join when every member has joined, or `force`d at the
-    /// rebalance deadline (members that did not rejoin are removed).
-    fn maybe_complete_join(&mut self, force: bool) {
-        if self.state != GroupState::PreparingRebalance {
-            return;
-        }
-        let all_joined = self.members.values().all(|m| m.joining.is_some());
-        if !all_joined && !force {
-            return;
-        }
-        self.members.retain(|_, m| m.joining.is_some());
-        self.generation += 1;
-        self.rebalance_deadline = None;
-        if self.members.is_empty() {
-            self.state = GroupState::Empty;
-            self.protocol = None;
-            self.leader = None;
-            return;
-        }
-        self.protocol = self.choose_protocol();
-        if self
-            .leader
-            .as_ref()
-            .is_none_or(|l| !self.members.contains_key(l))
-        {
-            self.leader = self.members.keys().next().cloned();
-        }
-        self.state = GroupState::CompletingRebalance;
-        let leader = self.leader.clone().unwrap_or_default();
-        let protocol = self.protocol.clone();
-        let subscriptions: Vec<(String, Bytes)> = self
-            .members
-            .iter()
-            .map(|(id, m)| {
-                let metadata = m
-                    .protocols
-                    .iter()
-                    .find(|(name, _)| Some(name) == protocol.as_ref())
-                    .map(|(_, md)| md.clone())
-                    .unwrap_or_default();
-                (id.clone(), metadata)
-            })
-            .collect();
-        for (id, m) in &mut self.members {
-            m.last_seen = Instant::now();
-            if let Some(waiter) = m.joining.take() {
-                let _ = waiter.send(JoinOutcome {
-                    error: 0,
-                    generation: self.generation,
-                    protocol: protocol.clone(),
-                    protocol_type: self.protocol_type.clone(),
-                    leader: leader.clone(),
-                    member_id: id.clone(),
-                    members: if *id == leader {
-                        subscriptions.clone()
-                    } else {
-                        Vec::new()
-                    },
-                });
+                Effect::SyncWaits { member_id } => {
+                    if let Some(tx) = sync.take() {
+                        self.syncs.insert(member_id, tx);
+                    }
+                }
+                Effect::JoinDone { member_id, outcome } => {
+                    if let Some(tx) = self.joins.remove(&member_id) {
+                        let _ = tx.send(outcome);
+                    }
+                }
+                Effect::SyncDone { member_id, outcome } => {
+                    if let Some(tx) = self.syncs.remove(&member_id) {
+                        let _ = tx.send(outcome);
+                    }
+                }
+                Effect::Expired { member_id } => {
+                    tracing::info!(member = %member_id, "session expired; removing the member");
+                }
+                reply => replies.push(reply),
             }
         }
-    }
-
-    /// The first protocol of the leader-to-be's list that every member
-    /// supports (Kafka votes; with one client library they agree).
-    fn choose_protocol(&self) -> Option<String> {
-        let first = self.members.values().next()?;
-        first
-            .protocols
-            .iter()
-            .map(|(name, _)| name)
-            .find(|name| {
-                self.members
-                    .values()
-                    .all(|m| m.protocols.iter().any(|(n, _)| n == *name))
-            })
-            .cloned()
-    }
-
-    fn remove_member(&mut self, id: &str, now: Instant) {
-        if let Some(m) = self.members.remove(id) {
-            if let Some(w) = m.joining {
-                let _ = w.send(JoinOutcome {
-                    error: ResponseError::UnknownMemberId.code(),
-                    ..JoinOutcome::default()
-                });
-            }
-            if let Some(w) = m.syncing {
-                let _ = w.send(SyncOutcome {
-                    error: ResponseError::UnknownMemberId.code(),
-                    ..SyncOutcome::default()
-                });
-            }
-        }
-        if self.members.is_empty() {
-            self.generation += 1;
-            self.state = GroupState::Empty;
-            self.protocol = None;
-            self.leader = None;
-            self.rebalance_deadline = None;
-        } else {
-            self.prepare_rebalance(now);
-            self.maybe_complete_join(false);
-        }
+        replies
     }
 }
 
 /// The coordinator of every group.
 #[derive(Debug)]
 pub struct Coordinator {
-    groups: Mutex<BTreeMap<String, Group>>,
+    groups: Mutex<BTreeMap<String, Entry>>,
     writer: Option<AppendSender>,
+    /// The origin of the machine's time ([`rebalance`] reads no clock).
+    origin: Instant,
+}
+
+/// The one reply of kind `pick` among `replies`.
+fn reply_of<T>(replies: Vec<Effect>, pick: impl Fn(Effect) -> Option<T>) -> Option<T> {
+    replies.into_iter().find_map(pick)
 }
 
 impl Coordinator {
     /// A coordinator with the offsets committed in the log dir's
     /// `__consumer_offsets` partitions.
     pub fn load(view: &LogView, writer: Option<AppendSender>) -> Arc<Coordinator> {
-        let mut groups: BTreeMap<String, Group> = BTreeMap::new();
+        let mut groups: BTreeMap<String, Entry> = BTreeMap::new();
         let partitions = view.partitions().unwrap_or_default();
         for tp in partitions.iter().filter(|tp| tp.topic == OFFSETS_TOPIC) {
             if let Err(e) = load_partition(view, tp, &mut groups) {
@@ -339,10 +131,11 @@ impl Coordinator {
         Arc::new(Coordinator {
             groups: Mutex::new(groups),
             writer,
+            origin: Instant::now(),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Group>> {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Entry>> {
         // A panic while holding the lock cannot leave a group half-changed
         // in a way worse than losing the lock: keep serving.
         self.groups
@@ -350,94 +143,60 @@ impl Coordinator {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The machine's time now.
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+
+    /// Applies `event` to `group_id` when the group is known, or to a
+    /// fresh group that is not kept (a request for an unknown group
+    /// creates nothing).
+    fn apply_known(&self, group_id: &str, event: Event) -> Vec<Effect> {
+        let now = self.now();
+        let mut groups = self.lock();
+        match groups.get_mut(group_id) {
+            Some(entry) => entry.apply(event, now, None, None),
+            None => Entry::default().apply(event, now, None, None),
+        }
+    }
+
     /// Ends rebalances past their deadline and removes members whose
     /// session expired; called periodically.
     pub fn tick(&self) {
-        let now = Instant::now();
+        let now = self.now();
         let mut groups = self.lock();
-        for g in groups.values_mut() {
-            if g.state == GroupState::PreparingRebalance
-                && g.rebalance_deadline.is_some_and(|d| now >= d)
-            {
-                g.maybe_complete_join(true);
-            }
-            let expired: Vec<String> = g
-                .members
-                .iter()
-                .filter(|(_, m)| m.joining.is_none() && now > m.last_seen + m.session_timeout)
-                .map(|(id, _)| id.clone())
-                .collect();
-            for id in expired {
-                tracing::info!(member = %id, "session expired; removing the member");
-                g.remove_member(&id, now);
-            }
+        for entry in groups.values_mut() {
+            entry.apply(Event::Tick, now, None, None);
         }
     }
 
     /// JoinGroup: resolves when the rebalance completes.
-    pub async fn join(&self, p: JoinParams) -> JoinOutcome {
-        let rx = {
-            let now = Instant::now();
-            let mut groups = self.lock();
-            let g = groups.entry(p.group_id.clone()).or_insert_with(Group::new);
-            if p.protocols.is_empty()
-                || g.protocol_type
-                    .as_ref()
-                    .is_some_and(|t| *t != p.protocol_type && !g.members.is_empty())
-            {
-                return JoinOutcome {
-                    error: ResponseError::InconsistentGroupProtocol.code(),
-                    ..JoinOutcome::default()
-                };
-            }
-            let mut member_id = p.member_id.clone();
-            if member_id.is_empty() {
-                member_id = format!("{}-{}", p.client_id, new_member_suffix());
-                if p.require_known_member_id {
-                    g.pending.insert(member_id.clone());
-                    return JoinOutcome {
-                        error: ResponseError::MemberIdRequired.code(),
-                        member_id,
-                        ..JoinOutcome::default()
-                    };
-                }
-            } else if !g.members.contains_key(&member_id) && !g.pending.contains(&member_id) {
-                return JoinOutcome {
-                    error: ResponseError::UnknownMemberId.code(),
-                    member_id,
-                    ..JoinOutcome::default()
-                };
-            }
-            g.pending.remove(&member_id);
-            g.protocol_type = Some(p.protocol_type.clone());
-            let (tx, rx) = oneshot::channel();
-            let member = g
-                .members
-                .entry(member_id.clone())
-                .or_insert_with(|| Member {
-                    client_id: p.client_id.clone(),
-                    client_host: p.client_host.clone(),
-                    protocols: Vec::new(),
-                    session_timeout: p.session_timeout,
-                    rebalance_timeout: p.rebalance_timeout,
-                    last_seen: now,
-                    assignment: Bytes::new(),
-                    joining: None,
-                    syncing: None,
-                });
-            member.protocols = p.protocols.clone();
-            member.session_timeout = p.session_timeout;
-            member.rebalance_timeout = p.rebalance_timeout;
-            member.last_seen = now;
-            member.joining = Some(tx);
-            g.prepare_rebalance(now);
-            g.maybe_complete_join(false);
-            rx
-        };
-        rx.await.unwrap_or(JoinOutcome {
+    pub async fn join(&self, group_id: String, params: JoinParams) -> JoinOutcome {
+        let unknown = JoinOutcome {
             error: ResponseError::UnknownMemberId.code(),
             ..JoinOutcome::default()
-        })
+        };
+        let rx = {
+            let now = self.now();
+            let (tx, rx) = oneshot::channel();
+            let fresh_id = if params.member_id.is_empty() {
+                format!("{}-{}", params.client_id, new_member_suffix())
+            } else {
+                String::new()
+            };
+            let event = Event::Join { params, fresh_id };
+            let mut groups = self.lock();
+            let entry = groups.entry(group_id).or_default();
+            let replies = entry.apply(event, now, Some(tx), None);
+            if let Some(outcome) = reply_of(replies, |e| match e {
+                Effect::JoinReply(o) => Some(o),
+                _ => None,
+            }) {
+                return outcome;
+            }
+            rx
+        };
+        rx.await.unwrap_or(unknown)
     }
 
     /// SyncGroup: resolves when the leader has sent the assignments.
@@ -453,63 +212,23 @@ impl Coordinator {
             ..SyncOutcome::default()
         };
         let rx = {
-            let mut groups = self.lock();
-            let Some(g) = groups.get_mut(group_id) else {
-                return fail(ResponseError::UnknownMemberId);
-            };
-            if !g.members.contains_key(member_id) {
-                return fail(ResponseError::UnknownMemberId);
-            }
-            if generation != g.generation {
-                return fail(ResponseError::IllegalGeneration);
-            }
-            let ok = |g: &Group, assignment: Bytes| SyncOutcome {
-                error: 0,
-                assignment,
-                protocol_type: g.protocol_type.clone(),
-                protocol: g.protocol.clone(),
-            };
-            match g.state {
-                GroupState::Empty => return fail(ResponseError::UnknownMemberId),
-                GroupState::PreparingRebalance => return fail(ResponseError::RebalanceInProgress),
-                GroupState::Stable => {
-                    let assignment = g
-                        .members
-                        .get(member_id)
-                        .map(|m| m.assignment.clone())
-                        .unwrap_or_default();
-                    return ok(g, assignment);
-                }
-                GroupState::CompletingRebalance => {}
-            }
-            if g.leader.as_deref() == Some(member_id) {
-                for (id, m) in &mut g.members {
-                    m.assignment = assignments
-                        .iter()
-                        .find(|(aid, _)| aid == id)
-                        .map(|(_, a)| a.clone())
-                        .unwrap_or_default();
-                }
-                g.state = GroupState::Stable;
-                let done: Vec<(oneshot::Sender<SyncOutcome>, Bytes)> = g
-                    .members
-                    .values_mut()
-                    .filter_map(|m| m.syncing.take().map(|w| (w, m.assignment.clone())))
-                    .collect();
-                for (waiter, assignment) in done {
-                    let _ = waiter.send(ok(g, assignment));
-                }
-                let own = g
-                    .members
-                    .get(member_id)
-                    .map(|m| m.assignment.clone())
-                    .unwrap_or_default();
-                return ok(g, own);
-            }
+            let now = self.now();
             let (tx, rx) = oneshot::channel();
-            if let Some(m) = g.members.get_mut(member_id) {
-                m.syncing = Some(tx);
-                m.last_seen = Instant::now();
+            let event = Event::Sync {
+                generation,
+                member_id: member_id.to_string(),
+                assignments,
+            };
+            let mut groups = self.lock();
+            let replies = match groups.get_mut(group_id) {
+                Some(entry) => entry.apply(event, now, None, Some(tx)),
+                None => return fail(ResponseError::UnknownMemberId),
+            };
+            if let Some(outcome) = reply_of(replies, |e| match e {
+                Effect::SyncReply(o) => Some(o),
+                _ => None,
+            }) {
+                return outcome;
             }
             rx
         };
@@ -518,69 +237,47 @@ impl Coordinator {
 
     /// Heartbeat: the member's error code.
     pub fn heartbeat(&self, group_id: &str, generation: i32, member_id: &str) -> i16 {
-        let mut groups = self.lock();
-        let Some(g) = groups.get_mut(group_id) else {
-            return ResponseError::UnknownMemberId.code();
+        let event = Event::Heartbeat {
+            generation,
+            member_id: member_id.to_string(),
         };
-        let state = g.state;
-        let current = g.generation;
-        let Some(m) = g.members.get_mut(member_id) else {
-            return ResponseError::UnknownMemberId.code();
-        };
-        m.last_seen = Instant::now();
-        if generation != current {
-            return ResponseError::IllegalGeneration.code();
-        }
-        match state {
-            GroupState::PreparingRebalance => ResponseError::RebalanceInProgress.code(),
-            _ => 0,
-        }
+        reply_of(self.apply_known(group_id, event), |e| match e {
+            Effect::HeartbeatReply(code) => Some(code),
+            _ => None,
+        })
+        .unwrap_or(ResponseError::UnknownMemberId.code())
     }
 
     /// LeaveGroup: per member, its error code.
     pub fn leave(&self, group_id: &str, member_ids: &[String]) -> Vec<i16> {
-        let now = Instant::now();
-        let mut groups = self.lock();
-        let Some(g) = groups.get_mut(group_id) else {
-            return vec![ResponseError::UnknownMemberId.code(); member_ids.len()];
+        let event = Event::Leave {
+            member_ids: member_ids.to_vec(),
         };
-        member_ids
-            .iter()
-            .map(|id| {
-                if g.members.contains_key(id) {
-                    g.remove_member(id, now);
-                    0
-                } else {
-                    ResponseError::UnknownMemberId.code()
-                }
-            })
-            .collect()
+        reply_of(self.apply_known(group_id, event), |e| match e {
+            Effect::LeaveReply(codes) => Some(codes),
+            _ => None,
+        })
+        .unwrap_or_else(|| vec![ResponseError::UnknownMemberId.code(); member_ids.len()])
     }
 
     /// Whether `member_id` at `generation` may commit for `group_id`
-    /// (error code 0), before anything is written.
+    /// (error code 0), before anything is written. Anyone may commit for a
+    /// group this coordinator does not know (the commit creates it).
     pub fn may_commit(&self, group_id: &str, generation: i32, member_id: &str) -> i16 {
-        let groups = self.lock();
-        let Some(g) = groups.get(group_id) else {
+        let now = self.now();
+        let mut groups = self.lock();
+        let Some(entry) = groups.get_mut(group_id) else {
             return 0;
         };
-        if generation < 0 && member_id.is_empty() {
-            return if g.members.is_empty() {
-                0
-            } else {
-                ResponseError::UnknownMemberId.code()
-            };
-        }
-        if !g.members.contains_key(member_id) {
-            return ResponseError::UnknownMemberId.code();
-        }
-        if generation != g.generation {
-            return ResponseError::IllegalGeneration.code();
-        }
-        if g.state == GroupState::PreparingRebalance {
-            return ResponseError::RebalanceInProgress.code();
-        }
-        0
+        let event = Event::CommitCheck {
+            generation,
+            member_id: member_id.to_string(),
+        };
+        reply_of(entry.apply(event, now, None, None), |e| match e {
+            Effect::CommitReply(code) => Some(code),
+            _ => None,
+        })
+        .unwrap_or(ResponseError::UnknownMemberId.code())
     }
 
     /// Writes `commits` to `__consumer_offsets` through the single writer,
@@ -624,9 +321,7 @@ impl Coordinator {
             Err(_) => return ResponseError::CoordinatorNotAvailable.code(),
         }
         let mut groups = self.lock();
-        let g = groups
-            .entry(group_id.to_string())
-            .or_insert_with(Group::new);
+        let g = groups.entry(group_id.to_string()).or_default();
         for (topic, partition, c) in commits {
             match c {
                 Some(c) => g.offsets.insert((topic, partition), c),
@@ -667,7 +362,7 @@ impl Coordinator {
     pub fn has_members(&self, group_id: &str) -> bool {
         self.lock()
             .get(group_id)
-            .is_some_and(|g| !g.members.is_empty())
+            .is_some_and(|e| e.group.has_members())
     }
 
     /// Records commits that another writer of the log dir (the applier's
@@ -675,9 +370,7 @@ impl Coordinator {
     /// [`Coordinator::load`] would find them. A `None` deletes.
     pub fn record_written(&self, group_id: &str, commits: &[(String, i32, Option<Committed>)]) {
         let mut groups = self.lock();
-        let g = groups
-            .entry(group_id.to_string())
-            .or_insert_with(Group::new);
+        let g = groups.entry(group_id.to_string()).or_default();
         for (topic, partition, c) in commits {
             match c {
                 Some(c) => {
@@ -693,38 +386,13 @@ impl Coordinator {
     /// Every group known (with members or committed offsets).
     pub fn groups(&self) -> Vec<GroupView> {
         let groups = self.lock();
-        groups.iter().map(|(id, g)| view_of(id, g)).collect()
+        groups.iter().map(|(id, e)| e.group.view(id)).collect()
     }
 
     /// One group, `None` when unknown.
     pub fn describe(&self, group_id: &str) -> Option<GroupView> {
         let groups = self.lock();
-        groups.get(group_id).map(|g| view_of(group_id, g))
-    }
-}
-
-fn view_of(id: &str, g: &Group) -> GroupView {
-    GroupView {
-        group_id: id.to_string(),
-        state: g.state,
-        protocol_type: g.protocol_type.clone().unwrap_or_default(),
-        protocol: g.protocol.clone().unwrap_or_default(),
-        members: g
-            .members
-            .iter()
-            .map(|(mid, m)| MemberView {
-                member_id: mid.clone(),
-                client_id: m.client_id.clone(),
-                client_host: m.client_host.clone(),
-                metadata: m
-                    .protocols
-                    .iter()
-                    .find(|(n, _)| Some(n) == g.protocol.as_ref())
-                    .map(|(_, md)| md.clone())
-                    .unwrap_or_default(),
-                assignment: m.assignment.clone(),
-            })
-            .collect(),
+        groups.get(group_id).map(|e| e.group.view(group_id))
     }
 }
 
@@ -732,7 +400,7 @@ fn view_of(id: &str, g: &Group) -> GroupView {
 fn load_partition(
     view: &LogView,
     tp: &TopicPartition,
-    groups: &mut BTreeMap<String, Group>,
+    groups: &mut BTreeMap<String, Entry>,
 ) -> anyhow::Result<()> {
     let info = view.info(tp)?;
     let reader = kafkalog::reader::PartitionReader::open(view.root(), tp)?;
@@ -754,7 +422,7 @@ fn load_partition(
                         committed,
                     }) = offsets_topic::decode(key, r.value.as_deref())
                     {
-                        let g = groups.entry(group).or_insert_with(Group::new);
+                        let g = groups.entry(group).or_default();
                         match committed {
                             Some(c) => {
                                 g.offsets.insert((topic, partition), c);
