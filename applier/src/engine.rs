@@ -40,6 +40,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use bucket::store::{ManifestStore, StoreError};
 use futures::StreamExt;
 use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
 use manifest::clock::{Clock, SystemClock};
@@ -47,7 +48,6 @@ use manifest::layout::{ClusterLayout, PartitionKey};
 use manifest::mirror_state::MirrorRecord;
 use manifest::partition::PartitionManifest;
 use manifest::state::{self, Command, Event, PartitionState};
-use manifest::store::{ManifestStore, StoreError};
 use manifest::topic_pattern::Selection;
 use object_store::ObjectStore;
 use regex::Regex;
@@ -420,12 +420,12 @@ impl Applier {
     /// Reads the change feed once within `timeout`: the reachability
     /// check of `applier once`, which gives up on an unreachable store
     /// instead of retrying for ever. The caller explains a failure
-    /// ([`manifest::diagnosis::explain_first_request`]) and names the bucket.
+    /// ([`bucket::diagnosis::explain_first_request`]) and names the bucket.
     pub async fn probe_store(
         &mut self,
         timeout: Duration,
-    ) -> Result<(), manifest::diagnosis::FirstRequestFailure> {
-        use manifest::diagnosis::{FirstRequestFailure, one_line};
+    ) -> Result<(), bucket::diagnosis::FirstRequestFailure> {
+        use bucket::diagnosis::{FirstRequestFailure, one_line};
         match tokio::time::timeout(timeout, self.poll_feed()).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(FirstRequestFailure::Failed(one_line(&e))),

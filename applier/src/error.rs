@@ -22,7 +22,7 @@ pub enum MirrorError {
         tp: TopicPartition,
         /// The store's error.
         #[source]
-        source: manifest::store::StoreError,
+        source: bucket::store::StoreError,
     },
     /// A shipped object does not match its manifest range (size, CRC-32C,
     /// batch headers): see `manifest::range_check`. Its text is already in
@@ -132,7 +132,7 @@ impl MirrorError {
         matches!(
             self,
             MirrorError::Store {
-                source: manifest::store::StoreError::NotFound { .. },
+                source: bucket::store::StoreError::NotFound { .. },
                 ..
             } | MirrorError::NoManifest { .. }
         )

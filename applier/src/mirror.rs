@@ -34,6 +34,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use bucket::store::ManifestStore;
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use kafkalog::builder::build_control_batch;
@@ -47,7 +48,6 @@ use manifest::range_check::{
     ObjectCorrupt, RangeCheck, check_size_and_crc, verify_object, verify_object_crc,
 };
 use manifest::reconcile::{self, LocalLog, Plan, Refusal, Step, Surroundings};
-use manifest::store::ManifestStore;
 
 use crate::applying;
 use crate::error::MirrorError;
@@ -483,7 +483,7 @@ impl Mirror {
             let Some(piece) = rx.recv().await else {
                 return Err(MirrorError::Store {
                     tp: self.tp.clone(),
-                    source: manifest::store::StoreError::Store {
+                    source: bucket::store::StoreError::Store {
                         op: "get",
                         key: range.key.clone(),
                         source: object_store::Error::Generic {
@@ -862,7 +862,7 @@ pub const STREAM_ABOVE: u64 = 4 << 20;
 
 /// Pieces of at least this size go to the appending side as they are;
 /// smaller ones (an HTTP body's frames) are gathered up to it first.
-pub const PIECE: usize = manifest::store::READ_PIECE;
+pub const PIECE: usize = bucket::store::READ_PIECE;
 
 /// What the download task hands the appending side, object after object,
 /// in the ranges' order.

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::path::Path;
 
+use bucket::store::ManifestStore;
 use kafkalog::checkpoint::{self, LOG_START_OFFSET_CHECKPOINT};
 use kafkalog::epoch::EpochLineage;
 use kafkalog::reader::{self, PartitionReader};
@@ -24,7 +25,6 @@ use manifest::mirror_state::MirrorRecord;
 use manifest::partition::PartitionManifest;
 use manifest::reconcile::{self, LocalLog, Plan, Surroundings};
 use manifest::state::PartitionState;
-use manifest::store::ManifestStore;
 use serde::Serialize;
 
 use crate::engine::ApplierOptions;

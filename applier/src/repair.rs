@@ -29,12 +29,12 @@
 
 use std::path::Path;
 
+use bucket::store::ManifestStore;
 use kafkalog::{LogConfig, LogDir, TopicPartition};
 use manifest::layout::PartitionKey;
 use manifest::mirror_state::MirrorRecord;
 use manifest::partition::{PartitionManifest, ShippedRange};
 use manifest::state::PartitionState;
-use manifest::store::ManifestStore;
 
 use crate::error::MirrorError;
 use crate::mirror::Mirror;

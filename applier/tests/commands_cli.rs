@@ -164,7 +164,7 @@ fn commands_on_a_mistyped_log_dir_fail_and_create_nothing() {
 }
 
 /// `applier once` says a bucket problem the way `shipper once` does: one
-/// line naming what was tried and the fix ([`manifest::diagnosis`]).
+/// line naming what was tried and the fix ([`bucket::diagnosis`]).
 #[test]
 fn once_on_a_bucket_that_does_not_exist_exits_1_naming_it_and_the_endpoint() {
     let Some(bucket) = segmirror_testkit::needs::s3() else {
@@ -219,7 +219,7 @@ async fn start_with_another_source_repins_a_preparing_partition_and_is_refused_o
         produce(&mut log, records, 3);
         log.close().expect("close");
         drop(d);
-        let store = manifest::store::ManifestStore::new(
+        let store = bucket::store::ManifestStore::new(
             store.object_store().clone(),
             manifest::layout::ClusterLayout::new("", cluster).expect("layout"),
         );

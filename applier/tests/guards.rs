@@ -24,11 +24,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use bucket::store::ManifestStore;
 use common::{SOURCE, file_bucket, produce, publish, tp};
 use kafkalog::compare::{Comparison, compare_partition};
 use kafkalog::{LogConfig, LogDir, TopicId};
 use manifest::mirror_state::MirrorRecord;
-use manifest::store::ManifestStore;
 
 fn applier(args: &[&str]) -> (i32, String) {
     common::run_applier(env!("CARGO_BIN_EXE_applier"), args)
@@ -525,7 +525,7 @@ async fn a_log_dir_a_running_broker_locks_is_refused_until_it_stops() {
 
 /// The store of cluster `id` in the bucket at `url`.
 fn store_of(url: &str, id: &str) -> ManifestStore {
-    let object_store = manifest::bucket::BucketUrl::parse(url)
+    let object_store = bucket::url::BucketUrl::parse(url)
         .expect("url")
         .build()
         .expect("store");

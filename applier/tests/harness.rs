@@ -10,13 +10,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use applier::{Applier, ApplierOptions};
+use bucket::store::ManifestStore;
 use common::{SOURCE, produce, publish, topic_id, tp};
 use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
 use kafkalog::reader::PartitionReader;
 use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
 use manifest::layout::ClusterLayout;
 use manifest::state::{Command, PartitionState};
-use manifest::store::ManifestStore;
 use object_store::ObjectStore;
 
 struct World {

@@ -33,15 +33,6 @@
 //!   `__consumer_offsets`, and the decision of what the applier syncs.
 //! - [`codec`]: the CRC-32C envelope every manifest, page and head carries,
 //!   so that damage in the bucket is a format error, never a wrong value.
-//! - [`store`]: reading and committing through one `ObjectStore` with
-//!   create-if-absent writes, and reading the bucket's inventory; the only
-//!   module here that does IO, with [`bucket`], which builds the store from
-//!   a URL.
-//! - [`diagnosis`]: bucket errors (no credentials, wrong region, access
-//!   denied, no such bucket, unreachable endpoint) as one line naming what
-//!   was tried and the fix, and error chains printed with each cause once.
-//! - [`counting`]: an `ObjectStore` decorator counting requests by kind, for
-//!   request-budget tests and metrics.
 //! - [`clock`]: wall-clock time, injectable so that tests move it (retry
 //!   backoffs, grace periods) without sleeping.
 //! - [`topic_pattern`]: the `topics`/`exclude` regexes both services and
@@ -52,15 +43,17 @@
 //!   bucket checks them; a mismatch is a [`range_check::ObjectCorrupt`].
 //! - [`inventory`]: what the bucket holds (clusters, topics, those
 //!   selected), the line a command that found nothing to do prints;
-//!   [`store::take_inventory`] reads it.
+//!   `bucket::store::take_inventory` reads it.
+//!
+//! This crate does no bucket IO and has no `object_store` or `tokio` in its
+//! dependency tree: reading and committing through a store, bucket URLs,
+//! request counting and the diagnosis of bucket errors live in the `bucket`
+//! crate, beneath both services, which depends on this one.
 
 pub mod applying;
-pub mod bucket;
 pub mod clock;
 pub mod codec;
-pub mod counting;
 pub mod cut;
-pub mod diagnosis;
 pub mod feed;
 pub mod gaps;
 pub mod groups;
@@ -72,5 +65,4 @@ pub mod partition;
 pub mod range_check;
 pub mod reconcile;
 pub mod state;
-pub mod store;
 pub mod topic_pattern;

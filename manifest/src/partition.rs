@@ -164,10 +164,7 @@ impl Page {
     }
 
     /// [`Page::decode`] of the object at `key`.
-    pub(crate) fn decode_from(
-        key: Option<&str>,
-        bytes: &[u8],
-    ) -> Result<Page, ManifestFormatError> {
+    pub fn decode_from(key: Option<&str>, bytes: &[u8]) -> Result<Page, ManifestFormatError> {
         let mut page: Page = codec::decode(ObjectKind::Page, key, bytes)?;
         page.schema = SchemaVersion::CURRENT;
         Ok(page)
@@ -341,7 +338,7 @@ impl PartitionManifest {
 
     /// [`PartitionManifest::decode`] of the object at `key` (named in the
     /// warning about unchecked objects).
-    pub(crate) fn decode_from(
+    pub fn decode_from(
         key: Option<&str>,
         bytes: &[u8],
     ) -> Result<PartitionManifest, ManifestFormatError> {

@@ -167,9 +167,9 @@ pub fn s3_manifest_store(
     endpoint: &str,
     prefix: &str,
     cluster_id: &str,
-) -> anyhow::Result<manifest::store::ManifestStore> {
+) -> anyhow::Result<bucket::store::ManifestStore> {
     let layout = manifest::layout::ClusterLayout::new(prefix, cluster_id).context("layout")?;
-    Ok(manifest::store::ManifestStore::new(
+    Ok(bucket::store::ManifestStore::new(
         s3_store(bucket, endpoint)?,
         layout,
     ))

@@ -22,10 +22,10 @@
 
 use std::sync::Arc;
 
+use bucket::store::{ManifestStore, StoreError};
 use kafkalog::TopicPartition;
 use manifest::layout::{ClusterLayout, PartitionKey, UploadId};
 use manifest::partition::{Page, PartitionManifest, ShippedRange};
-use manifest::store::{ManifestStore, StoreError};
 
 use crate::edit::{self, Dropped, PageRanges};
 use crate::error::ShipperError;

@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use applier::Applier;
+use bucket::counting::CountingStore;
 use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
-use manifest::counting::CountingStore;
 use object_store::ObjectStore;
 use segmirror_e2e::*;
 use shipper::Shipper;

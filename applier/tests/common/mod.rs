@@ -6,6 +6,7 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
+use bucket::store::ManifestStore;
 use bytes::Bytes;
 use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
 use kafkalog::checkpoint::EpochEntry;
@@ -15,7 +16,6 @@ use kafkalog::{PartitionLog, TopicId, TopicPartition};
 use manifest::feed::HeadEntry;
 use manifest::layout::PartitionKey;
 use manifest::partition::{PartitionManifest, ShippedRange};
-use manifest::store::ManifestStore;
 
 pub mod clients;
 
@@ -157,7 +157,7 @@ pub async fn publish(
 pub fn file_bucket(dir: &Path) -> (String, ManifestStore) {
     std::fs::create_dir_all(dir).expect("bucket dir");
     let url = format!("file://{}", dir.display());
-    let object_store = manifest::bucket::BucketUrl::parse(&url)
+    let object_store = bucket::url::BucketUrl::parse(&url)
         .expect("url")
         .build()
         .expect("store");

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use applier::Applier;
 use applier::inventory::Verdict;
-use manifest::bucket::BucketUrl;
-use manifest::diagnosis::{self, FirstRequestFailure};
+use bucket::diagnosis::{self, FirstRequestFailure};
+use bucket::url::BucketUrl;
 
 use crate::{DaemonTuning, MirrorArgs};
 
@@ -228,7 +228,7 @@ async fn run_with(
         {
             // Nothing done: say what was found, and let the exit code tell
             // a mistyped source or selection from a bucket still empty.
-            let found = manifest::store::take_inventory(
+            let found = bucket::store::take_inventory(
                 store,
                 bucket.prefix(),
                 &v.options.source_cluster_id,

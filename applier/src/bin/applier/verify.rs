@@ -65,10 +65,10 @@ pub(crate) struct RepairArgs {
     partition: i32,
 }
 
-fn store_of(url: &str, cluster: &str) -> anyhow::Result<manifest::store::ManifestStore> {
-    let bucket = manifest::bucket::BucketUrl::parse(url)?;
+fn store_of(url: &str, cluster: &str) -> anyhow::Result<bucket::store::ManifestStore> {
+    let bucket = bucket::url::BucketUrl::parse(url)?;
     crate::run::require_bucket_dir(&bucket)?;
-    Ok(manifest::store::ManifestStore::new(
+    Ok(bucket::store::ManifestStore::new(
         bucket.build()?,
         manifest::layout::ClusterLayout::new(bucket.prefix(), cluster)?,
     ))

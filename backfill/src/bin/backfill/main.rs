@@ -50,7 +50,7 @@ enum Cmd {
 /// problem and its fix) and, with `json`, `{"exit_code", "error"}` on
 /// stdout; returns the exit code.
 pub(crate) async fn first_request(
-    bucket: &manifest::bucket::BucketUrl,
+    bucket: &bucket::url::BucketUrl,
     timeout: std::time::Duration,
     json: bool,
     select: impl std::future::Future<
@@ -60,7 +60,7 @@ pub(crate) async fn first_request(
         >,
     >,
 ) -> Result<Vec<manifest::feed::HeadEntry>, u8> {
-    use manifest::diagnosis::{self, FirstRequestFailure};
+    use bucket::diagnosis::{self, FirstRequestFailure};
     let (code, line) = if let Some(problem) = diagnosis::check_before_first_request(bucket).await {
         (problem.exit_code(), problem.to_string())
     } else {
@@ -153,7 +153,7 @@ fn main() -> ExitCode {
             // Each cause once (object_store's errors both interpolate and
             // return their source).
             let err: &(dyn std::error::Error + 'static) = e.as_ref();
-            eprintln!("backfill: error: {}", manifest::diagnosis::one_line(err));
+            eprintln!("backfill: error: {}", bucket::diagnosis::one_line(err));
             ExitCode::from(2)
         }
     }

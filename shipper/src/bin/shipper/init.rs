@@ -10,8 +10,8 @@
 
 use std::time::Duration;
 
-use manifest::bucket::BucketUrl;
-use manifest::diagnosis::{self, FirstRequestFailure};
+use bucket::diagnosis::{self, FirstRequestFailure};
+use bucket::url::BucketUrl;
 use manifest::layout::ClusterLayout;
 use shipper::bucket_init::{self, Decision, InitError, Initialised};
 

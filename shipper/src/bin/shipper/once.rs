@@ -14,14 +14,14 @@
 //! key of this cluster under the prefix: `shipper::bucket_init`) is exit 2
 //! naming both ways out, unless `--create-bucket` sets it up.
 //!
-//! A recognised bucket problem ([`manifest::diagnosis`]: no credentials,
+//! A recognised bucket problem ([`bucket::diagnosis`]: no credentials,
 //! wrong region, access denied, no such bucket, unreachable endpoint) is
 //! one line naming what was tried and the fix: exit 1, but 2 for missing
 //! credentials (a setup error: checked before the first request when
 //! credentials would come from instance metadata).
 
-use manifest::bucket::BucketUrl;
-use manifest::diagnosis::{self, FirstRequestFailure};
+use bucket::diagnosis::{self, FirstRequestFailure};
+use bucket::url::BucketUrl;
 use shipper::{CycleReport, PartitionStatus};
 
 use crate::run::{OnceArgs, build_validated};

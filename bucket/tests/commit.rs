@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
+use bucket::store::{ManifestStore, StoreError};
+use bucket::url::BucketUrl;
 use kafkalog::TopicPartition;
 use kafkalog::checkpoint::EpochEntry;
-use manifest::bucket::BucketUrl;
 use manifest::feed::HeadEntry;
 use manifest::layout::{ClusterLayout, PartitionKey};
 use manifest::lineage::EpochLineage;
 use manifest::partition::{PartitionManifest, ShippedRange};
-use manifest::store::{ManifestStore, StoreError};
 use object_store::{ObjectStore, ObjectStoreExt};
 use segmirror_testkit::{Backend, backends};
 
@@ -420,7 +420,7 @@ async fn an_object_read_as_a_stream_is_the_object() {
     } in backends()
     {
         let ms = ManifestStore::new(store.clone(), layout(&prefix, ""));
-        let body: Vec<u8> = (0..(manifest::store::READ_PIECE * 2 + 12345))
+        let body: Vec<u8> = (0..(bucket::store::READ_PIECE * 2 + 12345))
             .map(|i| (i % 251) as u8)
             .collect();
         let key = format!("{prefix}streamed/object");

@@ -23,11 +23,11 @@
 //! Credentials before the first request: [`missing_credentials`] reports,
 //! without any IO, the case where no source can work
 //! (`AWS_EC2_METADATA_DISABLED` with nothing else set, or half a static
-//! key pair); [`crate::bucket::BucketUrl::build`] refuses to build then.
+//! key pair); [`crate::url::BucketUrl::build`] refuses to build then.
 
 use std::fmt;
 
-use crate::bucket::BucketUrl;
+use crate::url::BucketUrl;
 
 /// The instance metadata endpoint `object_store` asks for credentials when
 /// no other source is configured (`AWS_METADATA_ENDPOINT` overrides it).
@@ -73,13 +73,13 @@ impl StoreContext {
             prefix: prefix.clone(),
             endpoint: url.endpoint().unwrap_or_default(),
             custom_endpoint: custom,
-            region: crate::bucket::region(),
-            credentials: crate::bucket::credential_source(),
+            region: crate::url::region(),
+            credentials: crate::url::credential_source(),
             metadata_endpoint: env("AWS_METADATA_ENDPOINT")
                 .unwrap_or_else(|| DEFAULT_METADATA_ENDPOINT.to_string()),
             instance_metadata: !other_credential_source(
                 |k| std::env::var(k).ok(),
-                crate::bucket::has_shared_profile(),
+                crate::url::has_shared_profile(),
             ),
         })
     }
