@@ -45,7 +45,6 @@ use futures::StreamExt;
 use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
 use manifest::clock::{Clock, SystemClock};
 use manifest::layout::{ClusterLayout, PartitionKey};
-use manifest::mirror_state::MirrorRecord;
 use manifest::partition::PartitionManifest;
 use manifest::state::{self, Command, Event, PartitionState};
 use manifest::topic_pattern::Selection;
@@ -356,7 +355,7 @@ impl Applier {
     /// its recovery and the cut of a range left unfinished done.
     fn open_mirror_log(&self, tp: &TopicPartition) -> anyhow::Result<Option<Mirror>> {
         let dir = self.logdir.root().join(tp.dir_name());
-        let Some(record) = MirrorRecord::read(&dir)? else {
+        let Some(record) = partdir::record::read(&dir)? else {
             return Ok(None);
         };
         let log = self.logdir.open_partition(tp, mirror_log_config())?;

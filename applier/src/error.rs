@@ -85,7 +85,7 @@ pub enum MirrorError {
         tp: TopicPartition,
         /// The error.
         #[source]
-        source: manifest::mirror_state::MirrorRecordError,
+        source: partdir::record::MirrorRecordError,
     },
     /// A group commit's barrier (the fsyncs shared by every partition of a
     /// cycle or a command) failed: this partition's writes of that phase

@@ -188,13 +188,12 @@ impl Mirror {
     /// Writes the record durably.
     pub fn save(&mut self) -> Result<(), MirrorError> {
         self.record.updated_at_ms = self.clock.now_ms();
-        let result = self
-            .record
-            .write(self.log.dir())
-            .map_err(|source| MirrorError::Record {
+        let result = partdir::record::write(&self.record, self.log.dir()).map_err(|source| {
+            MirrorError::Record {
                 tp: self.tp.clone(),
                 source,
-            });
+            }
+        });
         self.unsaved = result.as_ref().err().map(ToString::to_string);
         if result.is_ok() {
             self.record_dirty = false;
@@ -467,7 +466,7 @@ impl Mirror {
             if result.is_err() {
                 self.undo_range(range, run.log_end_before)?;
             }
-            applying::end(self.log.dir()).map_err(|e| self.marker_err(e))?;
+            partdir::applying::end(self.log.dir()).map_err(|e| self.marker_err(e))?;
         }
         result.map(|()| run.appended)
     }
@@ -497,7 +496,7 @@ impl Mirror {
                 Piece::Failed(e) => return Err(e),
                 Piece::Data(bytes) => {
                     if !run.streaming && range.bytes > stream_above {
-                        applying::begin(
+                        partdir::applying::begin(
                             self.log.dir(),
                             &applying::Applying {
                                 key: range.key.clone(),
@@ -618,7 +617,7 @@ impl Mirror {
     /// cut.
     pub fn undo_partial_range(&mut self) -> Result<i64, MirrorError> {
         let dir = self.log.dir().to_path_buf();
-        let marker = applying::read(&dir).map_err(|e| self.marker_err(e))?;
+        let marker = partdir::applying::read(&dir).map_err(|e| self.marker_err(e))?;
         let Some(marker) = marker else {
             return Ok(0);
         };
@@ -638,7 +637,7 @@ impl Mirror {
                 }
             }
         }
-        applying::clear(&dir).map_err(|e| self.marker_err(e))?;
+        partdir::applying::clear(&dir).map_err(|e| self.marker_err(e))?;
         Ok(cut)
     }
 

@@ -129,7 +129,7 @@ pub async fn plan_all(
     };
     let mut records: BTreeMap<TopicPartition, MirrorRecord> = BTreeMap::new();
     for tp in reader::list_partitions(root)? {
-        if let Some(r) = MirrorRecord::read(&root.join(tp.dir_name()))? {
+        if let Some(r) = partdir::record::read(&root.join(tp.dir_name()))? {
             records.insert(tp, r);
         }
     }

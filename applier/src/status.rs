@@ -164,7 +164,7 @@ pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
         let read = kafkalog::reader::PartitionReader::open(log_dir, &tp)
             .map_err(anyhow::Error::from)
             .and_then(|reader| {
-                let record = manifest::mirror_state::MirrorRecord::read(reader.dir())?;
+                let record = partdir::record::read(reader.dir())?;
                 Ok((reader, record))
             });
         let (reader, record) = match read {

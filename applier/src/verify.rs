@@ -1209,7 +1209,7 @@ pub fn targets(
             continue;
         }
         let reader = kafkalog::reader::PartitionReader::open(log_dir, &tp)?;
-        let Some(record) = manifest::mirror_state::MirrorRecord::read(reader.dir())? else {
+        let Some(record) = partdir::record::read(reader.dir())? else {
             continue;
         };
         let bytes = reader.segments()?.iter().map(|s| s.size).sum();

@@ -10,7 +10,6 @@ use std::process::Command;
 
 use common::{SOURCE, file_bucket, produce, publish, topic_id, tp};
 use kafkalog::{LogConfig, LogDir};
-use manifest::mirror_state::MirrorRecord;
 
 fn applier(args: &[&str]) -> (i32, String) {
     common::run_applier(env!("CARGO_BIN_EXE_applier"), args)
@@ -198,7 +197,7 @@ fn once_on_a_bucket_that_does_not_exist_exits_1_naming_it_and_the_endpoint() {
 
 /// The source a partition's mirror record is pinned to.
 fn pinned_source(log_dir: &std::path::Path) -> String {
-    MirrorRecord::read(&log_dir.join("orders-0"))
+    partdir::record::read(&log_dir.join("orders-0"))
         .expect("record")
         .expect("a mirror record")
         .source_cluster_id

@@ -733,13 +733,11 @@ async fn restart_resumes_recorded_states_and_completes_an_interrupted_stop() {
     // nothing else done.
     {
         let dir = w.dest.join("p3-0");
-        let mut rec = manifest::mirror_state::MirrorRecord::read(&dir)
-            .expect("read")
-            .expect("record");
+        let mut rec = partdir::record::read(&dir).expect("read").expect("record");
         let (stopping, _) =
             manifest::state::next(&rec.state, manifest::state::Event::Stop).expect("stop");
         rec.state = stopping;
-        rec.write(&dir).expect("write");
+        partdir::record::write(&rec, &dir).expect("write");
     }
     let a = Applier::open(options(&w), None).expect("open without a bucket");
     assert_eq!(a.state_of(&tp("p1")), Some(PartitionState::Mirroring));

@@ -9,7 +9,8 @@
 //! copies that into the manifest's `mirror_origin`, which failback and the
 //! loop check read.
 //!
-//! Kafka ignores unknown files in a partition dir.
+//! Kafka ignores unknown files in a partition dir. This module is the
+//! record and its bytes (pure); `partdir::record` reads and writes the file.
 //!
 //! # Format
 //!
@@ -32,8 +33,6 @@
 //!
 //! A decoded record's `schema` is [`RECORD_SCHEMA`], the version it is
 //! written as, whatever it was read as.
-
-use std::path::Path;
 
 use kafkalog::topic::TopicId;
 use serde::{Deserialize, Serialize};
@@ -105,33 +104,6 @@ pub struct MirrorRecord {
     pub updated_at_ms: i64,
 }
 
-/// Errors reading or writing the record.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum MirrorRecordError {
-    /// IO on the file.
-    #[error(transparent)]
-    Io(#[from] kafkalog::Error),
-    /// The file does not parse.
-    #[error("{path}: {reason}")]
-    Malformed {
-        /// The file.
-        path: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// The file's CRC-32C trailer does not match its bytes, or a record of
-    /// a version that requires one has none (torn or damaged on disk).
-    #[error("mirror record {path} is damaged: {source}")]
-    Damaged {
-        /// The file.
-        path: String,
-        /// The checksum error.
-        #[source]
-        source: ManifestFormatError,
-    },
-}
-
 impl MirrorRecord {
     /// The record of a partition that starts mirroring `source_cluster_id`
     /// (topic `topic_id`) in `state`, written at `now_ms`: no stop recorded,
@@ -170,39 +142,6 @@ impl MirrorRecord {
         }
     }
 
-    /// Reads the record of partition dir `dir` (None when it is not a
-    /// mirror: the file does not exist). A damaged or unreadable file is an
-    /// error naming it.
-    pub fn read(dir: &Path) -> Result<Option<MirrorRecord>, MirrorRecordError> {
-        let path = dir.join(MIRROR_FILE);
-        let Some(bytes) = kafkalog::fsutil::read_optional(&path)? else {
-            return Ok(None);
-        };
-        let path = || path.display().to_string();
-        MirrorRecord::decode(&bytes).map(Some).map_err(|e| match e {
-            ManifestFormatError::ChecksumMismatch { .. }
-            | ManifestFormatError::MissingChecksum { .. } => MirrorRecordError::Damaged {
-                path: path(),
-                source: e,
-            },
-            other => MirrorRecordError::Malformed {
-                path: path(),
-                reason: other.to_string(),
-            },
-        })
-    }
-
-    /// Writes the record atomically and durably, as [`RECORD_SCHEMA`].
-    pub fn write(&self, dir: &Path) -> Result<(), MirrorRecordError> {
-        let path = dir.join(MIRROR_FILE);
-        let bytes = self.encode().map_err(|e| MirrorRecordError::Malformed {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
-        kafkalog::fsutil::write_atomic(&path, &bytes, true)?;
-        Ok(())
-    }
-
     /// The record's bytes as [`RECORD_SCHEMA`] (whatever its `schema`
     /// says): compact JSON sealed with the CRC-32C trailer.
     pub fn encode(&self) -> Result<Vec<u8>, ManifestFormatError> {
@@ -227,20 +166,14 @@ impl MirrorRecord {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// A sample record and its bytes as each version wrote them, pinned: for
+/// the tests of this module and of the crate that reads and writes the
+/// file (`partdir::record`).
+pub mod fixtures {
+    use super::{MirrorRecord, RECORD_SCHEMA};
 
-    #[test]
-    fn the_source_a_stop_was_mirroring_round_trips() {
-        let mut r = sample();
-        r.stopped_source_cluster_id = Some("src-1".into());
-        let bytes = r.encode().expect("encode");
-        assert!(String::from_utf8_lossy(&bytes).contains(r#""stopped_source_cluster_id":"src-1""#));
-        assert_eq!(MirrorRecord::decode(&bytes).expect("decode"), r);
-    }
-
-    fn sample() -> MirrorRecord {
+    /// A record with every field set (state PREPARING).
+    pub fn sample() -> MirrorRecord {
         MirrorRecord {
             schema: RECORD_SCHEMA,
             source_cluster_id: "src-1".into(),
@@ -262,11 +195,11 @@ mod tests {
     /// The sample as 1.2 writes it: compact JSON, then the CRC-32C of
     /// everything before `,"crc32c":` (1955714686 = 0x7491d67e, checked
     /// against the `crc32c` Python package).
-    const GOLDEN_1_2: &str = r#"{"schema":{"major":1,"minor":2},"source_cluster_id":"src-1","topic_id":"vVw7a5a_QkWcK7JvBD2t8Q","state":{"state":"PREPARING","previous":null,"retries":0},"lme":4,"stopped_at_offset":100,"stop_epoch":5,"failback_pending":true,"applied_manifest_version":3,"segment_generations":{"0":1,"70":2},"updated_at_ms":1700000000200,"crc32c":1955714686}"#;
+    pub const GOLDEN_1_2: &str = r#"{"schema":{"major":1,"minor":2},"source_cluster_id":"src-1","topic_id":"vVw7a5a_QkWcK7JvBD2t8Q","state":{"state":"PREPARING","previous":null,"retries":0},"lme":4,"stopped_at_offset":100,"stop_epoch":5,"failback_pending":true,"applied_manifest_version":3,"segment_generations":{"0":1,"70":2},"updated_at_ms":1700000000200,"crc32c":1955714686}"#;
 
     /// The sample as the writer before 1.2 wrote it: pretty JSON, no
     /// trailer, the manifest's version 1.1.
-    const OLD_1_1: &str = r#"{
+    pub const OLD_1_1: &str = r#"{
   "schema": {
     "major": 1,
     "minor": 1
@@ -289,23 +222,25 @@ mod tests {
   },
   "updated_at_ms": 1700000000200
 }"#;
+}
 
-    fn written(bytes: &[u8]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(dir.path().join(MIRROR_FILE), bytes).expect("write");
-        dir
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{GOLDEN_1_2, OLD_1_1, sample};
+    use super::*;
+
+    #[test]
+    fn the_source_a_stop_was_mirroring_round_trips() {
+        let mut r = sample();
+        r.stopped_source_cluster_id = Some("src-1".into());
+        let bytes = r.encode().expect("encode");
+        assert!(String::from_utf8_lossy(&bytes).contains(r#""stopped_source_cluster_id":"src-1""#));
+        assert_eq!(MirrorRecord::decode(&bytes).expect("decode"), r);
     }
 
     #[test]
     fn golden_bytes_are_pinned() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        sample().write(dir.path()).expect("write");
-        let on_disk = std::fs::read(dir.path().join(MIRROR_FILE)).expect("read");
-        assert_eq!(String::from_utf8(on_disk).expect("utf-8"), GOLDEN_1_2);
-        assert_eq!(
-            MirrorRecord::read(dir.path()).expect("read"),
-            Some(sample())
-        );
+        assert_eq!(sample().encode().expect("encode"), GOLDEN_1_2.as_bytes());
         assert_eq!(
             codec::verify(ObjectKind::MirrorRecord, GOLDEN_1_2.as_bytes()),
             Ok(codec::Integrity::Verified {
@@ -323,81 +258,21 @@ mod tests {
 
     #[test]
     fn a_record_without_trailer_from_before_1_2_is_still_read() {
-        let dir = written(OLD_1_1.as_bytes());
-        assert_eq!(
-            MirrorRecord::read(dir.path()).expect("read"),
-            Some(sample())
-        );
+        assert_eq!(MirrorRecord::decode(OLD_1_1.as_bytes()), Ok(sample()));
         let v10 = OLD_1_1.replace("\"minor\": 1", "\"minor\": 0");
         assert_eq!(MirrorRecord::decode(v10.as_bytes()), Ok(sample()));
         // Rewritten, it gains the trailer.
-        let record = MirrorRecord::read(dir.path()).expect("read").expect("some");
-        record.write(dir.path()).expect("write");
-        assert_eq!(
-            std::fs::read(dir.path().join(MIRROR_FILE)).expect("read"),
-            GOLDEN_1_2.as_bytes()
-        );
+        let record = MirrorRecord::decode(OLD_1_1.as_bytes()).expect("decode");
+        assert_eq!(record.encode().expect("encode"), GOLDEN_1_2.as_bytes());
     }
 
     #[test]
-    fn a_flipped_byte_is_an_error_naming_the_file() {
+    fn every_flipped_bit_is_refused() {
         codec::testing::every_bit_flip_is_refused(GOLDEN_1_2.as_bytes(), MirrorRecord::decode);
-        // `"lme":4` -> `"lme":5`: still valid JSON of the right shape.
-        let flipped = GOLDEN_1_2.replace("\"lme\":4", "\"lme\":5");
-        let dir = written(flipped.as_bytes());
-        let err = MirrorRecord::read(dir.path()).expect_err("damaged");
-        assert!(
-            matches!(
-                &err,
-                MirrorRecordError::Damaged {
-                    source: ManifestFormatError::ChecksumMismatch {
-                        object: ObjectKind::MirrorRecord,
-                        ..
-                    },
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-        let text = err.to_string();
-        let path = dir.path().join(MIRROR_FILE).display().to_string();
-        assert!(text.contains(&path), "{text}");
-        assert!(text.contains("mirror record checksum mismatch"), "{text}");
     }
 
     #[test]
-    fn a_truncated_file_is_an_error_naming_the_file_never_absent() {
-        let whole = GOLDEN_1_2.as_bytes();
-        for len in 0..whole.len() {
-            let dir = written(&whole[..len]);
-            let err = MirrorRecord::read(dir.path()).expect_err("truncated");
-            let path = dir.path().join(MIRROR_FILE).display().to_string();
-            assert!(err.to_string().contains(&path), "{len}: {err}");
-            if len > 32 {
-                assert!(
-                    matches!(
-                        err,
-                        MirrorRecordError::Damaged {
-                            source: ManifestFormatError::MissingChecksum { .. },
-                            ..
-                        }
-                    ),
-                    "{len}: {err:?}"
-                );
-            }
-        }
-        // An old record torn is malformed, still an error.
-        let dir = written(&OLD_1_1.as_bytes()[..OLD_1_1.len() / 2]);
-        assert!(matches!(
-            MirrorRecord::read(dir.path()),
-            Err(MirrorRecordError::Malformed { .. })
-        ));
-    }
-
-    #[test]
-    fn absent_is_none_and_a_newer_major_is_refused() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        assert_eq!(MirrorRecord::read(dir.path()).expect("read"), None);
+    fn a_newer_major_is_refused() {
         let newer = codec::testing::reseal(GOLDEN_1_2.as_bytes(), |t| {
             t.replace("\"major\":1", "\"major\":2")
         });

@@ -65,7 +65,7 @@ pub async fn publish(
     };
     let segments = reader.segments().expect("segments");
     let mut m = PartitionManifest::new(store.layout().cluster_id(), t, id);
-    m.mirror_origin = manifest::mirror_state::MirrorRecord::read(reader.dir())
+    m.mirror_origin = partdir::record::read(reader.dir())
         .expect("record")
         .map(|r| r.origin());
     m.log_start_offset = segments.first().map_or(0, |s| s.base_offset);

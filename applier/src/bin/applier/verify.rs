@@ -207,7 +207,7 @@ pub(crate) async fn repair(args: RepairArgs) -> anyhow::Result<u8> {
     }
     let tp = TopicPartition::new(&args.topic, args.partition)?;
     let dir = args.log_dir.join(tp.dir_name());
-    let Some(record) = manifest::mirror_state::MirrorRecord::read(&dir)? else {
+    let Some(record) = partdir::record::read(&dir)? else {
         eprintln!(
             "applier: error: {tp} is not a mirror partition in {}",
             args.log_dir.display()
