@@ -14,6 +14,8 @@
 //! - [`diagnosis`]: bucket errors (no credentials, wrong region, access
 //!   denied, no such bucket, unreachable endpoint) as one line naming what
 //!   was tried and the fix, and error chains printed with each cause once.
+//! - [`upload_id`]: fresh upload ids (the clock and `/dev/urandom`), the
+//!   unique part of data and page keys.
 //! - [`counting`]: an `ObjectStore` decorator counting requests by kind, for
 //!   request-budget tests and metrics.
 //!
@@ -24,4 +26,5 @@
 pub mod counting;
 pub mod diagnosis;
 pub mod store;
+pub mod upload_id;
 pub mod url;

@@ -215,8 +215,7 @@ async fn damaged_manifests_pages_and_heads_are_format_errors_naming_kind_and_key
                 segment_generation: 0,
             };
             if let Some((key, page)) = m.push_range(r, |a, b| {
-                ms.layout()
-                    .page_key(&p, a, b, &manifest::layout::UploadId::new())
+                ms.layout().page_key(&p, a, b, &bucket::upload_id::fresh())
             }) {
                 ms.put_page(&key, &page).await.expect("page");
                 page_key = Some(key);
@@ -344,8 +343,7 @@ async fn pages_are_written_before_the_manifest_that_names_them() {
             segment_generation: 0,
         };
         if let Some((key, page)) = m.push_range(r, |a, b| {
-            ms.layout()
-                .page_key(&p, a, b, &manifest::layout::UploadId::new())
+            ms.layout().page_key(&p, a, b, &bucket::upload_id::fresh())
         }) {
             ms.put_page(&key, &page).await.expect("page");
             ms.put_page(&key, &page)

@@ -20,7 +20,7 @@
 use std::time::Duration;
 
 use bucket::url::BucketUrl;
-use manifest::layout::{ClusterLayout, UploadId, clusters_dir};
+use manifest::layout::{ClusterLayout, clusters_dir};
 
 use crate::answer::Answer;
 use crate::expect::{Expectations, Side};
@@ -367,7 +367,7 @@ async fn probe(
     prefix: &str,
     layout: &ClusterLayout,
 ) -> (access::Probe, Option<bool>) {
-    let id = UploadId::new();
+    let id = bucket::upload_id::fresh();
     let key = layout.doctor_probe_key(&id);
     let mut p = access::Probe::default();
     let put = s3.put_probe(bucket, &key).await;

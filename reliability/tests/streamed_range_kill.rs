@@ -72,7 +72,7 @@ async fn a_sigkill_in_the_middle_of_a_streamed_range_leaves_nothing_of_it() {
     let (src, dest) = (tmp.path().join("source"), tmp.path().join("dest"));
     let tp = TopicPartition::new("big", 0).expect("tp");
     write_source(&src, &tp);
-    let prefix = format!("kill-{}", manifest::layout::new_upload_id());
+    let prefix = format!("kill-{}", bucket::upload_id::fresh_string());
     let url = format!("s3://{bucket}/{prefix}");
     // Two objects: 16 MiB, then the rest.
     run_ok(

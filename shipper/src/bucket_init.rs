@@ -309,7 +309,7 @@ mod tests {
             look().await.expect("inspect"),
             Found::Empty { clusters: vec![] }
         );
-        let probe = layout.doctor_probe_key(&manifest::layout::UploadId::new());
+        let probe = layout.doctor_probe_key(&bucket::upload_id::fresh());
         store
             .put(&Path::from(probe), PutPayload::from_static(b"x"))
             .await

@@ -21,7 +21,7 @@ use bucket::store::{ManifestStore, StoreError};
 use futures::StreamExt;
 use kafkalog::TopicPartition;
 use kafkalog::offsets_topic::OFFSETS_TOPIC;
-use manifest::layout::{ClusterLayout, PartitionKey, new_upload_id};
+use manifest::layout::{ClusterLayout, PartitionKey};
 use object_store::ObjectStore;
 
 use crate::buffers::PartBuffers;
@@ -669,7 +669,7 @@ impl Shipper {
                     plan.summary.base_offset,
                     plan.summary.last_offset,
                     plan.summary.first_epoch,
-                    &new_upload_id(),
+                    &bucket::upload_id::fresh_string(),
                 );
                 let r = match key {
                     Ok(key) => {
