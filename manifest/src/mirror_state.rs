@@ -49,7 +49,7 @@ pub const MIRROR_FILE: &str = kafkalog::reader::MIRROR_RECORD_FILE;
 pub const RECORD_SCHEMA: SchemaVersion = SchemaVersion { major: 1, minor: 2 };
 
 /// The first record version that carries the CRC-32C trailer.
-pub const CHECKSUMMED_SINCE: SchemaVersion = RECORD_SCHEMA;
+pub const CHECKSUMMED_SINCE: SchemaVersion = codec::MIRROR_RECORD_CHECKSUMMED_SINCE;
 
 /// The applier's durable record of one mirror partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -269,6 +269,11 @@ mod tests {
     #[test]
     fn every_flipped_bit_is_refused() {
         codec::testing::every_bit_flip_is_refused(GOLDEN_1_2.as_bytes(), MirrorRecord::decode);
+    }
+
+    #[test]
+    fn the_version_written_is_the_first_checksummed_one() {
+        assert_eq!(CHECKSUMMED_SINCE, RECORD_SCHEMA);
     }
 
     #[test]
