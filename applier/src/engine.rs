@@ -419,7 +419,7 @@ impl Applier {
     /// Reads the change feed once within `timeout`: the reachability
     /// check of `applier once`, which gives up on an unreachable store
     /// instead of retrying for ever. The caller explains a failure
-    /// ([`bucket::diagnosis::explain_first_request`]) and names the bucket.
+    /// ([`bucket::first_request::explain_first_request`]) and names the bucket.
     pub async fn probe_store(
         &mut self,
         timeout: Duration,

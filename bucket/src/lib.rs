@@ -14,6 +14,8 @@
 //! - [`diagnosis`]: bucket errors (no credentials, wrong region, access
 //!   denied, no such bucket, unreachable endpoint) as one line naming what
 //!   was tried and the fix, and error chains printed with each cause once.
+//! - [`first_request`]: the checks before a service's first request and
+//!   the explanation of its failure, from a bucket URL and the environment.
 //! - [`upload_id`]: fresh upload ids (the clock and `/dev/urandom`), the
 //!   unique part of data and page keys.
 //! - [`counting`]: an `ObjectStore` decorator counting requests by kind, for
@@ -25,6 +27,7 @@
 
 pub mod counting;
 pub mod diagnosis;
+pub mod first_request;
 pub mod store;
 pub mod upload_id;
 pub mod url;

@@ -249,7 +249,7 @@ async fn s3_checks(
         endpoint: endpoint.clone(),
         problem,
     };
-    if let Some(problem) = bucket::diagnosis::check_before_first_request(url).await {
+    if let Some(problem) = bucket::first_request::check_before_first_request(url).await {
         return Err(unusable(problem.to_string()));
     }
     let s3 = S3::connect(opts.timeout).await;

@@ -56,7 +56,7 @@ pub(crate) async fn once(args: OnceArgs) -> anyhow::Result<u8> {
     );
     // Credentials from instance metadata on a machine without it: said
     // before any request (the client would retry until the timeout).
-    if let Some(problem) = diagnosis::check_before_first_request(&bucket).await {
+    if let Some(problem) = bucket::first_request::check_before_first_request(&bucket).await {
         eprintln!("shipper: error: {problem}");
         return Ok(problem.exit_code());
     }
@@ -77,7 +77,7 @@ pub(crate) async fn once(args: OnceArgs) -> anyhow::Result<u8> {
         Err(_) => Some(FirstRequestFailure::NoAnswer(timeout)),
     };
     if let Some(failure) = failure {
-        match diagnosis::explain_first_request(&bucket, failure.clone()).await {
+        match bucket::first_request::explain_first_request(&bucket, failure.clone()).await {
             Some(problem) => {
                 eprintln!("shipper: error: {problem}");
                 return Ok(problem.exit_code());
