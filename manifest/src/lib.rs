@@ -24,7 +24,11 @@
 //! - [`partition`]: the epoch manifest of a partition: schema, codec,
 //!   invariants, paging of old ranges.
 //! - [`mirror_state`]: the applier's durable per-partition record, which a
-//!   shipper on the same log dir reads to publish the mirror origin.
+//!   shipper on the same log dir reads to publish the mirror origin (its
+//!   bytes; `partdir::record` reads and writes the file).
+//! - [`applying`]: the marker of a range being streamed into a log, and
+//!   where to cut a log a marker was left in (`partdir::applying` keeps
+//!   the file).
 //! - [`gaps`]: data the mirror never received (retention or an unclean
 //!   truncation passed the shipped end): the pure decision of which offsets
 //!   are lost, recorded in the manifest.
@@ -32,7 +36,8 @@
 //! - [`groups`]: consumer-group offsets shipped from the source's
 //!   `__consumer_offsets`, and the decision of what the applier syncs.
 //! - [`codec`]: the CRC-32C envelope every manifest, page and head carries,
-//!   so that damage in the bucket is a format error, never a wrong value.
+//!   so that damage in the bucket is a format error, never a wrong value;
+//!   its schema versions and format errors. It depends on no other module.
 //! - [`clock`]: wall-clock time, injectable so that tests move it (retry
 //!   backoffs, grace periods) without sleeping.
 //! - [`topic_pattern`]: the `topics`/`exclude` regexes both services and
@@ -45,10 +50,14 @@
 //!   selected), the line a command that found nothing to do prints;
 //!   `bucket::store::take_inventory` reads it.
 //!
-//! This crate does no bucket IO and has no `object_store` or `tokio` in its
-//! dependency tree: reading and committing through a store, bucket URLs,
-//! request counting and the diagnosis of bucket errors live in the `bucket`
-//! crate, beneath both services, which depends on this one.
+//! Invariant: this crate does no IO. It has no `object_store`, `tokio` or
+//! `futures` in its dependency tree (`cargo tree -p manifest -e normal`),
+//! opens no file and reads no environment; only [`clock::SystemClock`]
+//! reads the real time, and decisions take time as a value. Reading and
+//! committing through a store, bucket URLs, fresh upload ids, request
+//! counting and the diagnosis of bucket errors live in the `bucket` crate,
+//! the files in a partition dir in the `partdir` crate; both depend on this
+//! one, never the reverse.
 
 pub mod applying;
 pub mod clock;
