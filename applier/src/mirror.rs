@@ -126,7 +126,7 @@ pub fn check_cut(
     local: &LocalLog<'_>,
     ctx: &MirrorContext,
     allowed: bool,
-) -> Result<Option<manifest::cut::Cut>, Refusal> {
+) -> Result<Option<manifest::mirror_state::Cut>, Refusal> {
     let here = Surroundings {
         local_cluster_id: ctx.local_cluster_id.as_deref(),
         tiered_storage: ctx.tiered_storage,
@@ -248,7 +248,7 @@ impl Mirror {
         m: &PartitionManifest,
         ctx: &MirrorContext,
         allowed: bool,
-    ) -> Result<Option<manifest::cut::Cut>, Refusal> {
+    ) -> Result<Option<manifest::mirror_state::Cut>, Refusal> {
         check_cut(&self.tp, record, m, &self.local_view(), ctx, allowed)
     }
 

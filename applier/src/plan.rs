@@ -56,7 +56,7 @@ pub struct PartitionPlan {
     /// Records of the partition's own that the plan cuts and the source
     /// does not give back (`manifest::cut`): a start needs
     /// `--allow-truncate` for them. `None`: nothing of its own is cut.
-    pub cut: Option<manifest::cut::Cut>,
+    pub cut: Option<manifest::mirror_state::Cut>,
 }
 
 /// The local log as `kafkalog::reader` sees it, without the lock.

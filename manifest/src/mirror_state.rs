@@ -51,6 +51,37 @@ pub const RECORD_SCHEMA: SchemaVersion = SchemaVersion { major: 1, minor: 2 };
 /// The first record version that carries the CRC-32C trailer.
 pub const CHECKSUMMED_SINCE: SchemaVersion = codec::MIRROR_RECORD_CHECKSUMMED_SINCE;
 
+/// Offsets of the local log that a cut removes and the source does not
+/// give back: `first_offset..=last_offset`, never empty. Recorded here
+/// ([`MirrorRecord::pending_cut`]) and in a refused plan; [`crate::cut`]
+/// decides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Cut {
+    /// The first offset cut.
+    pub first_offset: i64,
+    /// The last offset cut.
+    pub last_offset: i64,
+}
+
+impl Cut {
+    /// How many offsets it spans.
+    pub fn offsets(&self) -> i64 {
+        self.last_offset - self.first_offset + 1
+    }
+}
+
+impl std::fmt::Display for Cut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "offsets {}..{} ({} records)",
+            self.first_offset,
+            self.last_offset,
+            self.offsets()
+        )
+    }
+}
+
 /// The applier's durable record of one mirror partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MirrorRecord {
@@ -92,7 +123,7 @@ pub struct MirrorRecord {
     /// as the `start` that accepted it planned it (`applier status` shows
     /// it); cleared when a preparation completes. Not written when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_cut: Option<crate::cut::Cut>,
+    pub pending_cut: Option<Cut>,
     /// Manifest version last applied.
     #[serde(default)]
     pub applied_manifest_version: u64,
