@@ -21,7 +21,7 @@
 //!   (`...,"crc32c":<n>}`), exactly as manifests are. A record whose
 //!   trailer does not match its bytes, or a 1.2 record without a trailer
 //!   (torn, or its trailer damaged), is refused with
-//!   [`MirrorRecordError::Damaged`] naming the file: a damaged record is
+//!   `partdir::record::MirrorRecordError::Damaged` naming the file: a damaged record is
 //!   never taken for an absent one (which would make a mirror look like a
 //!   source partition).
 //! - 1.0 and 1.1 (written before, pretty-printed, no trailer; 1.1 borrowed

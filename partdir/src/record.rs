@@ -58,7 +58,7 @@ pub fn read(dir: &Path) -> Result<Option<MirrorRecord>, MirrorRecordError> {
     })
 }
 
-/// Writes the record atomically and durably, as [`RECORD_SCHEMA`].
+/// Writes the record atomically and durably, as [`manifest::mirror_state::RECORD_SCHEMA`].
 pub fn write(record: &MirrorRecord, dir: &Path) -> Result<(), MirrorRecordError> {
     let path = dir.join(MIRROR_FILE);
     let bytes = record.encode().map_err(|e| MirrorRecordError::Malformed {
