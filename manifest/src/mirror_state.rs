@@ -20,10 +20,10 @@
 //!   declaration order, sealed with the CRC-32C trailer of [`crate::codec`]
 //!   (`...,"crc32c":<n>}`), exactly as manifests are. A record whose
 //!   trailer does not match its bytes, or a 1.2 record without a trailer
-//!   (torn, or its trailer damaged), is refused with
-//!   `partdir::record::MirrorRecordError::Damaged` naming the file: a damaged record is
-//!   never taken for an absent one (which would make a mirror look like a
-//!   source partition).
+//!   (torn, or its trailer damaged), is refused (by
+//!   `partdir::record::read`, as `MirrorRecordError::Damaged` naming the
+//!   file): a damaged record is never taken for an absent one (which would
+//!   make a mirror look like a source partition).
 //! - 1.0 and 1.1 (written before, pretty-printed, no trailer; 1.1 borrowed
 //!   the manifest's version number): still read, unchecked (the next write
 //!   seals it). Not warned about per read: the shipper reads the record of
