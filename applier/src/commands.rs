@@ -131,7 +131,7 @@ pub fn hand_to_daemon(
     }
     let dir = commands_dir(log_dir);
     std::fs::create_dir_all(&dir)?;
-    let id = manifest::layout::new_upload_id();
+    let id = bucket::upload_id::fresh_string();
     let request = CommandRequest {
         id: id.clone(),
         command,

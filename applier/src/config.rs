@@ -243,7 +243,7 @@ pub struct Validated {
     /// Options for [`crate::Applier`].
     pub options: ApplierOptions,
     /// The bucket, when configured.
-    pub bucket: Option<manifest::bucket::BucketUrl>,
+    pub bucket: Option<bucket::url::BucketUrl>,
     /// Poll interval.
     pub poll_interval: Duration,
     /// Metrics address.
@@ -334,10 +334,9 @@ impl ApplierConfig {
             return Err(field("store_timeout", "must be more than 0"));
         }
         let bucket = match &self.bucket {
-            Some(b) => Some(
-                manifest::bucket::BucketUrl::parse(b)
-                    .map_err(|e| field("bucket", e.to_string()))?,
-            ),
+            Some(b) => {
+                Some(bucket::url::BucketUrl::parse(b).map_err(|e| field("bucket", e.to_string()))?)
+            }
             None if need_bucket => {
                 return Err(field(
                     "bucket",

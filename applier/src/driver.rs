@@ -314,7 +314,6 @@ mod tests {
     use super::*;
     use kafkalog::{LogDir, TopicId, TopicPartition};
     use manifest::clock::{Clock, ManualClock};
-    use manifest::mirror_state::MirrorRecord;
     use std::sync::Arc;
 
     const ID: TopicId = TopicId::from_bytes([7; 16]);
@@ -367,7 +366,7 @@ mod tests {
         }
 
         fn recorded(&self, slot: &MirrorSlot) -> PartitionState {
-            MirrorRecord::read(slot.mirror.log.dir())
+            partdir::record::read(slot.mirror.log.dir())
                 .expect("read")
                 .expect("record")
                 .state
@@ -506,7 +505,7 @@ mod tests {
             .logdir
             .open_partition(&tp, crate::engine::mirror_log_config())
             .expect("log");
-        let record = MirrorRecord::read(log.dir())
+        let record = partdir::record::read(log.dir())
             .expect("read")
             .expect("record");
         let mut slot = MirrorSlot::new(Mirror::new(tp, log, record, Arc::clone(&f.clock_dyn)));

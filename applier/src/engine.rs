@@ -40,14 +40,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use bucket::store::{ManifestStore, StoreError};
 use futures::StreamExt;
 use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
 use manifest::clock::{Clock, SystemClock};
 use manifest::layout::{ClusterLayout, PartitionKey};
-use manifest::mirror_state::MirrorRecord;
 use manifest::partition::PartitionManifest;
 use manifest::state::{self, Command, Event, PartitionState};
-use manifest::store::{ManifestStore, StoreError};
 use manifest::topic_pattern::Selection;
 use object_store::ObjectStore;
 use regex::Regex;
@@ -356,7 +355,7 @@ impl Applier {
     /// its recovery and the cut of a range left unfinished done.
     fn open_mirror_log(&self, tp: &TopicPartition) -> anyhow::Result<Option<Mirror>> {
         let dir = self.logdir.root().join(tp.dir_name());
-        let Some(record) = MirrorRecord::read(&dir)? else {
+        let Some(record) = partdir::record::read(&dir)? else {
             return Ok(None);
         };
         let log = self.logdir.open_partition(tp, mirror_log_config())?;
@@ -420,12 +419,12 @@ impl Applier {
     /// Reads the change feed once within `timeout`: the reachability
     /// check of `applier once`, which gives up on an unreachable store
     /// instead of retrying for ever. The caller explains a failure
-    /// ([`manifest::diagnosis::explain_first_request`]) and names the bucket.
+    /// ([`bucket::first_request::explain_first_request`]) and names the bucket.
     pub async fn probe_store(
         &mut self,
         timeout: Duration,
-    ) -> Result<(), manifest::diagnosis::FirstRequestFailure> {
-        use manifest::diagnosis::{FirstRequestFailure, one_line};
+    ) -> Result<(), bucket::diagnosis::FirstRequestFailure> {
+        use bucket::diagnosis::{FirstRequestFailure, one_line};
         match tokio::time::timeout(timeout, self.poll_feed()).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(FirstRequestFailure::Failed(one_line(&e))),

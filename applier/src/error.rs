@@ -22,7 +22,7 @@ pub enum MirrorError {
         tp: TopicPartition,
         /// The store's error.
         #[source]
-        source: manifest::store::StoreError,
+        source: bucket::store::StoreError,
     },
     /// A shipped object does not match its manifest range (size, CRC-32C,
     /// batch headers): see `manifest::range_check`. Its text is already in
@@ -85,7 +85,7 @@ pub enum MirrorError {
         tp: TopicPartition,
         /// The error.
         #[source]
-        source: manifest::mirror_state::MirrorRecordError,
+        source: partdir::record::MirrorRecordError,
     },
     /// A group commit's barrier (the fsyncs shared by every partition of a
     /// cycle or a command) failed: this partition's writes of that phase
@@ -132,7 +132,7 @@ impl MirrorError {
         matches!(
             self,
             MirrorError::Store {
-                source: manifest::store::StoreError::NotFound { .. },
+                source: bucket::store::StoreError::NotFound { .. },
                 ..
             } | MirrorError::NoManifest { .. }
         )

@@ -12,9 +12,9 @@
 
 use std::time::Instant;
 
+use bucket::store::{ManifestStore, StoreError};
 use kafkalog::TopicPartition;
 use manifest::feed::{Head, HeadEntry, MAX_PROBE, RESYNC_INTERVAL};
-use manifest::store::{ManifestStore, StoreError};
 
 /// The newest head read, and when the head dir was last listed.
 #[derive(Debug, Default)]

@@ -1,6 +1,6 @@
 //! The verdict of an applier run that found nothing to do, from what the
 //! bucket holds (`manifest::inventory::Inventory`, read by
-//! `manifest::store::take_inventory`): the exit code a cron job acts on.
+//! `bucket::store::take_inventory`): the exit code a cron job acts on.
 
 use manifest::inventory::Inventory;
 

@@ -34,6 +34,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use bucket::store::ManifestStore;
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use kafkalog::builder::build_control_batch;
@@ -47,7 +48,6 @@ use manifest::range_check::{
     ObjectCorrupt, RangeCheck, check_size_and_crc, verify_object, verify_object_crc,
 };
 use manifest::reconcile::{self, LocalLog, Plan, Refusal, Step, Surroundings};
-use manifest::store::ManifestStore;
 
 use crate::applying;
 use crate::error::MirrorError;
@@ -126,7 +126,7 @@ pub fn check_cut(
     local: &LocalLog<'_>,
     ctx: &MirrorContext,
     allowed: bool,
-) -> Result<Option<manifest::cut::Cut>, Refusal> {
+) -> Result<Option<manifest::mirror_state::Cut>, Refusal> {
     let here = Surroundings {
         local_cluster_id: ctx.local_cluster_id.as_deref(),
         tiered_storage: ctx.tiered_storage,
@@ -188,13 +188,12 @@ impl Mirror {
     /// Writes the record durably.
     pub fn save(&mut self) -> Result<(), MirrorError> {
         self.record.updated_at_ms = self.clock.now_ms();
-        let result = self
-            .record
-            .write(self.log.dir())
-            .map_err(|source| MirrorError::Record {
+        let result = partdir::record::write(&self.record, self.log.dir()).map_err(|source| {
+            MirrorError::Record {
                 tp: self.tp.clone(),
                 source,
-            });
+            }
+        });
         self.unsaved = result.as_ref().err().map(ToString::to_string);
         if result.is_ok() {
             self.record_dirty = false;
@@ -249,7 +248,7 @@ impl Mirror {
         m: &PartitionManifest,
         ctx: &MirrorContext,
         allowed: bool,
-    ) -> Result<Option<manifest::cut::Cut>, Refusal> {
+    ) -> Result<Option<manifest::mirror_state::Cut>, Refusal> {
         check_cut(&self.tp, record, m, &self.local_view(), ctx, allowed)
     }
 
@@ -467,7 +466,7 @@ impl Mirror {
             if result.is_err() {
                 self.undo_range(range, run.log_end_before)?;
             }
-            applying::end(self.log.dir()).map_err(|e| self.marker_err(e))?;
+            partdir::applying::end(self.log.dir()).map_err(|e| self.marker_err(e))?;
         }
         result.map(|()| run.appended)
     }
@@ -483,7 +482,7 @@ impl Mirror {
             let Some(piece) = rx.recv().await else {
                 return Err(MirrorError::Store {
                     tp: self.tp.clone(),
-                    source: manifest::store::StoreError::Store {
+                    source: bucket::store::StoreError::Store {
                         op: "get",
                         key: range.key.clone(),
                         source: object_store::Error::Generic {
@@ -497,7 +496,7 @@ impl Mirror {
                 Piece::Failed(e) => return Err(e),
                 Piece::Data(bytes) => {
                     if !run.streaming && range.bytes > stream_above {
-                        applying::begin(
+                        partdir::applying::begin(
                             self.log.dir(),
                             &applying::Applying {
                                 key: range.key.clone(),
@@ -618,7 +617,7 @@ impl Mirror {
     /// cut.
     pub fn undo_partial_range(&mut self) -> Result<i64, MirrorError> {
         let dir = self.log.dir().to_path_buf();
-        let marker = applying::read(&dir).map_err(|e| self.marker_err(e))?;
+        let marker = partdir::applying::read(&dir).map_err(|e| self.marker_err(e))?;
         let Some(marker) = marker else {
             return Ok(0);
         };
@@ -638,7 +637,7 @@ impl Mirror {
                 }
             }
         }
-        applying::clear(&dir).map_err(|e| self.marker_err(e))?;
+        partdir::applying::clear(&dir).map_err(|e| self.marker_err(e))?;
         Ok(cut)
     }
 
@@ -862,7 +861,7 @@ pub const STREAM_ABOVE: u64 = 4 << 20;
 
 /// Pieces of at least this size go to the appending side as they are;
 /// smaller ones (an HTTP body's frames) are gathered up to it first.
-pub const PIECE: usize = manifest::store::READ_PIECE;
+pub const PIECE: usize = bucket::store::READ_PIECE;
 
 /// What the download task hands the appending side, object after object,
 /// in the ranges' order.

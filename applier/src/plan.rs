@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::path::Path;
 
+use bucket::store::ManifestStore;
 use kafkalog::checkpoint::{self, LOG_START_OFFSET_CHECKPOINT};
 use kafkalog::epoch::EpochLineage;
 use kafkalog::reader::{self, PartitionReader};
@@ -24,7 +25,6 @@ use manifest::mirror_state::MirrorRecord;
 use manifest::partition::PartitionManifest;
 use manifest::reconcile::{self, LocalLog, Plan, Surroundings};
 use manifest::state::PartitionState;
-use manifest::store::ManifestStore;
 use serde::Serialize;
 
 use crate::engine::ApplierOptions;
@@ -56,7 +56,7 @@ pub struct PartitionPlan {
     /// Records of the partition's own that the plan cuts and the source
     /// does not give back (`manifest::cut`): a start needs
     /// `--allow-truncate` for them. `None`: nothing of its own is cut.
-    pub cut: Option<manifest::cut::Cut>,
+    pub cut: Option<manifest::mirror_state::Cut>,
 }
 
 /// The local log as `kafkalog::reader` sees it, without the lock.
@@ -129,7 +129,7 @@ pub async fn plan_all(
     };
     let mut records: BTreeMap<TopicPartition, MirrorRecord> = BTreeMap::new();
     for tp in reader::list_partitions(root)? {
-        if let Some(r) = MirrorRecord::read(&root.join(tp.dir_name()))? {
+        if let Some(r) = partdir::record::read(&root.join(tp.dir_name()))? {
             records.insert(tp, r);
         }
     }

@@ -29,12 +29,11 @@
 
 use std::path::Path;
 
+use bucket::store::ManifestStore;
 use kafkalog::{LogConfig, LogDir, TopicPartition};
 use manifest::layout::PartitionKey;
-use manifest::mirror_state::MirrorRecord;
 use manifest::partition::{PartitionManifest, ShippedRange};
 use manifest::state::PartitionState;
-use manifest::store::ManifestStore;
 
 use crate::error::MirrorError;
 use crate::mirror::Mirror;
@@ -229,7 +228,7 @@ pub async fn repair_stopped(
         e => e.into(),
     })?;
     let dir = log_dir.join(tp.dir_name());
-    let record = MirrorRecord::read(&dir)?.ok_or_else(|| {
+    let record = partdir::record::read(&dir)?.ok_or_else(|| {
         anyhow::anyhow!("{tp} is not a mirror partition: nothing in the bucket to repair it from")
     })?;
     let state = record.state.state();

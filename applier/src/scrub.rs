@@ -303,7 +303,7 @@ impl Scrub {
     pub async fn check_objects(
         &mut self,
         log_dir: &Path,
-        store: &manifest::store::ManifestStore,
+        store: &bucket::store::ManifestStore,
         candidates: &[(TopicPartition, manifest::partition::ShippedRange)],
         n: u64,
         now_ms: i64,
@@ -323,7 +323,7 @@ impl Scrub {
                     }
                 }
                 // Swept since (retention at the source), or not there yet.
-                Err(manifest::store::StoreError::NotFound { .. }) => continue,
+                Err(bucket::store::StoreError::NotFound { .. }) => continue,
                 Err(e) => {
                     tracing::warn!(key = %r.key, error = %e, "scrub: cannot read an object to check it; next pass");
                     continue;

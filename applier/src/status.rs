@@ -65,7 +65,7 @@ pub struct PartitionStatus {
     /// local writes past the stop offset, which a `start` resuming the
     /// same source cuts. `None`: nothing.
     #[serde(default)]
-    pub cut: Option<manifest::cut::Cut>,
+    pub cut: Option<manifest::mirror_state::Cut>,
 }
 
 /// The live part written by a running applier.
@@ -164,7 +164,7 @@ pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
         let read = kafkalog::reader::PartitionReader::open(log_dir, &tp)
             .map_err(anyhow::Error::from)
             .and_then(|reader| {
-                let record = manifest::mirror_state::MirrorRecord::read(reader.dir())?;
+                let record = partdir::record::read(reader.dir())?;
                 Ok((reader, record))
             });
         let (reader, record) = match read {
@@ -330,7 +330,7 @@ pub fn cut_at_stake(
     record: &manifest::mirror_state::MirrorRecord,
     start: i64,
     end: i64,
-) -> Option<manifest::cut::Cut> {
+) -> Option<manifest::mirror_state::Cut> {
     use manifest::state::PartitionState;
     match record.state.state() {
         PartitionState::Preparing => record.pending_cut,
@@ -338,7 +338,7 @@ pub fn cut_at_stake(
             .stopped_at_offset
             .map(|at| at.max(start))
             .filter(|&first| first < end)
-            .map(|first| manifest::cut::Cut {
+            .map(|first| manifest::mirror_state::Cut {
                 first_offset: first,
                 last_offset: end - 1,
             }),
@@ -394,7 +394,7 @@ pub fn table(rows: &[PartitionStatus]) -> String {
 
 /// The CUT column: `-`, or the offsets at stake and how many
 /// (`1200-1202 (3)`).
-fn cut_cell(cut: Option<&manifest::cut::Cut>) -> String {
+fn cut_cell(cut: Option<&manifest::mirror_state::Cut>) -> String {
     cut.map_or_else(
         || "-".to_string(),
         |c| format!("{}-{} ({})", c.first_offset, c.last_offset, c.offsets()),

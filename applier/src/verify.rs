@@ -1209,7 +1209,7 @@ pub fn targets(
             continue;
         }
         let reader = kafkalog::reader::PartitionReader::open(log_dir, &tp)?;
-        let Some(record) = manifest::mirror_state::MirrorRecord::read(reader.dir())? else {
+        let Some(record) = partdir::record::read(reader.dir())? else {
             continue;
         };
         let bytes = reader.segments()?.iter().map(|s| s.size).sum();
@@ -1233,11 +1233,11 @@ pub struct Outcome {
 /// The manifest facts of one partition, and its current ranges (for
 /// sampling), read from `store`.
 async fn facts_of(
-    store: &manifest::store::ManifestStore,
+    store: &bucket::store::ManifestStore,
     t: &Target,
     local_leo: i64,
     local_lineage: &EpochLineage,
-) -> Result<Option<(ManifestFacts, Vec<ShippedRange>)>, manifest::store::StoreError> {
+) -> Result<Option<(ManifestFacts, Vec<ShippedRange>)>, bucket::store::StoreError> {
     let pk = manifest::layout::PartitionKey {
         tp: t.tp.clone(),
         topic_id: t.record.topic_id,
@@ -1293,7 +1293,7 @@ async fn facts_of(
 pub async fn verify_targets(
     log_dir: &Path,
     targets: &[Target],
-    store: Option<&manifest::store::ManifestStore>,
+    store: Option<&bucket::store::ManifestStore>,
     sample: Sample,
     seed: u64,
     progress: &mut dyn FnMut(u64),
@@ -1358,7 +1358,7 @@ pub async fn verify_targets(
                         out.mismatches.push(object(e.detail));
                     }
                 }
-                Err(manifest::store::StoreError::NotFound { .. }) => {
+                Err(bucket::store::StoreError::NotFound { .. }) => {
                     out.counts.mismatches += 1;
                     out.mismatches.push(object(format!(
                         "named by the manifest (offsets {}..={}) but missing from the bucket",

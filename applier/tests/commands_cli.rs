@@ -10,7 +10,6 @@ use std::process::Command;
 
 use common::{SOURCE, file_bucket, produce, publish, topic_id, tp};
 use kafkalog::{LogConfig, LogDir};
-use manifest::mirror_state::MirrorRecord;
 
 fn applier(args: &[&str]) -> (i32, String) {
     common::run_applier(env!("CARGO_BIN_EXE_applier"), args)
@@ -164,7 +163,7 @@ fn commands_on_a_mistyped_log_dir_fail_and_create_nothing() {
 }
 
 /// `applier once` says a bucket problem the way `shipper once` does: one
-/// line naming what was tried and the fix ([`manifest::diagnosis`]).
+/// line naming what was tried and the fix ([`bucket::diagnosis`]).
 #[test]
 fn once_on_a_bucket_that_does_not_exist_exits_1_naming_it_and_the_endpoint() {
     let Some(bucket) = segmirror_testkit::needs::s3() else {
@@ -198,7 +197,7 @@ fn once_on_a_bucket_that_does_not_exist_exits_1_naming_it_and_the_endpoint() {
 
 /// The source a partition's mirror record is pinned to.
 fn pinned_source(log_dir: &std::path::Path) -> String {
-    MirrorRecord::read(&log_dir.join("orders-0"))
+    partdir::record::read(&log_dir.join("orders-0"))
         .expect("record")
         .expect("a mirror record")
         .source_cluster_id
@@ -219,7 +218,7 @@ async fn start_with_another_source_repins_a_preparing_partition_and_is_refused_o
         produce(&mut log, records, 3);
         log.close().expect("close");
         drop(d);
-        let store = manifest::store::ManifestStore::new(
+        let store = bucket::store::ManifestStore::new(
             store.object_store().clone(),
             manifest::layout::ClusterLayout::new("", cluster).expect("layout"),
         );

@@ -18,11 +18,11 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bucket::store::ManifestStore;
 use common::clients::{Running, free_port, wait_for_port};
 use common::{SOURCE, file_bucket, produce, publish, topic_id, tp};
 use kafkalog::{LogConfig, LogDir};
 use manifest::clock::ManualClock;
-use manifest::store::ManifestStore;
 use serde_json::Value;
 use shipper::{Shipper, ShipperOptions};
 

@@ -24,11 +24,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use bucket::store::ManifestStore;
 use common::{SOURCE, file_bucket, produce, publish, tp};
 use kafkalog::compare::{Comparison, compare_partition};
 use kafkalog::{LogConfig, LogDir, TopicId};
-use manifest::mirror_state::MirrorRecord;
-use manifest::store::ManifestStore;
 
 fn applier(args: &[&str]) -> (i32, String) {
     common::run_applier(env!("CARGO_BIN_EXE_applier"), args)
@@ -116,10 +115,10 @@ fn assert_intact(copy: &Path, dir: &Path, context: &str) {
     );
     let pdir = dir.join("orders-0");
     assert_eq!(
-        MirrorRecord::read(&pdir)
+        partdir::record::read(&pdir)
             .expect("record")
             .map(|r| r.state.state()),
-        MirrorRecord::read(&copy.join("orders-0"))
+        partdir::record::read(&copy.join("orders-0"))
             .expect("record")
             .map(|r| r.state.state()),
         "{context}: the mirror state changed"
@@ -525,7 +524,7 @@ async fn a_log_dir_a_running_broker_locks_is_refused_until_it_stops() {
 
 /// The store of cluster `id` in the bucket at `url`.
 fn store_of(url: &str, id: &str) -> ManifestStore {
-    let object_store = manifest::bucket::BucketUrl::parse(url)
+    let object_store = bucket::url::BucketUrl::parse(url)
         .expect("url")
         .build()
         .expect("store");
@@ -555,7 +554,9 @@ async fn re_pinning_a_preparing_partition_replaces_the_first_pin() {
     let (code, out) = start("src-b");
     assert_eq!(code, 0, "the operator corrects the pin: {out}");
     let pdir = dest.join("orders-0");
-    let record = MirrorRecord::read(&pdir).expect("read").expect("a mirror");
+    let record = partdir::record::read(&pdir)
+        .expect("read")
+        .expect("a mirror");
     assert_eq!(record.source_cluster_id, "src-b");
     assert_eq!(record.topic_id, id_b);
     let meta = kafkalog::checkpoint::read_partition_metadata(&pdir.join("partition.metadata"))
@@ -626,10 +627,12 @@ async fn a_start_clears_a_failure_an_earlier_re_pin_left_behind() {
     // What a re-pin did before: the record names src-b's topic, the
     // partition.metadata still src-a's.
     let pdir = dest.join("orders-0");
-    let mut record = MirrorRecord::read(&pdir).expect("read").expect("a mirror");
+    let mut record = partdir::record::read(&pdir)
+        .expect("read")
+        .expect("a mirror");
     record.source_cluster_id = "src-b".into();
     record.topic_id = id_b;
-    record.write(&pdir).expect("write");
+    partdir::record::write(&record, &pdir).expect("write");
     let (code, out) = on("once", &dest, &bucket, "src-b", &[]);
     assert_eq!(code, 1, "{out}");
     let row = orders_row(&status_json(&dest));

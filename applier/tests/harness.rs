@@ -10,13 +10,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use applier::{Applier, ApplierOptions};
+use bucket::store::ManifestStore;
 use common::{SOURCE, produce, publish, topic_id, tp};
 use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
 use kafkalog::reader::PartitionReader;
 use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
 use manifest::layout::ClusterLayout;
 use manifest::state::{Command, PartitionState};
-use manifest::store::ManifestStore;
 use object_store::ObjectStore;
 
 struct World {
@@ -733,13 +733,11 @@ async fn restart_resumes_recorded_states_and_completes_an_interrupted_stop() {
     // nothing else done.
     {
         let dir = w.dest.join("p3-0");
-        let mut rec = manifest::mirror_state::MirrorRecord::read(&dir)
-            .expect("read")
-            .expect("record");
+        let mut rec = partdir::record::read(&dir).expect("read").expect("record");
         let (stopping, _) =
             manifest::state::next(&rec.state, manifest::state::Event::Stop).expect("stop");
         rec.state = stopping;
-        rec.write(&dir).expect("write");
+        partdir::record::write(&rec, &dir).expect("write");
     }
     let a = Applier::open(options(&w), None).expect("open without a bucket");
     assert_eq!(a.state_of(&tp("p1")), Some(PartitionState::Mirroring));

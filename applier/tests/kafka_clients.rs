@@ -354,7 +354,7 @@ async fn a_mirror_is_read_by_every_client_and_written_only_after_stop() {
     assert_eq!(written.len(), 7, "one record per producer: {written:?}");
 
     // The producers' batches carry the epoch above the LME.
-    let record = manifest::mirror_state::MirrorRecord::read(&mirror.join("orders-0"))
+    let record = partdir::record::read(&mirror.join("orders-0"))
         .expect("record")
         .expect("a mirror record");
     let lme = record.lme.expect("an LME after stop");
@@ -856,7 +856,7 @@ fn stock_clients_read_nothing_of_a_range_still_being_streamed_in() {
         last_offset: 29,
         log_end_before: 10,
     };
-    manifest::applying::begin(&partition_dir, &marker).expect("marker");
+    partdir::applying::begin(&partition_dir, &marker).expect("marker");
     let port = free_port();
     let _serve = serve(&logs, port, &[]);
     for who in ["kafka-python", "kcat"] {
@@ -865,7 +865,7 @@ fn stock_clients_read_nothing_of_a_range_still_being_streamed_in() {
         let offsets: Vec<i64> = triples(&got["records"]).iter().map(|t| t.0).collect();
         assert_eq!(offsets, (0..10).collect::<Vec<i64>>(), "{who}");
     }
-    manifest::applying::end(&partition_dir).expect("end");
+    partdir::applying::end(&partition_dir).expect("end");
     for who in ["kafka-python", "kcat"] {
         let got = consume(who, port, "streamed", 0, 0, "read_uncommitted");
         let offsets: Vec<i64> = triples(&got["records"]).iter().map(|t| t.0).collect();

@@ -12,7 +12,7 @@ pub enum ExportError {
     Bucket {
         /// The store's error.
         #[source]
-        source: manifest::store::StoreError,
+        source: bucket::store::StoreError,
     },
     /// The source bucket failed for one partition.
     #[error("{tp}: reading the bucket: {source}")]
@@ -21,7 +21,7 @@ pub enum ExportError {
         tp: TopicPartition,
         /// The store's error.
         #[source]
-        source: manifest::store::StoreError,
+        source: bucket::store::StoreError,
     },
     /// A shipped object does not match its manifest entry, or a batch in it
     /// is damaged: the file it feeds is not written.
@@ -115,7 +115,7 @@ mod tests {
         assert!(corrupt.is_corrupt() && !corrupt.is_retryable());
         let missing = ExportError::Partition {
             tp,
-            source: manifest::store::StoreError::NotFound { key: "k".into() },
+            source: bucket::store::StoreError::NotFound { key: "k".into() },
         };
         assert!(missing.is_retryable() && !missing.is_corrupt());
         assert_eq!(

@@ -51,6 +51,7 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
+use bucket::store::{ManifestStore, StoreError};
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -60,7 +61,6 @@ use kafkalog::records::{decode_control_batch, decode_records};
 use manifest::feed::HeadEntry;
 use manifest::layout::PartitionKey;
 use manifest::partition::{PartitionManifest, ShippedRange};
-use manifest::store::{ManifestStore, StoreError};
 use object_store::buffered::BufWriter;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -400,7 +400,7 @@ impl Exporter {
             match item? {
                 (_, Ok(report)) => summary.partitions.push(report),
                 (tp, Err(e)) => {
-                    tracing::error!(partition = %tp, "{}", manifest::diagnosis::one_line(&e));
+                    tracing::error!(partition = %tp, "{}", bucket::diagnosis::one_line(&e));
                     summary.failures.push((tp, e));
                 }
             }
@@ -1211,7 +1211,7 @@ pub async fn select(
         matched.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         return Ok(Ok(matched));
     }
-    let inventory = manifest::store::take_inventory(
+    let inventory = bucket::store::take_inventory(
         source.object_store(),
         source_prefix,
         source.layout().cluster_id(),

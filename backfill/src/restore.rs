@@ -35,12 +35,12 @@
 
 use std::path::{Path, PathBuf};
 
+use bucket::store::{ManifestStore, StoreError};
 use kafkalog::batch::BatchIter;
 use kafkalog::{LogConfig, LogDir, TopicPartition};
 use manifest::feed::HeadEntry;
 use manifest::layout::PartitionKey;
 use manifest::partition::{PartitionManifest, ShippedRange};
-use manifest::store::{ManifestStore, StoreError};
 
 /// Where a restore stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

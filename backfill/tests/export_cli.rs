@@ -475,7 +475,7 @@ async fn a_rerun_reads_the_marker_in_a_kept_file_to_rewrite_an_earlier_one() {
         w.plain(1, 10, kafkalog::batch::Compression::None);
         w.close().0
     };
-    let ms = manifest::store::ManifestStore::new(
+    let ms = bucket::store::ManifestStore::new(
         store,
         manifest::layout::ClusterLayout::new("", SOURCE).expect("layout"),
     );
@@ -552,7 +552,7 @@ async fn an_lso_cut_inside_a_segment_of_several_objects() {
         let rows = w.close().0;
         (rows, open_at)
     };
-    let ms = manifest::store::ManifestStore::new(
+    let ms = bucket::store::ManifestStore::new(
         store,
         manifest::layout::ClusterLayout::new("", SOURCE).expect("layout"),
     );

@@ -4,7 +4,7 @@
 //! binaries would be by default (`ShipperConfig::validate`,
 //! `ApplierConfig::validate`), on a tokio runtime with 2 workers like the
 //! binaries, talking to a `file://` bucket through a
-//! `manifest::counting::CountingStore`. Phases, in order:
+//! `bucket::counting::CountingStore`. Phases, in order:
 //!
 //! 1. shipper, first start on an empty bucket: `ship_available` (ships all);
 //! 2. shipper restart (a new `Shipper` over the full bucket): its first
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use applier::Applier;
 use applier::config::ApplierConfig;
-use manifest::counting::{CountingStore, RequestCounts};
+use bucket::counting::{CountingStore, RequestCounts};
 use shipper::{Shipper, ShipperConfig};
 
 use crate::common::{Opts, loadavg, proc_hwm_kib, self_cpu};

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use manifest::bucket::BucketUrl;
+use bucket::url::BucketUrl;
 
 use crate::expect::Expectations;
 use crate::run::{Options, Scope, View, run};

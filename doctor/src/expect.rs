@@ -34,7 +34,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use manifest::bucket::BucketUrl;
+use bucket::url::BucketUrl;
 use serde::Deserialize;
 
 /// Default of [`Expectations::max_replication_delay`]: Replication Time

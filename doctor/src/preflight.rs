@@ -18,7 +18,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use manifest::bucket::BucketUrl;
+use bucket::url::BucketUrl;
 
 use crate::expect::Expectations;
 use crate::report::Status;

@@ -19,8 +19,8 @@
 
 use std::time::Duration;
 
-use manifest::bucket::BucketUrl;
-use manifest::layout::{ClusterLayout, UploadId, clusters_dir};
+use bucket::url::BucketUrl;
+use manifest::layout::{ClusterLayout, clusters_dir};
 
 use crate::answer::Answer;
 use crate::expect::{Expectations, Side};
@@ -249,7 +249,7 @@ async fn s3_checks(
         endpoint: endpoint.clone(),
         problem,
     };
-    if let Some(problem) = manifest::diagnosis::check_before_first_request(url).await {
+    if let Some(problem) = bucket::first_request::check_before_first_request(url).await {
         return Err(unusable(problem.to_string()));
     }
     let s3 = S3::connect(opts.timeout).await;
@@ -265,7 +265,7 @@ async fn s3_checks(
         Err(Unusable::Denied(t)) => {
             return Err(unusable(format!(
                 "access denied to HeadBucket ({t}); check the credentials ({}) and their role's policy (modules/iam)",
-                manifest::bucket::credential_source()
+                bucket::url::credential_source()
             )));
         }
         Err(Unusable::WrongRegion(t)) => {
@@ -277,7 +277,7 @@ async fn s3_checks(
         Err(Unusable::Unreachable(t)) => {
             return Err(unusable(format!(
                 "no answer ({t}); check the endpoint (AWS_ENDPOINT_URL), the network and the credentials ({})",
-                manifest::bucket::credential_source()
+                bucket::url::credential_source()
             )));
         }
     };
@@ -367,7 +367,7 @@ async fn probe(
     prefix: &str,
     layout: &ClusterLayout,
 ) -> (access::Probe, Option<bool>) {
-    let id = UploadId::new();
+    let id = bucket::upload_id::fresh();
     let key = layout.doctor_probe_key(&id);
     let mut p = access::Probe::default();
     let put = s3.put_probe(bucket, &key).await;
@@ -539,7 +539,7 @@ async fn layout_checks(
                 problem: format!(
                     "cannot list {format_root}/ (ListObjectsV2: {text}); the shipper and the applier list it: \
                      check the credentials ({}) and their role's s3:ListBucket on the prefix (modules/iam)",
-                    manifest::bucket::credential_source()
+                    bucket::url::credential_source()
                 ),
             });
         }

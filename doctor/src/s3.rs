@@ -3,9 +3,9 @@
 //! [`crate::facts`] value in an [`Answer`]. No verdicts here.
 //!
 //! Invariants:
-//! - Region: [`manifest::bucket::region`] (the services' precedence);
+//! - Region: [`bucket::url::region`] (the services' precedence);
 //!   endpoint: `AWS_ENDPOINT_URL_S3`, else `AWS_ENDPOINT_URL`, with
-//!   path-style requests, as `manifest::bucket` configures object_store;
+//!   path-style requests, as `bucket::url` configures object_store;
 //!   credentials: the AWS SDK's default chain (environment, shared files,
 //!   web identity, container, instance metadata).
 //! - Every request is bounded by the timeout given to [`S3::connect`] and
@@ -123,7 +123,7 @@ impl S3 {
     /// The clients, configured from the environment; each request is
     /// bounded by `timeout`.
     pub async fn connect(timeout: Duration) -> S3 {
-        let region = manifest::bucket::region();
+        let region = bucket::url::region();
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         let endpoint = env("AWS_ENDPOINT_URL_S3").or_else(|| env("AWS_ENDPOINT_URL"));
         let conf = aws_config::defaults(BehaviorVersion::latest())

@@ -24,7 +24,7 @@ impl Testbed {
     /// A client configured from the environment (`AWS_ENDPOINT_URL`, ...).
     pub async fn from_env() -> Testbed {
         let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .region(aws_config::Region::new(manifest::bucket::region()))
+            .region(aws_config::Region::new(bucket::url::region()))
             .load()
             .await;
         let mut b = aws_sdk_s3::config::Builder::from(&conf);

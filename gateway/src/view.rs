@@ -31,7 +31,6 @@ use kafkalog::index::{AbortedTxn, TimeIndex, TransactionIndex};
 use kafkalog::reader::{PartitionReader, SegmentFile};
 use kafkalog::segment::{self, ScanStop};
 use kafkalog::{TopicId, TopicPartition};
-use manifest::mirror_state::MirrorRecord;
 use manifest::state::PartitionState;
 
 /// A partition as the gateway serves it.
@@ -147,11 +146,11 @@ impl LogView {
                 .unwrap_or(first_base);
         let log_start_offset = first_base.max(checkpointed).min(tail.next_offset);
         let lineage = self.lineage(&reader)?;
-        let record = MirrorRecord::read(reader.dir())
+        let record = partdir::record::read(reader.dir())
             .map_err(|e| ViewError::Record(format!("{tp}: {e}")))?;
         // A range being appended as it downloads is not served before it
         // is whole and verified: the log ends where it started.
-        let log_end_offset = match manifest::applying::read(reader.dir()) {
+        let log_end_offset = match partdir::applying::read(reader.dir()) {
             Ok(Some(Ok(a))) => tail.next_offset.min(a.log_end_before.max(log_start_offset)),
             _ => tail.next_offset,
         };
@@ -445,10 +444,10 @@ mod tests {
             last_offset: 9,
             log_end_before: 2,
         };
-        manifest::applying::begin(log.dir(), &marker).expect("marker");
+        partdir::applying::begin(log.dir(), &marker).expect("marker");
         let info = view.info(&tp).expect("info");
         assert_eq!((info.log_end_offset, info.last_stable_offset), (2, 2));
-        manifest::applying::end(log.dir()).expect("end");
+        partdir::applying::end(log.dir()).expect("end");
         assert_eq!(view.info(&tp).expect("info").log_end_offset, 6);
     }
 }

@@ -15,7 +15,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use kafkalog::{LogConfig, LogDir, PartitionLog, TopicPartition};
-use manifest::mirror_state::MirrorRecord;
 use manifest::state::PartitionState;
 use tokio::sync::{Notify, mpsc, oneshot};
 
@@ -341,7 +340,7 @@ impl DirWriter {
             self.open
                 .insert(tp.clone(), OpenForProducers::new(self.dir.root(), log));
         }
-        let state = MirrorRecord::read(&dir)
+        let state = partdir::record::read(&dir)
             .map_err(|e| AppendError::Storage(format!("{tp}: {e}")))?
             .map(|r| r.state.state());
         if let Some(refused) = refusal(tp, state) {

@@ -54,14 +54,86 @@
 
 use std::fmt;
 
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
-use crate::partition::{ManifestFormatError, SCHEMA_MAJOR, SchemaVersion};
+/// Current major version of the manifest format.
+pub const SCHEMA_MAJOR: u32 = 1;
+/// Current minor version of the manifest, page and head formats (1: with
+/// the CRC-32C trailer of `codec`).
+pub const SCHEMA_MINOR: u32 = 1;
+/// Format version of a persisted object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaVersion {
+    /// Incompatible changes.
+    pub major: u32,
+    /// Compatible additions.
+    pub minor: u32,
+}
+
+impl SchemaVersion {
+    /// The version this build writes.
+    pub const CURRENT: SchemaVersion = SchemaVersion {
+        major: SCHEMA_MAJOR,
+        minor: SCHEMA_MINOR,
+    };
+}
+
+/// What is wrong with a manifest.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManifestFormatError {
+    /// The object is not valid JSON of the expected shape.
+    #[error("not a valid manifest: {0}")]
+    Malformed(String),
+    /// The object was written by a newer, incompatible version.
+    #[error(
+        "manifest schema {major}.{minor} is newer than this build understands ({SCHEMA_MAJOR}.x): upgrade segmirror"
+    )]
+    UnsupportedSchema {
+        /// Major version found.
+        major: u32,
+        /// Minor version found.
+        minor: u32,
+    },
+    /// An invariant does not hold.
+    #[error("inconsistent manifest: {0}")]
+    Invalid(String),
+    /// The object's CRC-32C trailer does not match its bytes: it was damaged
+    /// after it was written.
+    #[error(
+        "{object} checksum mismatch: the object says CRC-32C {expected:#010x}, its bytes have {actual:#010x} (damaged in storage or transit)"
+    )]
+    ChecksumMismatch {
+        /// The kind of object.
+        object: ObjectKind,
+        /// The CRC the trailer states.
+        expected: u32,
+        /// The CRC of the covered bytes.
+        actual: u32,
+    },
+    /// An object whose schema version requires a CRC-32C trailer has none
+    /// (or a damaged one).
+    #[error(
+        "{object} schema {major}.{minor} requires a CRC-32C trailer (`,\"crc32c\":<n>}}` at the very end) and it is missing or malformed (damaged in storage or transit)"
+    )]
+    MissingChecksum {
+        /// The kind of object.
+        object: ObjectKind,
+        /// Major version found.
+        major: u32,
+        /// Minor version found.
+        minor: u32,
+    },
+}
 
 /// The first schema version whose manifests, pages and heads carry the
 /// CRC-32C trailer.
 pub const CHECKSUMMED_SINCE: SchemaVersion = SchemaVersion { major: 1, minor: 1 };
+
+/// The first version of the applier's mirror record (its own versions,
+/// `mirror_state::RECORD_SCHEMA`) that carries the CRC-32C trailer.
+pub const MIRROR_RECORD_CHECKSUMMED_SINCE: SchemaVersion = SchemaVersion { major: 1, minor: 2 };
 
 /// What precedes the CRC digits at the end of a checksummed object.
 const TRAILER_KEY: &[u8] = b",\"crc32c\":";
@@ -104,7 +176,7 @@ impl ObjectKind {
 
     /// The first schema version of this kind whose objects carry the
     /// trailer: [`CHECKSUMMED_SINCE`] for the bucket's objects,
-    /// `mirror_state::CHECKSUMMED_SINCE` for the mirror record.
+    /// [`MIRROR_RECORD_CHECKSUMMED_SINCE`] for the mirror record.
     pub fn checksummed_since(self) -> SchemaVersion {
         match self {
             ObjectKind::Manifest
@@ -112,7 +184,7 @@ impl ObjectKind {
             | ObjectKind::Head
             | ObjectKind::GroupsDelta
             | ObjectKind::GroupsSnapshot => CHECKSUMMED_SINCE,
-            ObjectKind::MirrorRecord => crate::mirror_state::CHECKSUMMED_SINCE,
+            ObjectKind::MirrorRecord => MIRROR_RECORD_CHECKSUMMED_SINCE,
         }
     }
 }

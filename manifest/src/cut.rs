@@ -30,41 +30,10 @@
 //! Offsets, not records, are counted: a compacted log may hold fewer
 //! records than the offsets its cut spans.
 
-use std::fmt;
-
 use crate::lineage;
-use crate::mirror_state::MirrorRecord;
+use crate::mirror_state::{Cut, MirrorRecord};
 use crate::partition::PartitionManifest;
 use crate::reconcile::{LocalLog, Plan, Refusal, Step};
-
-/// Offsets of the local log that a cut removes and the source does not
-/// give back: `first_offset..=last_offset`, never empty.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Cut {
-    /// The first offset cut.
-    pub first_offset: i64,
-    /// The last offset cut.
-    pub last_offset: i64,
-}
-
-impl Cut {
-    /// How many offsets it spans.
-    pub fn offsets(&self) -> i64 {
-        self.last_offset - self.first_offset + 1
-    }
-}
-
-impl fmt::Display for Cut {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "offsets {}..{} ({} records)",
-            self.first_offset,
-            self.last_offset,
-            self.offsets()
-        )
-    }
-}
 
 /// Whether the partition's local log may hold records that are not the
 /// pinned source's: adopted with records of its own, or stopped.

@@ -139,10 +139,7 @@ impl Head {
     }
 
     /// [`Head::decode`] of the object at `key`.
-    pub(crate) fn decode_from(
-        key: Option<&str>,
-        bytes: &[u8],
-    ) -> Result<Head, ManifestFormatError> {
+    pub fn decode_from(key: Option<&str>, bytes: &[u8]) -> Result<Head, ManifestFormatError> {
         let mut head: Head = codec::decode(ObjectKind::Head, key, bytes)?;
         head.schema = SchemaVersion::CURRENT;
         Ok(head)

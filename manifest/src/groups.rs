@@ -226,10 +226,8 @@ macro_rules! sealed_object {
                 Self::decode_from(None, bytes)
             }
 
-            pub(crate) fn decode_from(
-                key: Option<&str>,
-                bytes: &[u8],
-            ) -> Result<$t, ManifestFormatError> {
+            /// [`Self::decode`] of the object at `key` (named in errors).
+            pub fn decode_from(key: Option<&str>, bytes: &[u8]) -> Result<$t, ManifestFormatError> {
                 let mut v: $t = codec::decode($kind, key, bytes)?;
                 v.schema = SchemaVersion::CURRENT;
                 Ok(v)

@@ -202,28 +202,13 @@ pub struct PageName {
 pub struct UploadId(String);
 
 impl UploadId {
-    /// A fresh upload id: milliseconds since the epoch and 64 random bits,
-    /// in hex, so ids sort roughly by time and never repeat.
-    #[allow(clippy::new_without_default)]
-    pub fn new() -> UploadId {
-        let ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0);
-        let mut random = [0u8; 8];
-        // Without /dev/urandom, the clock, the process id and a counter
-        // below still make ids differ.
-        let urandom = std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut random));
-        if urandom.is_err() {
-            random = [0u8; 8];
-        }
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let r = u64::from_le_bytes(random)
-            ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            ^ (std::process::id() as u64) << 32;
-        UploadId(format!("{ms:011x}{r:016x}"))
+    /// The id of an upload at `ms` (milliseconds since the Unix epoch)
+    /// with `bits` that tell it apart from every other upload in that
+    /// millisecond: `ms` in 11 hex digits, then `bits` in 16, so ids sort
+    /// roughly by time. Fresh ids (the clock and random bits) are
+    /// `bucket::upload_id::fresh`'s.
+    pub fn from_parts(ms: i64, bits: u64) -> UploadId {
+        UploadId(format!("{ms:011x}{bits:016x}"))
     }
 
     /// Checks `id` ([`validate_upload_id`]).
@@ -508,11 +493,6 @@ pub fn validate_upload_id(id: &str) -> Result<(), LayoutError> {
     Ok(())
 }
 
-/// A fresh upload id as a string ([`UploadId::new`]).
-pub fn new_upload_id() -> String {
-    UploadId::new().0
-}
-
 fn parse_padded(name: &str, suffix: &str) -> Option<u64> {
     let digits = name.strip_suffix(suffix)?;
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -722,7 +702,7 @@ mod tests {
         let p = pk();
         assert_eq!(l.parse_head_key(&l.head_key(42)), Ok(42));
         assert_eq!(l.parse_manifest_key(&p, &l.manifest_key(&p, 9)), Ok(9));
-        let id = new_upload_id();
+        let id = UploadId::from_parts(1_700_000_000_123, 5).to_string();
         let key = l.data_key(&p, 5, 9, 2, &id).expect("key");
         assert_eq!(
             l.parse_data_key(&p, &key),
@@ -748,7 +728,7 @@ mod tests {
     fn page_keys_parse_with_and_without_an_upload_id() {
         let l = ClusterLayout::new("p", "c1").expect("layout");
         let p = pk();
-        let id = UploadId::new();
+        let id = UploadId::from_parts(1_700_000_000_123, 5);
         assert_eq!(
             l.parse_page_key(&p, &l.page_key(&p, 256, 511, &id)),
             Ok(PageName {
@@ -798,9 +778,7 @@ mod tests {
         );
         assert_eq!(parse_upload_time_ms("abc123"), None);
         assert_eq!(parse_upload_time_ms("zzzzzzzzzzzz"), None);
-        let now = UploadId::new().time_ms().expect("a time");
-        assert!(now > 1_700_000_000_000);
-        assert_ne!(UploadId::new(), UploadId::new());
+        assert_eq!(UploadId::from_parts(1_700_000_000_123, 5).as_str(), id);
         assert!(UploadId::parse("Upper").is_err());
     }
 
@@ -814,13 +792,12 @@ mod tests {
         assert_eq!(normalize_prefix("/a/b/").as_deref(), Ok("a/b"));
         assert!(validate_upload_id("../x").is_err());
         assert!(validate_topic("..").is_err());
-        assert!(new_upload_id() != new_upload_id());
     }
     #[test]
     fn classify_key_names_every_key_the_layout_builds_and_refuses_the_rest() {
         let l = ClusterLayout::new("pre/fix", "c1").expect("layout");
         let p = pk();
-        let id = UploadId::new();
+        let id = UploadId::from_parts(1_700_000_000_123, 5);
         assert_eq!(l.classify_key(&l.head_key(7)), Ok(KeyKind::Head(7)));
         assert_eq!(l.classify_key(&l.marker_key()), Ok(KeyKind::Marker));
         assert_eq!(

@@ -24,7 +24,11 @@
 //! - [`partition`]: the epoch manifest of a partition: schema, codec,
 //!   invariants, paging of old ranges.
 //! - [`mirror_state`]: the applier's durable per-partition record, which a
-//!   shipper on the same log dir reads to publish the mirror origin.
+//!   shipper on the same log dir reads to publish the mirror origin (its
+//!   bytes; `partdir::record` reads and writes the file).
+//! - [`applying`]: the marker of a range being streamed into a log, and
+//!   where to cut a log a marker was left in (`partdir::applying` keeps
+//!   the file).
 //! - [`gaps`]: data the mirror never received (retention or an unclean
 //!   truncation passed the shipped end): the pure decision of which offsets
 //!   are lost, recorded in the manifest.
@@ -32,16 +36,8 @@
 //! - [`groups`]: consumer-group offsets shipped from the source's
 //!   `__consumer_offsets`, and the decision of what the applier syncs.
 //! - [`codec`]: the CRC-32C envelope every manifest, page and head carries,
-//!   so that damage in the bucket is a format error, never a wrong value.
-//! - [`store`]: reading and committing through one `ObjectStore` with
-//!   create-if-absent writes, and reading the bucket's inventory; the only
-//!   module here that does IO, with [`bucket`], which builds the store from
-//!   a URL.
-//! - [`diagnosis`]: bucket errors (no credentials, wrong region, access
-//!   denied, no such bucket, unreachable endpoint) as one line naming what
-//!   was tried and the fix, and error chains printed with each cause once.
-//! - [`counting`]: an `ObjectStore` decorator counting requests by kind, for
-//!   request-budget tests and metrics.
+//!   so that damage in the bucket is a format error, never a wrong value;
+//!   its schema versions and format errors. It depends on no other module.
 //! - [`clock`]: wall-clock time, injectable so that tests move it (retry
 //!   backoffs, grace periods) without sleeping.
 //! - [`topic_pattern`]: the `topics`/`exclude` regexes both services and
@@ -52,15 +48,21 @@
 //!   bucket checks them; a mismatch is a [`range_check::ObjectCorrupt`].
 //! - [`inventory`]: what the bucket holds (clusters, topics, those
 //!   selected), the line a command that found nothing to do prints;
-//!   [`store::take_inventory`] reads it.
+//!   `bucket::store::take_inventory` reads it.
+//!
+//! Invariant: this crate does no IO. It has no `object_store`, `tokio` or
+//! `futures` in its dependency tree (`cargo tree -p manifest -e normal`),
+//! opens no file and reads no environment; only [`clock::SystemClock`]
+//! reads the real time, and decisions take time as a value. Reading and
+//! committing through a store, bucket URLs, fresh upload ids, request
+//! counting and the diagnosis of bucket errors live in the `bucket` crate,
+//! the files in a partition dir in the `partdir` crate; both depend on this
+//! one, never the reverse.
 
 pub mod applying;
-pub mod bucket;
 pub mod clock;
 pub mod codec;
-pub mod counting;
 pub mod cut;
-pub mod diagnosis;
 pub mod feed;
 pub mod gaps;
 pub mod groups;
@@ -72,5 +74,4 @@ pub mod partition;
 pub mod range_check;
 pub mod reconcile;
 pub mod state;
-pub mod store;
 pub mod topic_pattern;

@@ -9,7 +9,8 @@
 //! copies that into the manifest's `mirror_origin`, which failback and the
 //! loop check read.
 //!
-//! Kafka ignores unknown files in a partition dir.
+//! Kafka ignores unknown files in a partition dir. This module is the
+//! record and its bytes (pure); `partdir::record` reads and writes the file.
 //!
 //! # Format
 //!
@@ -19,10 +20,10 @@
 //!   declaration order, sealed with the CRC-32C trailer of [`crate::codec`]
 //!   (`...,"crc32c":<n>}`), exactly as manifests are. A record whose
 //!   trailer does not match its bytes, or a 1.2 record without a trailer
-//!   (torn, or its trailer damaged), is refused with
-//!   [`MirrorRecordError::Damaged`] naming the file: a damaged record is
-//!   never taken for an absent one (which would make a mirror look like a
-//!   source partition).
+//!   (torn, or its trailer damaged), is refused (by
+//!   `partdir::record::read`, as `MirrorRecordError::Damaged` naming the
+//!   file): a damaged record is never taken for an absent one (which would
+//!   make a mirror look like a source partition).
 //! - 1.0 and 1.1 (written before, pretty-printed, no trailer; 1.1 borrowed
 //!   the manifest's version number): still read, unchecked (the next write
 //!   seals it). Not warned about per read: the shipper reads the record of
@@ -32,8 +33,6 @@
 //!
 //! A decoded record's `schema` is [`RECORD_SCHEMA`], the version it is
 //! written as, whatever it was read as.
-
-use std::path::Path;
 
 use kafkalog::topic::TopicId;
 use serde::{Deserialize, Serialize};
@@ -50,7 +49,38 @@ pub const MIRROR_FILE: &str = kafkalog::reader::MIRROR_RECORD_FILE;
 pub const RECORD_SCHEMA: SchemaVersion = SchemaVersion { major: 1, minor: 2 };
 
 /// The first record version that carries the CRC-32C trailer.
-pub const CHECKSUMMED_SINCE: SchemaVersion = RECORD_SCHEMA;
+pub const CHECKSUMMED_SINCE: SchemaVersion = codec::MIRROR_RECORD_CHECKSUMMED_SINCE;
+
+/// Offsets of the local log that a cut removes and the source does not
+/// give back: `first_offset..=last_offset`, never empty. Recorded here
+/// ([`MirrorRecord::pending_cut`]) and in a refused plan; [`crate::cut`]
+/// decides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Cut {
+    /// The first offset cut.
+    pub first_offset: i64,
+    /// The last offset cut.
+    pub last_offset: i64,
+}
+
+impl Cut {
+    /// How many offsets it spans.
+    pub fn offsets(&self) -> i64 {
+        self.last_offset - self.first_offset + 1
+    }
+}
+
+impl std::fmt::Display for Cut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "offsets {}..{} ({} records)",
+            self.first_offset,
+            self.last_offset,
+            self.offsets()
+        )
+    }
+}
 
 /// The applier's durable record of one mirror partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,7 +123,7 @@ pub struct MirrorRecord {
     /// as the `start` that accepted it planned it (`applier status` shows
     /// it); cleared when a preparation completes. Not written when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_cut: Option<crate::cut::Cut>,
+    pub pending_cut: Option<Cut>,
     /// Manifest version last applied.
     #[serde(default)]
     pub applied_manifest_version: u64,
@@ -103,33 +133,6 @@ pub struct MirrorRecord {
     /// When the record was written (ms since the epoch).
     #[serde(default)]
     pub updated_at_ms: i64,
-}
-
-/// Errors reading or writing the record.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum MirrorRecordError {
-    /// IO on the file.
-    #[error(transparent)]
-    Io(#[from] kafkalog::Error),
-    /// The file does not parse.
-    #[error("{path}: {reason}")]
-    Malformed {
-        /// The file.
-        path: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// The file's CRC-32C trailer does not match its bytes, or a record of
-    /// a version that requires one has none (torn or damaged on disk).
-    #[error("mirror record {path} is damaged: {source}")]
-    Damaged {
-        /// The file.
-        path: String,
-        /// The checksum error.
-        #[source]
-        source: ManifestFormatError,
-    },
 }
 
 impl MirrorRecord {
@@ -170,39 +173,6 @@ impl MirrorRecord {
         }
     }
 
-    /// Reads the record of partition dir `dir` (None when it is not a
-    /// mirror: the file does not exist). A damaged or unreadable file is an
-    /// error naming it.
-    pub fn read(dir: &Path) -> Result<Option<MirrorRecord>, MirrorRecordError> {
-        let path = dir.join(MIRROR_FILE);
-        let Some(bytes) = kafkalog::fsutil::read_optional(&path)? else {
-            return Ok(None);
-        };
-        let path = || path.display().to_string();
-        MirrorRecord::decode(&bytes).map(Some).map_err(|e| match e {
-            ManifestFormatError::ChecksumMismatch { .. }
-            | ManifestFormatError::MissingChecksum { .. } => MirrorRecordError::Damaged {
-                path: path(),
-                source: e,
-            },
-            other => MirrorRecordError::Malformed {
-                path: path(),
-                reason: other.to_string(),
-            },
-        })
-    }
-
-    /// Writes the record atomically and durably, as [`RECORD_SCHEMA`].
-    pub fn write(&self, dir: &Path) -> Result<(), MirrorRecordError> {
-        let path = dir.join(MIRROR_FILE);
-        let bytes = self.encode().map_err(|e| MirrorRecordError::Malformed {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
-        kafkalog::fsutil::write_atomic(&path, &bytes, true)?;
-        Ok(())
-    }
-
     /// The record's bytes as [`RECORD_SCHEMA`] (whatever its `schema`
     /// says): compact JSON sealed with the CRC-32C trailer.
     pub fn encode(&self) -> Result<Vec<u8>, ManifestFormatError> {
@@ -227,20 +197,14 @@ impl MirrorRecord {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// A sample record and its bytes as each version wrote them, pinned: for
+/// the tests of this module and of the crate that reads and writes the
+/// file (`partdir::record`).
+pub mod fixtures {
+    use super::{MirrorRecord, RECORD_SCHEMA};
 
-    #[test]
-    fn the_source_a_stop_was_mirroring_round_trips() {
-        let mut r = sample();
-        r.stopped_source_cluster_id = Some("src-1".into());
-        let bytes = r.encode().expect("encode");
-        assert!(String::from_utf8_lossy(&bytes).contains(r#""stopped_source_cluster_id":"src-1""#));
-        assert_eq!(MirrorRecord::decode(&bytes).expect("decode"), r);
-    }
-
-    fn sample() -> MirrorRecord {
+    /// A record with every field set (state PREPARING).
+    pub fn sample() -> MirrorRecord {
         MirrorRecord {
             schema: RECORD_SCHEMA,
             source_cluster_id: "src-1".into(),
@@ -262,11 +226,11 @@ mod tests {
     /// The sample as 1.2 writes it: compact JSON, then the CRC-32C of
     /// everything before `,"crc32c":` (1955714686 = 0x7491d67e, checked
     /// against the `crc32c` Python package).
-    const GOLDEN_1_2: &str = r#"{"schema":{"major":1,"minor":2},"source_cluster_id":"src-1","topic_id":"vVw7a5a_QkWcK7JvBD2t8Q","state":{"state":"PREPARING","previous":null,"retries":0},"lme":4,"stopped_at_offset":100,"stop_epoch":5,"failback_pending":true,"applied_manifest_version":3,"segment_generations":{"0":1,"70":2},"updated_at_ms":1700000000200,"crc32c":1955714686}"#;
+    pub const GOLDEN_1_2: &str = r#"{"schema":{"major":1,"minor":2},"source_cluster_id":"src-1","topic_id":"vVw7a5a_QkWcK7JvBD2t8Q","state":{"state":"PREPARING","previous":null,"retries":0},"lme":4,"stopped_at_offset":100,"stop_epoch":5,"failback_pending":true,"applied_manifest_version":3,"segment_generations":{"0":1,"70":2},"updated_at_ms":1700000000200,"crc32c":1955714686}"#;
 
     /// The sample as the writer before 1.2 wrote it: pretty JSON, no
     /// trailer, the manifest's version 1.1.
-    const OLD_1_1: &str = r#"{
+    pub const OLD_1_1: &str = r#"{
   "schema": {
     "major": 1,
     "minor": 1
@@ -289,23 +253,25 @@ mod tests {
   },
   "updated_at_ms": 1700000000200
 }"#;
+}
 
-    fn written(bytes: &[u8]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(dir.path().join(MIRROR_FILE), bytes).expect("write");
-        dir
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{GOLDEN_1_2, OLD_1_1, sample};
+    use super::*;
+
+    #[test]
+    fn the_source_a_stop_was_mirroring_round_trips() {
+        let mut r = sample();
+        r.stopped_source_cluster_id = Some("src-1".into());
+        let bytes = r.encode().expect("encode");
+        assert!(String::from_utf8_lossy(&bytes).contains(r#""stopped_source_cluster_id":"src-1""#));
+        assert_eq!(MirrorRecord::decode(&bytes).expect("decode"), r);
     }
 
     #[test]
     fn golden_bytes_are_pinned() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        sample().write(dir.path()).expect("write");
-        let on_disk = std::fs::read(dir.path().join(MIRROR_FILE)).expect("read");
-        assert_eq!(String::from_utf8(on_disk).expect("utf-8"), GOLDEN_1_2);
-        assert_eq!(
-            MirrorRecord::read(dir.path()).expect("read"),
-            Some(sample())
-        );
+        assert_eq!(sample().encode().expect("encode"), GOLDEN_1_2.as_bytes());
         assert_eq!(
             codec::verify(ObjectKind::MirrorRecord, GOLDEN_1_2.as_bytes()),
             Ok(codec::Integrity::Verified {
@@ -323,81 +289,26 @@ mod tests {
 
     #[test]
     fn a_record_without_trailer_from_before_1_2_is_still_read() {
-        let dir = written(OLD_1_1.as_bytes());
-        assert_eq!(
-            MirrorRecord::read(dir.path()).expect("read"),
-            Some(sample())
-        );
+        assert_eq!(MirrorRecord::decode(OLD_1_1.as_bytes()), Ok(sample()));
         let v10 = OLD_1_1.replace("\"minor\": 1", "\"minor\": 0");
         assert_eq!(MirrorRecord::decode(v10.as_bytes()), Ok(sample()));
         // Rewritten, it gains the trailer.
-        let record = MirrorRecord::read(dir.path()).expect("read").expect("some");
-        record.write(dir.path()).expect("write");
-        assert_eq!(
-            std::fs::read(dir.path().join(MIRROR_FILE)).expect("read"),
-            GOLDEN_1_2.as_bytes()
-        );
+        let record = MirrorRecord::decode(OLD_1_1.as_bytes()).expect("decode");
+        assert_eq!(record.encode().expect("encode"), GOLDEN_1_2.as_bytes());
     }
 
     #[test]
-    fn a_flipped_byte_is_an_error_naming_the_file() {
+    fn every_flipped_bit_is_refused() {
         codec::testing::every_bit_flip_is_refused(GOLDEN_1_2.as_bytes(), MirrorRecord::decode);
-        // `"lme":4` -> `"lme":5`: still valid JSON of the right shape.
-        let flipped = GOLDEN_1_2.replace("\"lme\":4", "\"lme\":5");
-        let dir = written(flipped.as_bytes());
-        let err = MirrorRecord::read(dir.path()).expect_err("damaged");
-        assert!(
-            matches!(
-                &err,
-                MirrorRecordError::Damaged {
-                    source: ManifestFormatError::ChecksumMismatch {
-                        object: ObjectKind::MirrorRecord,
-                        ..
-                    },
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-        let text = err.to_string();
-        let path = dir.path().join(MIRROR_FILE).display().to_string();
-        assert!(text.contains(&path), "{text}");
-        assert!(text.contains("mirror record checksum mismatch"), "{text}");
     }
 
     #[test]
-    fn a_truncated_file_is_an_error_naming_the_file_never_absent() {
-        let whole = GOLDEN_1_2.as_bytes();
-        for len in 0..whole.len() {
-            let dir = written(&whole[..len]);
-            let err = MirrorRecord::read(dir.path()).expect_err("truncated");
-            let path = dir.path().join(MIRROR_FILE).display().to_string();
-            assert!(err.to_string().contains(&path), "{len}: {err}");
-            if len > 32 {
-                assert!(
-                    matches!(
-                        err,
-                        MirrorRecordError::Damaged {
-                            source: ManifestFormatError::MissingChecksum { .. },
-                            ..
-                        }
-                    ),
-                    "{len}: {err:?}"
-                );
-            }
-        }
-        // An old record torn is malformed, still an error.
-        let dir = written(&OLD_1_1.as_bytes()[..OLD_1_1.len() / 2]);
-        assert!(matches!(
-            MirrorRecord::read(dir.path()),
-            Err(MirrorRecordError::Malformed { .. })
-        ));
+    fn the_version_written_is_the_first_checksummed_one() {
+        assert_eq!(CHECKSUMMED_SINCE, RECORD_SCHEMA);
     }
 
     #[test]
-    fn absent_is_none_and_a_newer_major_is_refused() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        assert_eq!(MirrorRecord::read(dir.path()).expect("read"), None);
+    fn a_newer_major_is_refused() {
         let newer = codec::testing::reseal(GOLDEN_1_2.as_bytes(), |t| {
             t.replace("\"major\":1", "\"major\":2")
         });

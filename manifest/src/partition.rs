@@ -58,35 +58,17 @@ use kafkalog::topic::{TopicId, TopicPartition};
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{self, ObjectKind};
+/// The envelope's vocabulary, defined in [`crate::codec`] (which every
+/// checksummed object, not only manifests, is encoded with) and named here
+/// too, where the manifest's readers have always found it.
+pub use crate::codec::{ManifestFormatError, SCHEMA_MAJOR, SCHEMA_MINOR, SchemaVersion};
 use crate::gaps::Gap;
 
-/// Current major version of the manifest format.
-pub const SCHEMA_MAJOR: u32 = 1;
-/// Current minor version of the manifest, page and head formats (1: with
-/// the CRC-32C trailer of `codec`).
-pub const SCHEMA_MINOR: u32 = 1;
 /// Most ranges kept inline in a manifest version.
 pub const MAX_INLINE_RANGES: usize = 512;
 /// Ranges per sealed page. When the inline ranges exceed
 /// [`MAX_INLINE_RANGES`], the oldest [`PAGE_RANGES`] are sealed into a page.
 pub const PAGE_RANGES: usize = 256;
-
-/// Format version of a persisted object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SchemaVersion {
-    /// Incompatible changes.
-    pub major: u32,
-    /// Compatible additions.
-    pub minor: u32,
-}
-
-impl SchemaVersion {
-    /// The version this build writes.
-    pub const CURRENT: SchemaVersion = SchemaVersion {
-        major: SCHEMA_MAJOR,
-        minor: SCHEMA_MINOR,
-    };
-}
 
 /// One shipped object: consecutive whole batches of one source segment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,10 +146,7 @@ impl Page {
     }
 
     /// [`Page::decode`] of the object at `key`.
-    pub(crate) fn decode_from(
-        key: Option<&str>,
-        bytes: &[u8],
-    ) -> Result<Page, ManifestFormatError> {
+    pub fn decode_from(key: Option<&str>, bytes: &[u8]) -> Result<Page, ManifestFormatError> {
         let mut page: Page = codec::decode(ObjectKind::Page, key, bytes)?;
         page.schema = SchemaVersion::CURRENT;
         Ok(page)
@@ -249,54 +228,6 @@ pub struct PartitionManifest {
     pub gaps: Vec<Gap>,
 }
 
-/// What is wrong with a manifest.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ManifestFormatError {
-    /// The object is not valid JSON of the expected shape.
-    #[error("not a valid manifest: {0}")]
-    Malformed(String),
-    /// The object was written by a newer, incompatible version.
-    #[error(
-        "manifest schema {major}.{minor} is newer than this build understands ({SCHEMA_MAJOR}.x): upgrade segmirror"
-    )]
-    UnsupportedSchema {
-        /// Major version found.
-        major: u32,
-        /// Minor version found.
-        minor: u32,
-    },
-    /// An invariant does not hold.
-    #[error("inconsistent manifest: {0}")]
-    Invalid(String),
-    /// The object's CRC-32C trailer does not match its bytes: it was damaged
-    /// after it was written.
-    #[error(
-        "{object} checksum mismatch: the object says CRC-32C {expected:#010x}, its bytes have {actual:#010x} (damaged in storage or transit)"
-    )]
-    ChecksumMismatch {
-        /// The kind of object.
-        object: ObjectKind,
-        /// The CRC the trailer states.
-        expected: u32,
-        /// The CRC of the covered bytes.
-        actual: u32,
-    },
-    /// An object whose schema version requires a CRC-32C trailer has none
-    /// (or a damaged one).
-    #[error(
-        "{object} schema {major}.{minor} requires a CRC-32C trailer (`,\"crc32c\":<n>}}` at the very end) and it is missing or malformed (damaged in storage or transit)"
-    )]
-    MissingChecksum {
-        /// The kind of object.
-        object: ObjectKind,
-        /// Major version found.
-        major: u32,
-        /// Minor version found.
-        minor: u32,
-    },
-}
-
 impl PartitionManifest {
     /// A first, empty manifest for a partition.
     pub fn new(
@@ -341,7 +272,7 @@ impl PartitionManifest {
 
     /// [`PartitionManifest::decode`] of the object at `key` (named in the
     /// warning about unchecked objects).
-    pub(crate) fn decode_from(
+    pub fn decode_from(
         key: Option<&str>,
         bytes: &[u8],
     ) -> Result<PartitionManifest, ManifestFormatError> {

@@ -136,7 +136,7 @@ pub enum Refusal {
     )]
     WouldCut {
         /// The offsets.
-        cut: crate::cut::Cut,
+        cut: crate::mirror_state::Cut,
     },
 }
 

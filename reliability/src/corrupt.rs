@@ -33,13 +33,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use applier::Applier;
+use bucket::store::ManifestStore;
 use bytes::Bytes;
 use kafkalog::TopicPartition;
 use kafkalog::batch::BatchIter;
 use manifest::layout::{ClusterLayout, PartitionKey};
 use manifest::partition::PartitionManifest;
 use manifest::state::{Command, PartitionState};
-use manifest::store::ManifestStore;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};

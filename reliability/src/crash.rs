@@ -22,9 +22,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use bucket::store::ManifestStore;
 use kafkalog::TopicPartition;
 use manifest::layout::{ClusterLayout, PartitionKey};
-use manifest::store::ManifestStore;
 
 use crate::account::{Accounting, account_partition, log_end_from};
 use crate::bins::Bins;
@@ -514,7 +514,7 @@ pub fn run(o: &CrashOptions, bins: &Bins) -> anyhow::Result<CrashReport> {
     }
 
     // Shipped ends, from the bucket.
-    let store = manifest::bucket::BucketUrl::parse(&url)
+    let store = bucket::url::BucketUrl::parse(&url)
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .build()
         .map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -16,7 +16,7 @@
 //! **recovery**. Data keys are compared without their upload id, so a
 //! range uploaded again under a new key counts as a retry of the first.
 //!
-//! Modelled on `manifest::counting::CountingStore`; like it, clones share
+//! Modelled on `bucket::counting::CountingStore`; like it, clones share
 //! their state.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -795,7 +795,7 @@ mod tests {
         let mut plan = FaultPlan::none(9);
         plan.truncate = 1.0;
         let faulty = FaultyStore::new(inner.clone(), plan);
-        let store = manifest::store::ManifestStore::new(faulty.as_dyn(), layout.clone());
+        let store = bucket::store::ManifestStore::new(faulty.as_dyn(), layout.clone());
         let err = store.get(key).await.expect_err("short every time");
         let text = err.to_string();
         assert!(
@@ -804,7 +804,7 @@ mod tests {
         );
         assert_eq!(faulty.stats().requests[&Kind::Get], 2, "read once more");
         // Whole bodies pass.
-        let store = manifest::store::ManifestStore::new(inner, layout);
+        let store = bucket::store::ManifestStore::new(inner, layout);
         assert_eq!(store.get(key).await.expect("get").len(), 1000);
     }
 }

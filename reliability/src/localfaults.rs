@@ -166,7 +166,7 @@ async fn shipped(
     let bucket = root.join("bucket");
     std::fs::create_dir_all(&bucket).context("bucket")?;
     let bucket_url = format!("file://{}", bucket.display());
-    let store = manifest::bucket::BucketUrl::parse(&bucket_url)
+    let store = bucket::url::BucketUrl::parse(&bucket_url)
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .build()
         .map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -167,9 +167,9 @@ pub fn s3_manifest_store(
     endpoint: &str,
     prefix: &str,
     cluster_id: &str,
-) -> anyhow::Result<manifest::store::ManifestStore> {
+) -> anyhow::Result<bucket::store::ManifestStore> {
     let layout = manifest::layout::ClusterLayout::new(prefix, cluster_id).context("layout")?;
-    Ok(manifest::store::ManifestStore::new(
+    Ok(bucket::store::ManifestStore::new(
         s3_store(bucket, endpoint)?,
         layout,
     ))
@@ -195,7 +195,7 @@ pub async fn run(o: &NetOptions) -> anyhow::Result<NetReport> {
         .await
         .context("starting the proxy")?;
     let via = format!("http://{}", proxy.addr());
-    let prefix = format!("reliability-net-{}", manifest::layout::new_upload_id());
+    let prefix = format!("reliability-net-{}", bucket::upload_id::fresh_string());
     let direct = s3_store(&bucket, &endpoint)?;
     // The store decorators inject nothing here: they count requests and
     // the errors that got past object_store's retries.

@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use applier::{Applier, ApplierOptions};
+use bucket::store::ManifestStore;
 use kafkalog::TopicPartition;
 use manifest::layout::{ClusterLayout, PartitionKey};
 use manifest::state::{Command, PartitionState};
-use manifest::store::ManifestStore;
 use object_store::ObjectStore;
 use shipper::{Shipper, ShipperOptions};
 

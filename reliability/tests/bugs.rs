@@ -8,8 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bucket::store::ManifestStore;
 use manifest::layout::{ClusterLayout, PartitionKey};
-use manifest::store::ManifestStore;
 use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use segmirror_reliability::faulty::{FaultPlan, FaultyStore, KeyClass};

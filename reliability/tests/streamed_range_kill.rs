@@ -20,7 +20,6 @@ use applier::mirror::Mirror;
 use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
 use kafkalog::{LogConfig, LogDir, TopicPartition};
 use manifest::clock::SystemClock;
-use manifest::mirror_state::MirrorRecord;
 use segmirror_reliability::bins::Bins;
 use segmirror_reliability::netfaults::s3_env;
 use segmirror_reliability::proxy::{FaultProxy, ProxyPlan};
@@ -73,7 +72,7 @@ async fn a_sigkill_in_the_middle_of_a_streamed_range_leaves_nothing_of_it() {
     let (src, dest) = (tmp.path().join("source"), tmp.path().join("dest"));
     let tp = TopicPartition::new("big", 0).expect("tp");
     write_source(&src, &tp);
-    let prefix = format!("kill-{}", manifest::layout::new_upload_id());
+    let prefix = format!("kill-{}", bucket::upload_id::fresh_string());
     let url = format!("s3://{bucket}/{prefix}");
     // Two objects: 16 MiB, then the rest.
     run_ok(
@@ -204,7 +203,7 @@ async fn a_sigkill_in_the_middle_of_a_streamed_range_leaves_nothing_of_it() {
             r.base_offset,
             r.last_offset
         );
-        let record = MirrorRecord::read(log.dir())
+        let record = partdir::record::read(log.dir())
             .expect("record")
             .expect("a record");
         let mut mirror = Mirror::new(tp.clone(), log, record, Arc::new(SystemClock));

@@ -25,8 +25,8 @@
 
 use std::fmt;
 
+use bucket::url::BucketUrl;
 use futures::TryStreamExt;
-use manifest::bucket::BucketUrl;
 use manifest::layout::{ClusterLayout, KeyKind, clusters_dir, parse_cluster_dir};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
@@ -225,11 +225,11 @@ pub enum InitError {
     Store(object_store::Error),
     /// The store could not be built.
     #[error(transparent)]
-    Build(Box<manifest::bucket::BucketError>),
+    Build(Box<bucket::url::BucketError>),
 }
 
-impl From<manifest::bucket::BucketError> for InitError {
-    fn from(e: manifest::bucket::BucketError) -> InitError {
+impl From<bucket::url::BucketError> for InitError {
+    fn from(e: bucket::url::BucketError) -> InitError {
         InitError::Build(Box::new(e))
     }
 }
@@ -309,7 +309,7 @@ mod tests {
             look().await.expect("inspect"),
             Found::Empty { clusters: vec![] }
         );
-        let probe = layout.doctor_probe_key(&manifest::layout::UploadId::new());
+        let probe = layout.doctor_probe_key(&bucket::upload_id::fresh());
         store
             .put(&Path::from(probe), PutPayload::from_static(b"x"))
             .await

@@ -22,10 +22,10 @@
 
 use std::sync::Arc;
 
+use bucket::store::{ManifestStore, StoreError};
 use kafkalog::TopicPartition;
-use manifest::layout::{ClusterLayout, PartitionKey, UploadId};
+use manifest::layout::{ClusterLayout, PartitionKey};
 use manifest::partition::{Page, PartitionManifest, ShippedRange};
-use manifest::store::{ManifestStore, StoreError};
 
 use crate::edit::{self, Dropped, PageRanges};
 use crate::error::ShipperError;
@@ -445,7 +445,7 @@ pub(crate) async fn commit(
     }
     let lookup = |k: &str| cached_page(ctx.pages, k);
     // A fresh upload id per page write: pages are create-only.
-    let page_key = |a: i64, b: i64| ctx.layout.page_key(&pk, a, b, &UploadId::new());
+    let page_key = |a: i64, b: i64| ctx.layout.page_key(&pk, a, b, &bucket::upload_id::fresh());
     let inputs = VersionInputs {
         cluster_id: ctx.cluster_id,
         writer: ctx.shipper_id,

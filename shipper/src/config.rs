@@ -63,8 +63,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use bucket::url::BucketUrl;
 pub use kafkalog::units::ByteSize;
-use manifest::bucket::BucketUrl;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 

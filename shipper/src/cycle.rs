@@ -17,11 +17,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bucket::store::{ManifestStore, StoreError};
 use futures::StreamExt;
 use kafkalog::TopicPartition;
 use kafkalog::offsets_topic::OFFSETS_TOPIC;
-use manifest::layout::{ClusterLayout, PartitionKey, new_upload_id};
-use manifest::store::{ManifestStore, StoreError};
+use manifest::layout::{ClusterLayout, PartitionKey};
 use object_store::ObjectStore;
 
 use crate::buffers::PartBuffers;
@@ -240,8 +240,8 @@ fn observe_all(opts: &ShipperOptions, known: Vec<(TopicPartition, PathBuf)>) -> 
 
 impl Shipper {
     /// A shipper over `store` (built from the bucket URL in production:
-    /// [`manifest::bucket::BucketUrl::build`]; a
-    /// [`manifest::counting::CountingStore`] to count requests). Keys go
+    /// [`bucket::url::BucketUrl::build`]; a
+    /// [`bucket::counting::CountingStore`] to count requests). Keys go
     /// under `opts.bucket_prefix`.
     pub fn new(opts: ShipperOptions, store: Arc<dyn ObjectStore>) -> Result<Shipper, ShipperError> {
         let layout = ClusterLayout::new(&opts.bucket_prefix, &opts.cluster_id)
@@ -669,7 +669,7 @@ impl Shipper {
                     plan.summary.base_offset,
                     plan.summary.last_offset,
                     plan.summary.first_epoch,
-                    &new_upload_id(),
+                    &bucket::upload_id::fresh_string(),
                 );
                 let r = match key {
                     Ok(key) => {

@@ -9,8 +9,8 @@
 
 use std::path::PathBuf;
 
+use bucket::store::StoreError;
 use kafkalog::TopicPartition;
-use manifest::store::StoreError;
 
 /// Everything that can go wrong shipping a partition.
 #[derive(Debug, thiserror::Error)]

@@ -15,12 +15,12 @@
 
 use std::collections::BTreeMap;
 
+use bucket::store::ManifestStore;
 use kafkalog::TopicPartition;
 use manifest::feed::{Head, HeadEntry};
 use manifest::groups::GroupsPointer;
 use manifest::layout::PartitionKey;
 use manifest::partition::PartitionManifest;
-use manifest::store::ManifestStore;
 
 use crate::error::ShipperError;
 

@@ -31,13 +31,13 @@
 //! Acknowledging is per gap, named by its offsets: a later gap is a new
 //! entry, unacknowledged, and `shipper once` exits 1 for it again.
 
+use bucket::store::{ManifestStore, StoreError};
 use kafkalog::TopicPartition;
 use manifest::feed::HeadEntry;
 use manifest::gaps::{self, Gap, Recorded, SourceNow};
 use manifest::layout::PartitionKey;
 use manifest::lineage::EpochLineage;
 use manifest::partition::PartitionManifest;
-use manifest::store::{ManifestStore, StoreError};
 
 use crate::partition::Work;
 

@@ -35,6 +35,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 
+use bucket::store::{ManifestStore, StoreError};
 use kafkalog::TopicPartition;
 use kafkalog::offsets_topic::{self, Committed, GroupMetadata, OFFSETS_TOPIC, OffsetsRecord};
 use kafkalog::records::{ControlType, decode_control_batch, decode_records};
@@ -43,7 +44,6 @@ use manifest::groups::{
     SNAPSHOT_EVERY, diff,
 };
 use manifest::partition::SchemaVersion;
-use manifest::store::{ManifestStore, StoreError};
 
 use crate::config::ShipperOptions;
 use crate::error::ShipperError;

@@ -17,7 +17,7 @@
 //!    writes the pages that `push_range` seals, then commits **one** new
 //!    manifest version (create-if-absent);
 //! 3. publishes **one** head of the change feed
-//!    ([`manifest::store::ManifestStore::publish_head`]) with the entry of
+//!    ([`bucket::store::ManifestStore::publish_head`]) with the entry of
 //!    every partition committed in the cycle, and of any version it holds
 //!    that the feed does not name yet (one adopted after a lost answer, or
 //!    committed just before a crash: appliers learn versions only from the

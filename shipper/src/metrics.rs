@@ -10,7 +10,7 @@
 //! | `segmirror_shipper_deleted_objects_total` | counter | | unreferenced objects deleted |
 //! | `segmirror_shipper_cycles_total` | counter | | ship cycles run |
 //! | `segmirror_shipper_errors_total` | counter | `kind` | errors (`corrupt_source`, `source`, `source_changed`, `store`, `existing_object_differs`, `fenced`, `inconsistent`) |
-//! | `segmirror_shipper_object_store_requests_total` | counter | `kind` | requests made to the bucket, by kind (from [`manifest::counting::CountingStore`]) |
+//! | `segmirror_shipper_object_store_requests_total` | counter | `kind` | requests made to the bucket, by kind (from [`bucket::counting::CountingStore`]) |
 //! | `segmirror_shipper_lag_offsets` | gauge | `topic`, `partition` | source high watermark minus shipped end |
 //! | `segmirror_shipper_lag_bytes` | gauge | `topic`, `partition` | committed source bytes not yet shipped, as of the last plan |
 //! | `segmirror_shipper_lag_seconds` | gauge | `topic`, `partition` | time since the shipped end last reached the high watermark |
@@ -30,7 +30,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
-use manifest::counting::{CountingStore, RequestCounts};
+use bucket::counting::{CountingStore, RequestCounts};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;

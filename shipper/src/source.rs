@@ -20,7 +20,6 @@ use kafkalog::checkpoint::{self, EpochEntry};
 use kafkalog::index::OffsetIndex;
 use kafkalog::segment::{self, INDEX_SUFFIX, LOG_SUFFIX, ScanStop};
 use kafkalog::{TopicId, TopicPartition};
-use manifest::mirror_state::MirrorRecord;
 use manifest::partition::MirrorOrigin;
 
 /// The log dir root's offset checkpoints.
@@ -180,7 +179,7 @@ pub(crate) fn observe(
         (Some(map), false) => Some(map.get(tp).copied().unwrap_or(0)),
         _ => None,
     };
-    let origin = match MirrorRecord::read(&dir) {
+    let origin = match partdir::record::read(&dir) {
         Ok(r) => Ok(r.map(|r| r.origin())),
         Err(e) => Err(e.to_string()),
     };

@@ -2,7 +2,7 @@
 //! the bucket's change feed describes it (one LIST and a GET or two; no
 //! manifest is read, no source file is needed).
 
-use manifest::store::{ManifestStore, StoreError};
+use bucket::store::{ManifestStore, StoreError};
 use serde::Serialize;
 
 /// One partition's line.

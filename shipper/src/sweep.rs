@@ -16,10 +16,10 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use bucket::store::{ManifestStore, StoreError};
 use futures::{StreamExt, TryStreamExt};
 use kafkalog::TopicPartition;
 use manifest::layout::{ClusterLayout, PartitionKey, parse_upload_time_ms};
-use manifest::store::{ManifestStore, StoreError};
 use object_store::path::Path as ObjectPath;
 
 use crate::commit::load_page;

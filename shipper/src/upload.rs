@@ -47,11 +47,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bucket::store::{ManifestStore, StoreError};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use kafkalog::TopicPartition;
 use kafkalog::batch::{HEADER_SIZE, LOG_OVERHEAD};
-use manifest::store::{ManifestStore, StoreError};
 use object_store::path::Path as ObjectPath;
 use object_store::{MultipartUpload, ObjectStoreExt, PutPayload};
 use tokio::task::JoinSet;

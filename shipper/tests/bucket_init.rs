@@ -176,7 +176,7 @@ fn run_refuses_a_new_bucket_before_it_starts() {
 
 /// Every key under `url` (an s3:// URL), through object_store.
 fn s3_keys(url: &str) -> Vec<String> {
-    let bucket = manifest::bucket::BucketUrl::parse(url).expect("url");
+    let bucket = bucket::url::BucketUrl::parse(url).expect("url");
     let store = bucket.build().expect("store");
     let prefix = object_store::path::Path::from(bucket.prefix());
     tokio::runtime::Builder::new_current_thread()

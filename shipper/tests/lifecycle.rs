@@ -669,7 +669,7 @@ async fn a_source_that_is_itself_a_mirror_publishes_its_origin() {
             .expect("record")
         };
         let pdir = root.join(t.dir_name());
-        record(None).write(&pdir).expect("write");
+        partdir::record::write(&record(None), &pdir).expect("write");
         let clock = ManualClock::new();
         let mut s = shipper_with(options(&root, &b, "a"), b.store(), &clock);
         assert_eq!(s.ship_available().await.committed, 1);
@@ -681,7 +681,7 @@ async fn a_source_that_is_itself_a_mirror_publishes_its_origin() {
             0,
             "unchanged: no new version"
         );
-        record(Some(4)).write(&pdir).expect("write");
+        partdir::record::write(&record(Some(4)), &pdir).expect("write");
         assert_eq!(
             s.run_cycle().await.committed,
             1,

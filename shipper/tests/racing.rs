@@ -9,11 +9,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bucket::store::{ManifestStore, StoreError};
 use bytes::Bytes;
 use common::*;
 use kafkalog::LogDir;
 use manifest::layout::PartitionKey;
-use manifest::store::{ManifestStore, StoreError};
 use shipper::clock::ManualClock;
 use shipper::{CycleReport, Shipper};
 

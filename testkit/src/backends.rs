@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use manifest::bucket::BucketUrl;
+use bucket::url::BucketUrl;
 use object_store::ObjectStore;
 
 /// One bucket to run a test body on. Keep it alive while its store is used

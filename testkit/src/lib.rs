@@ -16,16 +16,16 @@
 //!   body runs on — `memory://`, `file://` in a fresh temp dir, and an
 //!   S3-compatible server under a fresh prefix (required unless
 //!   `SEGMIRROR_SKIP_S3=1`). The stores are built with
-//!   [`manifest::bucket::BucketUrl`], the production builder, so S3 tests
+//!   [`bucket::url::BucketUrl`], the production builder, so S3 tests
 //!   exercise the configuration the services use.
 //!
 //! Helpers here panic with a message on failure: they run only in tests,
 //! where a panic is the failure report.
 //!
-//! `manifest` dev-depends on this crate, which depends on `manifest` (with
-//! the feature): cargo allows that cycle, and `manifest`'s integration
-//! tests link one `manifest` (the library); its unit tests must not use
-//! this crate's `manifest` types as their own (they do not: a `Backend`
+//! `bucket` dev-depends on this crate, which depends on `bucket` (with
+//! the feature): cargo allows that cycle, and `bucket`'s integration
+//! tests link one `bucket` (the library); its unit tests must not use
+//! this crate's `bucket` types as their own (they do not: a `Backend`
 //! holds only `object_store` types).
 
 #[cfg(feature = "backends")]

@@ -367,7 +367,7 @@ async fn a_flipped_byte_fails_only_its_partition_until_repaired() {
         let (source, dest) = (dir.path().join("source"), dir.path().join("dest"));
         source_with(&source, &[("good", &[(50, 1)]), ("bad", &[(50, 1)])]);
         ship(&b, &source, "src").await;
-        let ms = manifest::store::ManifestStore::new(
+        let ms = bucket::store::ManifestStore::new(
             b.store.clone(),
             manifest::layout::ClusterLayout::new(&b.prefix, "src").expect("layout"),
         );
@@ -696,7 +696,7 @@ async fn resuming_from_the_same_source_cuts_only_the_local_writes() {
 /// log again. The bytes are counted on the store, as a bill would be.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resuming_from_the_same_source_fetches_bytes_in_proportion_to_the_divergent_tail() {
-    use manifest::counting::CountingStore;
+    use bucket::counting::CountingStore;
     use std::sync::Arc;
 
     for b in backends() {

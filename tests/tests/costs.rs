@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use applier::Applier;
+use bucket::counting::CountingStore;
 use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
-use manifest::counting::CountingStore;
 use object_store::ObjectStore;
 use segmirror_e2e::*;
 use shipper::Shipper;
@@ -95,7 +95,7 @@ async fn idle_polls_and_cycles_cost_constant_requests_for_100_partitions() {
         // naming the version applied.
         for p in 0..100 {
             let tp = TopicPartition::new("many", p).expect("tp");
-            let record = manifest::mirror_state::MirrorRecord::read(&dest.join(tp.dir_name()))
+            let record = partdir::record::read(&dest.join(tp.dir_name()))
                 .expect("read record")
                 .expect("a record");
             assert_eq!(

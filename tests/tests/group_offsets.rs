@@ -9,9 +9,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use applier::Applier;
+use bucket::counting::CountingStore;
 use kafkalog::offsets_topic::{self, Committed, OFFSETS_TOPIC, OffsetsRecord};
 use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
-use manifest::counting::CountingStore;
 use manifest::state::Command;
 use object_store::ObjectStore;
 use segmirror_e2e::*;

@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use applier::Applier;
+use bucket::store::ManifestStore;
 use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
 use manifest::layout::ClusterLayout;
 use manifest::reconcile::{LmeRule, Reason, Step};
 use manifest::state::Command;
-use manifest::store::ManifestStore;
 use segmirror_e2e::*;
 
 const ID: TopicId = TopicId::from_bytes([5; 16]);
@@ -98,7 +98,7 @@ async fn plan_prints_the_failback_cut_and_its_rule_and_changes_nothing() {
         // --allow-truncate for.
         assert_eq!(
             row.cut,
-            Some(manifest::cut::Cut {
+            Some(manifest::mirror_state::Cut {
                 first_offset: 50,
                 last_offset: 79
             }),

@@ -6,6 +6,7 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
+use bucket::store::ManifestStore;
 use bytes::Bytes;
 use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
 use kafkalog::checkpoint::EpochEntry;
@@ -15,7 +16,6 @@ use kafkalog::{PartitionLog, TopicId, TopicPartition};
 use manifest::feed::HeadEntry;
 use manifest::layout::PartitionKey;
 use manifest::partition::{PartitionManifest, ShippedRange};
-use manifest::store::ManifestStore;
 
 pub mod clients;
 
@@ -65,7 +65,7 @@ pub async fn publish(
     };
     let segments = reader.segments().expect("segments");
     let mut m = PartitionManifest::new(store.layout().cluster_id(), t, id);
-    m.mirror_origin = manifest::mirror_state::MirrorRecord::read(reader.dir())
+    m.mirror_origin = partdir::record::read(reader.dir())
         .expect("record")
         .map(|r| r.origin());
     m.log_start_offset = segments.first().map_or(0, |s| s.base_offset);
@@ -157,7 +157,7 @@ pub async fn publish(
 pub fn file_bucket(dir: &Path) -> (String, ManifestStore) {
     std::fs::create_dir_all(dir).expect("bucket dir");
     let url = format!("file://{}", dir.display());
-    let object_store = manifest::bucket::BucketUrl::parse(&url)
+    let object_store = bucket::url::BucketUrl::parse(&url)
         .expect("url")
         .build()
         .expect("store");

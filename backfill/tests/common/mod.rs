@@ -9,6 +9,7 @@ use std::ops::ControlFlow;
 use std::path::Path;
 use std::process::Command;
 
+use bucket::store::ManifestStore;
 use bytes::Bytes;
 use kafkalog::batch::Compression;
 use kafkalog::builder::{BatchSpec, RecordInput, build_batch, build_control_batch};
@@ -20,7 +21,6 @@ use kafkalog::{LogConfig, LogDir, PartitionLog, TopicId, TopicPartition};
 use manifest::feed::HeadEntry;
 use manifest::layout::{ClusterLayout, PartitionKey};
 use manifest::partition::{PartitionManifest, ShippedRange};
-use manifest::store::ManifestStore;
 
 pub const SOURCE: &str = "src-cluster";
 
@@ -458,7 +458,7 @@ pub async fn publish_all(
 pub fn file_bucket(dir: &Path) -> (String, std::sync::Arc<dyn object_store::ObjectStore>) {
     std::fs::create_dir_all(dir).expect("bucket dir");
     let url = format!("file://{}", dir.display());
-    let store = manifest::bucket::BucketUrl::parse(&url)
+    let store = bucket::url::BucketUrl::parse(&url)
         .expect("url")
         .build()
         .expect("store");

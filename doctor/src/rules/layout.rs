@@ -243,7 +243,7 @@ mod tests {
     fn keys_are_classified_and_a_probe_is_no_sign_of_a_cluster() {
         let l1 = ClusterLayout::new("p", "c1").expect("layout");
         let l2 = ClusterLayout::new("p", "c2").expect("layout");
-        let probe = l2.doctor_probe_key(&manifest::layout::UploadId::new());
+        let probe = l2.doctor_probe_key(&bucket::upload_id::fresh());
         let keys = vec![
             l1.marker_key(),
             l1.head_key(3),

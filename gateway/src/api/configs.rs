@@ -17,7 +17,6 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
-use manifest::mirror_state::MirrorRecord;
 
 use crate::server::{Reply, Shared, encode};
 
@@ -46,7 +45,7 @@ pub(super) fn describe(shared: &Shared, request: DescribeConfigsRequest, version
                     let mut states = Vec::new();
                     let mut sources = Vec::new();
                     for tp in partitions {
-                        let record = MirrorRecord::read(&shared.view.root().join(tp.dir_name()))
+                        let record = partdir::record::read(&shared.view.root().join(tp.dir_name()))
                             .ok()
                             .flatten();
                         states.push((

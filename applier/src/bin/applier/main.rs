@@ -516,7 +516,7 @@ fn main() -> ExitCode {
             // Each cause once, even where an error both interpolates its
             // source and returns it (object_store's errors do).
             let err: &(dyn std::error::Error + 'static) = e.as_ref();
-            eprintln!("applier: error: {}", manifest::diagnosis::one_line(err));
+            eprintln!("applier: error: {}", bucket::diagnosis::one_line(err));
             ExitCode::from(2)
         }
     }

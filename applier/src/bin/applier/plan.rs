@@ -23,7 +23,7 @@ pub(crate) async fn run(args: PlanArgs) -> anyhow::Result<u8> {
     if let Err(e) = kafkalog::logdir::refuse_if_owned_by_broker(&v.options.log_dir) {
         eprintln!("applier: warning: start and once would be refused now: {e}");
     }
-    let store = manifest::store::ManifestStore::new(
+    let store = bucket::store::ManifestStore::new(
         bucket.build_with_retry_timeout(v.store_timeout)?,
         manifest::layout::ClusterLayout::new(bucket.prefix(), &v.options.source_cluster_id)?,
     );
@@ -50,7 +50,7 @@ pub(crate) async fn run(args: PlanArgs) -> anyhow::Result<u8> {
             include: v.options.topics.as_ref(),
             exclude: v.options.exclude.as_ref(),
         };
-        let inv = manifest::store::take_inventory(
+        let inv = bucket::store::take_inventory(
             store.object_store(),
             bucket.prefix(),
             &v.options.source_cluster_id,

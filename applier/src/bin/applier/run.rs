@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use applier::Applier;
 use applier::inventory::Verdict;
-use manifest::bucket::BucketUrl;
-use manifest::diagnosis::{self, FirstRequestFailure};
+use bucket::diagnosis::FirstRequestFailure;
+use bucket::url::BucketUrl;
 
 use crate::{DaemonTuning, MirrorArgs};
 
@@ -123,7 +123,7 @@ async fn run_with(
         // Said the same way as the shipper's `once`: one line naming what
         // was tried and the fix, when the problem is a recognised one.
         if let Some(bucket) = &v.bucket
-            && let Some(problem) = diagnosis::check_before_first_request(bucket).await
+            && let Some(problem) = bucket::first_request::check_before_first_request(bucket).await
         {
             eprintln!("applier: error: {problem}");
             return Ok(problem.exit_code());
@@ -131,7 +131,7 @@ async fn run_with(
         if let Err(failure) = applier.probe_store(v.store_timeout).await {
             let location = &v.options.bucket_location;
             let explained = match &v.bucket {
-                Some(b) => diagnosis::explain_first_request(b, failure.clone()).await,
+                Some(b) => bucket::first_request::explain_first_request(b, failure.clone()).await,
                 None => None,
             };
             match (explained, failure) {
@@ -228,7 +228,7 @@ async fn run_with(
         {
             // Nothing done: say what was found, and let the exit code tell
             // a mistyped source or selection from a bucket still empty.
-            let found = manifest::store::take_inventory(
+            let found = bucket::store::take_inventory(
                 store,
                 bucket.prefix(),
                 &v.options.source_cluster_id,

@@ -65,10 +65,10 @@ pub(crate) struct RepairArgs {
     partition: i32,
 }
 
-fn store_of(url: &str, cluster: &str) -> anyhow::Result<manifest::store::ManifestStore> {
-    let bucket = manifest::bucket::BucketUrl::parse(url)?;
+fn store_of(url: &str, cluster: &str) -> anyhow::Result<bucket::store::ManifestStore> {
+    let bucket = bucket::url::BucketUrl::parse(url)?;
     crate::run::require_bucket_dir(&bucket)?;
-    Ok(manifest::store::ManifestStore::new(
+    Ok(bucket::store::ManifestStore::new(
         bucket.build()?,
         manifest::layout::ClusterLayout::new(bucket.prefix(), cluster)?,
     ))
@@ -207,7 +207,7 @@ pub(crate) async fn repair(args: RepairArgs) -> anyhow::Result<u8> {
     }
     let tp = TopicPartition::new(&args.topic, args.partition)?;
     let dir = args.log_dir.join(tp.dir_name());
-    let Some(record) = manifest::mirror_state::MirrorRecord::read(&dir)? else {
+    let Some(record) = partdir::record::read(&dir)? else {
         eprintln!(
             "applier: error: {tp} is not a mirror partition in {}",
             args.log_dir.display()

@@ -8,9 +8,9 @@ use backfill::plan::Window;
 use backfill::progress::{Bar, LogLines, Progress};
 use backfill::select::{PartitionList, Shard};
 use backfill::txn::Isolation;
+use bucket::diagnosis;
+use bucket::url::BucketUrl;
 use kafkalog::units::ByteSize;
-use manifest::bucket::BucketUrl;
-use manifest::diagnosis;
 
 pub(crate) const EXAMPLES: &str = "Examples:
   backfill export --bucket file:///data/bucket --source-cluster-id src --topics orders --out file:///data/parquet

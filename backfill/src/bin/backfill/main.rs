@@ -50,7 +50,7 @@ enum Cmd {
 /// problem and its fix) and, with `json`, `{"exit_code", "error"}` on
 /// stdout; returns the exit code.
 pub(crate) async fn first_request(
-    bucket: &manifest::bucket::BucketUrl,
+    bucket: &bucket::url::BucketUrl,
     timeout: std::time::Duration,
     json: bool,
     select: impl std::future::Future<
@@ -60,44 +60,45 @@ pub(crate) async fn first_request(
         >,
     >,
 ) -> Result<Vec<manifest::feed::HeadEntry>, u8> {
-    use manifest::diagnosis::{self, FirstRequestFailure};
-    let (code, line) = if let Some(problem) = diagnosis::check_before_first_request(bucket).await {
-        (problem.exit_code(), problem.to_string())
-    } else {
-        match tokio::time::timeout(timeout, select).await {
-            Ok(Ok(Ok(selected))) => return Ok(selected),
-            Ok(Ok(Err(nothing))) => (2, format!("nothing to do: {nothing}")),
-            Ok(Err(e)) => {
-                let text = diagnosis::one_line(&e);
-                let explained = diagnosis::explain_first_request(
-                    bucket,
-                    FirstRequestFailure::Failed(text.clone()),
-                )
-                .await;
-                let line = match explained {
-                    Some(problem) => problem.to_string(),
-                    None => format!("cannot read the bucket {}: {text}", bucket.location()),
-                };
-                (1, line)
+    use bucket::diagnosis::{self, FirstRequestFailure};
+    let (code, line) =
+        if let Some(problem) = bucket::first_request::check_before_first_request(bucket).await {
+            (problem.exit_code(), problem.to_string())
+        } else {
+            match tokio::time::timeout(timeout, select).await {
+                Ok(Ok(Ok(selected))) => return Ok(selected),
+                Ok(Ok(Err(nothing))) => (2, format!("nothing to do: {nothing}")),
+                Ok(Err(e)) => {
+                    let text = diagnosis::one_line(&e);
+                    let explained = bucket::first_request::explain_first_request(
+                        bucket,
+                        FirstRequestFailure::Failed(text.clone()),
+                    )
+                    .await;
+                    let line = match explained {
+                        Some(problem) => problem.to_string(),
+                        None => format!("cannot read the bucket {}: {text}", bucket.location()),
+                    };
+                    (1, line)
+                }
+                Err(_) => {
+                    let explained = bucket::first_request::explain_first_request(
+                        bucket,
+                        FirstRequestFailure::NoAnswer(timeout),
+                    )
+                    .await;
+                    let line = match explained {
+                        Some(problem) => problem.to_string(),
+                        None => format!(
+                            "cannot read the bucket {}: no answer within {}",
+                            bucket.location(),
+                            humantime::format_duration(timeout)
+                        ),
+                    };
+                    (1, line)
+                }
             }
-            Err(_) => {
-                let explained = diagnosis::explain_first_request(
-                    bucket,
-                    FirstRequestFailure::NoAnswer(timeout),
-                )
-                .await;
-                let line = match explained {
-                    Some(problem) => problem.to_string(),
-                    None => format!(
-                        "cannot read the bucket {}: no answer within {}",
-                        bucket.location(),
-                        humantime::format_duration(timeout)
-                    ),
-                };
-                (1, line)
-            }
-        }
-    };
+        };
     eprintln!("backfill: error: {line}");
     if json {
         println!(
@@ -153,7 +154,7 @@ fn main() -> ExitCode {
             // Each cause once (object_store's errors both interpolate and
             // return their source).
             let err: &(dyn std::error::Error + 'static) = e.as_ref();
-            eprintln!("backfill: error: {}", manifest::diagnosis::one_line(err));
+            eprintln!("backfill: error: {}", bucket::diagnosis::one_line(err));
             ExitCode::from(2)
         }
     }

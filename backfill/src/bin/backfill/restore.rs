@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use backfill::restore::{Cut, PartitionRestore, RestoreError, Restorer};
 use backfill::select::PartitionList;
+use bucket::diagnosis;
+use bucket::store::ManifestStore;
+use bucket::url::BucketUrl;
 use kafkalog::TopicPartition;
-use manifest::bucket::BucketUrl;
-use manifest::diagnosis;
 use manifest::layout::ClusterLayout;
-use manifest::store::ManifestStore;
 
 use crate::export::{build_store, parse_time, regex};
 

@@ -2,9 +2,9 @@
 //! (offsets the source lost before they were shipped), and acknowledging
 //! one of them (a new manifest version: see the library's `gaps` module).
 
-use manifest::bucket::BucketUrl;
+use bucket::store::ManifestStore;
+use bucket::url::BucketUrl;
 use manifest::layout::ClusterLayout;
-use manifest::store::ManifestStore;
 use shipper::gaps::AckOutcome;
 
 /// Where the manifests are (`status` and `gaps` take the same flags).

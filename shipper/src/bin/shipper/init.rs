@@ -10,8 +10,8 @@
 
 use std::time::Duration;
 
-use manifest::bucket::BucketUrl;
-use manifest::diagnosis::{self, FirstRequestFailure};
+use bucket::diagnosis::{self, FirstRequestFailure};
+use bucket::url::BucketUrl;
 use manifest::layout::ClusterLayout;
 use shipper::bucket_init::{self, Decision, InitError, Initialised};
 
@@ -128,7 +128,7 @@ async fn check(
     by: &str,
     timeout: Duration,
 ) -> Result<Initialised, u8> {
-    if let Some(problem) = diagnosis::check_before_first_request(bucket).await {
+    if let Some(problem) = bucket::first_request::check_before_first_request(bucket).await {
         eprintln!("shipper: error: {problem}");
         return Err(problem.exit_code());
     }
@@ -167,7 +167,7 @@ async fn check(
         Ok(Err(e)) => FirstRequestFailure::Failed(diagnosis::one_line(&e)),
         Err(_) => FirstRequestFailure::NoAnswer(timeout),
     };
-    match diagnosis::explain_first_request(bucket, failure.clone()).await {
+    match bucket::first_request::explain_first_request(bucket, failure.clone()).await {
         Some(problem) => {
             eprintln!("shipper: error: {problem}");
             Err(problem.exit_code())

@@ -14,14 +14,14 @@
 //! key of this cluster under the prefix: `shipper::bucket_init`) is exit 2
 //! naming both ways out, unless `--create-bucket` sets it up.
 //!
-//! A recognised bucket problem ([`manifest::diagnosis`]: no credentials,
+//! A recognised bucket problem ([`bucket::diagnosis`]: no credentials,
 //! wrong region, access denied, no such bucket, unreachable endpoint) is
 //! one line naming what was tried and the fix: exit 1, but 2 for missing
 //! credentials (a setup error: checked before the first request when
 //! credentials would come from instance metadata).
 
-use manifest::bucket::BucketUrl;
-use manifest::diagnosis::{self, FirstRequestFailure};
+use bucket::diagnosis::{self, FirstRequestFailure};
+use bucket::url::BucketUrl;
 use shipper::{CycleReport, PartitionStatus};
 
 use crate::run::{OnceArgs, build_validated};
@@ -56,7 +56,7 @@ pub(crate) async fn once(args: OnceArgs) -> anyhow::Result<u8> {
     );
     // Credentials from instance metadata on a machine without it: said
     // before any request (the client would retry until the timeout).
-    if let Some(problem) = diagnosis::check_before_first_request(&bucket).await {
+    if let Some(problem) = bucket::first_request::check_before_first_request(&bucket).await {
         eprintln!("shipper: error: {problem}");
         return Ok(problem.exit_code());
     }
@@ -77,7 +77,7 @@ pub(crate) async fn once(args: OnceArgs) -> anyhow::Result<u8> {
         Err(_) => Some(FirstRequestFailure::NoAnswer(timeout)),
     };
     if let Some(failure) = failure {
-        match diagnosis::explain_first_request(&bucket, failure.clone()).await {
+        match bucket::first_request::explain_first_request(&bucket, failure.clone()).await {
             Some(problem) => {
                 eprintln!("shipper: error: {problem}");
                 return Ok(problem.exit_code());

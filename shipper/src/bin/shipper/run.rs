@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use manifest::counting::CountingStore;
+use bucket::counting::CountingStore;
 use shipper::config::Validated;
 use shipper::{Metrics, Shipper};
 

@@ -23,11 +23,14 @@
 //! Credentials before the first request: [`missing_credentials`] reports,
 //! without any IO, the case where no source can work
 //! (`AWS_EC2_METADATA_DISABLED` with nothing else set, or half a static
-//! key pair); [`crate::bucket::BucketUrl::build`] refuses to build then.
+//! key pair); [`crate::url::BucketUrl::build`] refuses to build then.
+//!
+//! This module knows no bucket URL: [`crate::first_request`] builds a
+//! [`StoreContext`] from one and runs the checks around a service's first
+//! request, so `url -> diagnosis` and `first_request -> url, diagnosis`
+//! have no cycle.
 
 use std::fmt;
-
-use crate::bucket::BucketUrl;
 
 /// The instance metadata endpoint `object_store` asks for credentials when
 /// no other source is configured (`AWS_METADATA_ENDPOINT` overrides it).
@@ -57,34 +60,8 @@ pub struct StoreContext {
 }
 
 impl StoreContext {
-    /// The context of an S3 bucket from the process environment, as
-    /// [`BucketUrl::build`] reads it; `None` for local buckets (nothing
-    /// here applies to them).
-    pub fn from_env(url: &BucketUrl) -> Option<StoreContext> {
-        let BucketUrl::S3 { bucket, prefix } = url else {
-            return None;
-        };
-        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let custom = env("AWS_ENDPOINT_URL_S3")
-            .or_else(|| env("AWS_ENDPOINT_URL"))
-            .is_some();
-        Some(StoreContext {
-            bucket: bucket.clone(),
-            prefix: prefix.clone(),
-            endpoint: url.endpoint().unwrap_or_default(),
-            custom_endpoint: custom,
-            region: crate::bucket::region(),
-            credentials: crate::bucket::credential_source(),
-            metadata_endpoint: env("AWS_METADATA_ENDPOINT")
-                .unwrap_or_else(|| DEFAULT_METADATA_ENDPOINT.to_string()),
-            instance_metadata: !other_credential_source(
-                |k| std::env::var(k).ok(),
-                crate::bucket::has_shared_profile(),
-            ),
-        })
-    }
-
-    fn url(&self) -> String {
+    /// The bucket URL with its prefix, as messages name it.
+    pub(crate) fn url(&self) -> String {
         if self.prefix.is_empty() {
             format!("s3://{}", self.bucket)
         } else {
@@ -245,7 +222,7 @@ impl fmt::Display for StoreProblem {
 }
 
 /// The credential sources `object_store`'s S3 builder consults, in its
-/// order, plus the shared credentials file [`BucketUrl::build`] reads.
+/// order, plus the shared credentials file [`crate::url::BucketUrl::build`] reads.
 pub fn credential_sources(metadata_endpoint: &str) -> String {
     let profile = std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".into());
     format!(
@@ -294,7 +271,10 @@ pub fn missing_credentials(
 /// Whether a credential source other than instance metadata is
 /// configured (in `object_store`'s order: static keys, web identity,
 /// container credentials; and the shared credentials file).
-fn other_credential_source(lookup: impl Fn(&str) -> Option<String>, has_profile: bool) -> bool {
+pub(crate) fn other_credential_source(
+    lookup: impl Fn(&str) -> Option<String>,
+    has_profile: bool,
+) -> bool {
     let set = |k: &str| lookup(k).is_some_and(|v| !v.is_empty());
     has_profile
         || (set("AWS_ACCESS_KEY_ID") && set("AWS_SECRET_ACCESS_KEY"))
@@ -363,50 +343,6 @@ pub enum FirstRequestFailure {
     Failed(String),
     /// It had no answer within the store timeout.
     NoAnswer(std::time::Duration),
-}
-
-/// Before the first request to `url`: the problem [`probe_credentials`]
-/// finds (credentials that would come from an instance metadata endpoint
-/// that does not answer), run off the async runtime. `None` for local
-/// buckets and when credentials can be had.
-pub async fn check_before_first_request(url: &BucketUrl) -> Option<StoreProblem> {
-    let ctx = StoreContext::from_env(url)?;
-    tokio::task::spawn_blocking(move || probe_credentials(&ctx, std::time::Duration::from_secs(1)))
-        .await
-        .ok()
-        .flatten()
-}
-
-/// The recognised problem behind a failed or unanswered first request to
-/// `url`, or `None` (say the raw error; for no answer, the endpoint
-/// accepts connections). A failure is [`classify`]d; no answer is probed
-/// with one TCP connection ([`probe_tcp`]). Both services' `once` use this,
-/// so an operator reads the same line from either.
-pub async fn explain_first_request(
-    url: &BucketUrl,
-    failure: FirstRequestFailure,
-) -> Option<StoreProblem> {
-    let ctx = StoreContext::from_env(url)?;
-    match failure {
-        FirstRequestFailure::Failed(text) => classify(&text, &ctx),
-        FirstRequestFailure::NoAnswer(within) => {
-            let endpoint = ctx.endpoint.clone();
-            let probe = tokio::task::spawn_blocking(move || {
-                probe_tcp(&endpoint, std::time::Duration::from_secs(2))
-            })
-            .await
-            .unwrap_or_else(|e| Err(format!("no answer ({e})")));
-            probe.err().map(|why| StoreProblem::Unreachable {
-                bucket: ctx.url(),
-                endpoint: ctx.endpoint,
-                custom_endpoint: ctx.custom_endpoint,
-                why: format!(
-                    "{why}; no answer within {}",
-                    humantime::format_duration(within)
-                ),
-            })
-        }
-    }
 }
 
 /// The problem an error's text shows, or `None` when it is none of the

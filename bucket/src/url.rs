@@ -24,7 +24,7 @@ use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 
-use crate::layout::{LayoutError, normalize_prefix};
+use manifest::layout::{LayoutError, normalize_prefix};
 
 /// A parsed bucket location.
 #[derive(Debug, Clone, PartialEq, Eq)]

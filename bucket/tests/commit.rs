@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
+use bucket::store::{ManifestStore, StoreError};
+use bucket::url::BucketUrl;
 use kafkalog::TopicPartition;
 use kafkalog::checkpoint::EpochEntry;
-use manifest::bucket::BucketUrl;
 use manifest::feed::HeadEntry;
 use manifest::layout::{ClusterLayout, PartitionKey};
 use manifest::lineage::EpochLineage;
 use manifest::partition::{PartitionManifest, ShippedRange};
-use manifest::store::{ManifestStore, StoreError};
 use object_store::{ObjectStore, ObjectStoreExt};
 use segmirror_testkit::{Backend, backends};
 
@@ -215,8 +215,7 @@ async fn damaged_manifests_pages_and_heads_are_format_errors_naming_kind_and_key
                 segment_generation: 0,
             };
             if let Some((key, page)) = m.push_range(r, |a, b| {
-                ms.layout()
-                    .page_key(&p, a, b, &manifest::layout::UploadId::new())
+                ms.layout().page_key(&p, a, b, &bucket::upload_id::fresh())
             }) {
                 ms.put_page(&key, &page).await.expect("page");
                 page_key = Some(key);
@@ -344,8 +343,7 @@ async fn pages_are_written_before_the_manifest_that_names_them() {
             segment_generation: 0,
         };
         if let Some((key, page)) = m.push_range(r, |a, b| {
-            ms.layout()
-                .page_key(&p, a, b, &manifest::layout::UploadId::new())
+            ms.layout().page_key(&p, a, b, &bucket::upload_id::fresh())
         }) {
             ms.put_page(&key, &page).await.expect("page");
             ms.put_page(&key, &page)
@@ -420,7 +418,7 @@ async fn an_object_read_as_a_stream_is_the_object() {
     } in backends()
     {
         let ms = ManifestStore::new(store.clone(), layout(&prefix, ""));
-        let body: Vec<u8> = (0..(manifest::store::READ_PIECE * 2 + 12345))
+        let body: Vec<u8> = (0..(bucket::store::READ_PIECE * 2 + 12345))
             .map(|i| (i % 251) as u8)
             .collect();
         let key = format!("{prefix}streamed/object");

@@ -23,12 +23,14 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
-use crate::feed::{Head, KEEP_HEADS};
-use crate::groups::{GroupsDelta, GroupsPointer, GroupsSnapshot, GroupsState, MAX_DELTAS_PER_READ};
-use crate::inventory::Inventory;
-use crate::layout::{ClusterLayout, LayoutError, PartitionKey};
-use crate::partition::{ManifestFormatError, Page, PartitionManifest};
-use crate::topic_pattern::Selection;
+use manifest::feed::{Head, KEEP_HEADS};
+use manifest::groups::{
+    GroupsDelta, GroupsPointer, GroupsSnapshot, GroupsState, MAX_DELTAS_PER_READ,
+};
+use manifest::inventory::Inventory;
+use manifest::layout::{ClusterLayout, LayoutError, PartitionKey};
+use manifest::partition::{ManifestFormatError, Page, PartitionManifest};
+use manifest::topic_pattern::Selection;
 
 /// What can go wrong talking to the bucket.
 #[derive(Debug, thiserror::Error)]
@@ -735,7 +737,7 @@ impl ManifestStore {
         &self,
         known: Option<u64>,
         writer: &str,
-        entries: &[crate::feed::HeadEntry],
+        entries: &[manifest::feed::HeadEntry],
     ) -> Result<Head, StoreError> {
         self.publish_head_with(known, writer, entries, None).await
     }
@@ -746,7 +748,7 @@ impl ManifestStore {
         &self,
         known: Option<u64>,
         writer: &str,
-        entries: &[crate::feed::HeadEntry],
+        entries: &[manifest::feed::HeadEntry],
         groups: Option<GroupsPointer>,
     ) -> Result<Head, StoreError> {
         let mut known = known;
@@ -810,7 +812,7 @@ pub async fn take_inventory(
     source: &str,
     selection: Selection<'_>,
 ) -> Result<Inventory, StoreError> {
-    let dir = crate::layout::clusters_dir(prefix).map_err(|e| StoreError::Store {
+    let dir = manifest::layout::clusters_dir(prefix).map_err(|e| StoreError::Store {
         op: "list",
         key: prefix.to_string(),
         source: object_store::Error::Generic {
@@ -825,7 +827,7 @@ pub async fn take_inventory(
         Ok(l) => l
             .common_prefixes
             .iter()
-            .filter_map(|p| crate::layout::parse_cluster_dir(prefix, p.as_ref()))
+            .filter_map(|p| manifest::layout::parse_cluster_dir(prefix, p.as_ref()))
             .collect(),
         Err(object_store::Error::NotFound { .. }) => BTreeSet::new(),
         Err(source) => {
