@@ -83,14 +83,7 @@ impl ExportError {
             ExportError::Bucket { source } | ExportError::Partition { source, .. } => {
                 source.is_retryable()
             }
-            ExportError::Output { source, .. } => !matches!(
-                source,
-                object_store::Error::PermissionDenied { .. }
-                    | object_store::Error::Unauthenticated { .. }
-                    | object_store::Error::NotSupported { .. }
-                    | object_store::Error::NotImplemented { .. }
-                    | object_store::Error::InvalidPath { .. }
-            ),
+            ExportError::Output { source, .. } => bucket::store::retryable(source),
             ExportError::Corrupt { .. }
             | ExportError::Parquet { .. }
             | ExportError::Arrow { .. }

@@ -112,15 +112,7 @@ impl StoreError {
             StoreError::NotFound { .. }
             | StoreError::Conflict { .. }
             | StoreError::TooManyConflicts { .. } => true,
-            StoreError::Store { source, .. } => !matches!(
-                source,
-                object_store::Error::PermissionDenied { .. }
-                    | object_store::Error::Unauthenticated { .. }
-                    | object_store::Error::NotSupported { .. }
-                    | object_store::Error::NotImplemented { .. }
-                    | object_store::Error::InvalidPath { .. }
-                    | object_store::Error::UnknownConfigurationKey { .. }
-            ),
+            StoreError::Store { source, .. } => retryable(source),
             StoreError::Format { .. }
             | StoreError::Identity { .. }
             | StoreError::Layout(_)
@@ -977,6 +969,21 @@ fn file_pieces(
         )))
     })
     .boxed()
+}
+
+/// Whether trying an object-store request again may succeed: everything
+/// but what a retry cannot change (credentials, permissions, what the
+/// store supports, a bad path or configuration key).
+pub fn retryable(error: &object_store::Error) -> bool {
+    !matches!(
+        error,
+        object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. }
+            | object_store::Error::NotSupported { .. }
+            | object_store::Error::NotImplemented { .. }
+            | object_store::Error::InvalidPath { .. }
+            | object_store::Error::UnknownConfigurationKey { .. }
+    )
 }
 
 #[cfg(test)]
