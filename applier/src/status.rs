@@ -180,6 +180,8 @@ pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
         };
         let Some(record) = record else {
             if let Some(reason) = l.and_then(|l| l.refused.clone()) {
+                // A plain partition left as it was: its bounds are its files'.
+                let (start, end) = log_bounds(&reader).unwrap_or((0, 0));
                 out.push(PartitionStatus {
                     topic: tp.topic.clone(),
                     partition: tp.partition,
@@ -189,8 +191,8 @@ pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
                     retryable: Some(false),
                     retry_count: 0,
                     source_cluster_id: String::new(),
-                    local_log_start_offset: 0,
-                    local_log_end_offset: 0,
+                    local_log_start_offset: start,
+                    local_log_end_offset: end,
                     source_shipped_end_offset: l.map(|l| l.shipped_end_offset),
                     source_high_watermark: l.map(|l| l.source_high_watermark),
                     lag_offsets: None,

@@ -292,6 +292,12 @@ async fn a_plain_partition_ahead_of_the_bucket_is_not_cut_without_allow_truncate
     // ... and visible in status, not skipped.
     let row = orders_row(&status_json(&source));
     assert!(says(&row["last_error"], cut), "{row}");
+    // The plain partition's own bounds, not zeros: it keeps its 150 records.
+    assert_eq!(
+        (&row["local_log_end_offset"], &row["writable"]),
+        (&serde_json::json!(150), &serde_json::json!(true)),
+        "{row}"
+    );
     // start: refused the same way, exit 1.
     let (code, out) = run("start", &["--topic", "orders"]);
     assert_eq!(code, 1, "{out}");
