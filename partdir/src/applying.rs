@@ -42,11 +42,13 @@ pub fn end(dir: &Path) -> std::io::Result<()> {
 /// What a marker left in `dir` says: `Ok(None)` when there is none,
 /// `Err(text)` when it does not parse (a torn write).
 pub fn read(dir: &Path) -> std::io::Result<Option<Result<Applying, String>>> {
-    let bytes = match fs::read(path(dir)) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
+    // A marker is a few hundred bytes; a larger file is damage, read no further.
+    let bytes =
+        match kafkalog::fsutil::read_bounded(&path(dir), kafkalog::fsutil::MAX_SMALL_FILE_BYTES) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
     Ok(Some(
         serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path(dir).display())),
     ))
@@ -61,6 +63,15 @@ pub fn clear(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_oversized_marker_is_an_error_not_a_17_mib_read() {
+        let d = tempfile::tempdir().expect("dir");
+        let big = vec![b' '; (kafkalog::fsutil::MAX_SMALL_FILE_BYTES + 1) as usize];
+        fs::write(path(d.path()), big).expect("write");
+        let err = read(d.path()).expect_err("refused");
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
+    }
 
     #[test]
     fn a_marker_is_read_back_and_a_torn_one_is_told_apart() {
