@@ -35,6 +35,9 @@
 //! - [`feed`]: the change feed (head objects) an applier polls cheaply.
 //! - [`groups`]: consumer-group offsets shipped from the source's
 //!   `__consumer_offsets`, and the decision of what the applier syncs.
+//! - [`topic_config`]: a source topic's configs as a mirror takes them
+//!   (effective values by layer, the copy filter with its reasons, what a
+//!   stopped mirror enforces).
 //! - [`codec`]: the CRC-32C envelope every manifest, page and head carries,
 //!   so that damage in the bucket is a format error, never a wrong value;
 //!   its schema versions and format errors. It depends on no other module.
@@ -74,4 +77,5 @@ pub mod partition;
 pub mod range_check;
 pub mod reconcile;
 pub mod state;
+pub mod topic_config;
 pub mod topic_pattern;
