@@ -441,7 +441,7 @@ mod tests {
             cluster: &c,
             static_props: &s,
         };
-        let got = effective(key, &layers).unwrap();
+        let got = effective(key, &layers).expect("valid");
         assert_eq!(
             got.as_ref().map(|v| (v.value.as_str(), v.source)),
             want,
@@ -590,7 +590,7 @@ mod tests {
             cluster: &c,
             static_props: &s,
         };
-        let e = effective("retention.ms", &layers).unwrap_err();
+        let e = effective("retention.ms", &layers).expect_err("an error");
         assert_eq!(e.key, "log.retention.hours");
     }
 
@@ -606,7 +606,7 @@ mod tests {
             cluster: &e,
             static_props: &e,
         };
-        let all = resolve_all(&layers).unwrap();
+        let all = resolve_all(&layers).expect("valid");
         assert_eq!(all["cleanup.policy"].source, ConfigSource::Topic);
         assert_eq!(all["x.custom"].value, "1");
         assert_eq!(all["retention.ms"].source, ConfigSource::Default);
@@ -615,7 +615,7 @@ mod tests {
 
     fn decides(include: &[&str], exclude: &[&str], key: &str, want: &str) {
         let s = |v: &[&str]| v.iter().map(|p| p.to_string()).collect::<Vec<_>>();
-        let f = ConfigFilter::new(&s(include), &s(exclude)).unwrap();
+        let f = ConfigFilter::new(&s(include), &s(exclude)).expect("valid");
         let got = match f.decide(key) {
             FilterDecision::Copied => "copied",
             FilterDecision::Included => "included",
@@ -695,7 +695,7 @@ mod tests {
 
     #[test]
     fn an_invalid_pattern_is_an_error_naming_it() {
-        let e = ConfigFilter::new(&[], &["(".to_string()]).unwrap_err();
+        let e = ConfigFilter::new(&[], &["(".to_string()]).expect_err("an error");
         assert!(e.contains("\"(\""), "{e}");
     }
 
@@ -718,7 +718,7 @@ mod tests {
     #[test]
     fn enforcement_of_kafkas_defaults() {
         assert_eq!(
-            enforcement(&[]).unwrap(),
+            enforcement(&[]).expect("valid"),
             Enforcement {
                 retention_ms: Some(604_800_000),
                 retention_bytes: None,
@@ -731,7 +731,7 @@ mod tests {
 
     #[test]
     fn enforcement_of_a_compacted_topic_with_unlimited_retention() {
-        let e = enforcement(&[("cleanup.policy", "compact"), ("retention.ms", "-1")]).unwrap();
+        let e = enforcement(&[("cleanup.policy", "compact"), ("retention.ms", "-1")]).expect("valid");
         assert!(e.compact && !e.delete && e.retention_ms.is_none());
     }
 
@@ -741,7 +741,7 @@ mod tests {
             ("cleanup.policy", "compact, delete"),
             ("retention.bytes", "1000"),
         ])
-        .unwrap();
+        .expect("valid");
         assert!(e.compact && e.delete);
         assert_eq!(e.retention_bytes, Some(1000));
     }
@@ -749,7 +749,7 @@ mod tests {
     #[test]
     fn an_unknown_cleanup_policy_is_an_error_naming_the_key() {
         assert_eq!(
-            enforcement(&[("cleanup.policy", "shred")]).unwrap_err().key,
+            enforcement(&[("cleanup.policy", "shred")]).expect_err("an error").key,
             "cleanup.policy"
         );
     }
@@ -758,7 +758,7 @@ mod tests {
     fn a_max_message_bytes_beyond_an_i32_is_an_error() {
         assert_eq!(
             enforcement(&[("max.message.bytes", "9999999999")])
-                .unwrap_err()
+                .expect_err("an error")
                 .key,
             "max.message.bytes"
         );
