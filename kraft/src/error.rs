@@ -24,6 +24,14 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A properties file (`server.properties`) is malformed.
+    #[error("{path}: {reason}")]
+    Properties {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the line.
+        reason: String,
+    },
     /// A snapshot (`.checkpoint`) is malformed: bad batch, no header or
     /// footer, an undecodable record.
     #[error("snapshot {path}: {reason}")]

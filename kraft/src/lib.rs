@@ -6,6 +6,8 @@
 //!
 //! - [`meta_properties`]: the log dir's identity (node id, cluster id,
 //!   directory id).
+//! - [`properties`]: Java properties files (`server.properties`), as
+//!   `java.util.Properties.load` reads them.
 //! - [`codec`]: Kafka's flexible message encoding, bounded and panic-free.
 //! - [`records`]: the metadata records that matter and the KRaft control
 //!   records.
@@ -32,6 +34,7 @@ pub mod command;
 pub mod error;
 pub mod image;
 pub mod meta_properties;
+pub mod properties;
 pub mod reader;
 pub mod records;
 

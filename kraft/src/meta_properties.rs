@@ -1,7 +1,7 @@
 //! `meta.properties`: the identity of a broker's log dir.
 //!
-//! A Java properties file (`#` and `!` comment lines, `key=value`), as
-//! Kafka's `MetaProperties` writes it:
+//! A Java properties file (read by [`crate::properties`]), as Kafka's
+//! `MetaProperties` writes it:
 //!
 //! - `version=1` (KRaft): `node.id` and `cluster.id` are required;
 //!   `directory.id` (a 22-character Kafka UUID, written since 3.7) is
@@ -38,17 +38,7 @@ pub struct MetaProperties {
 
 /// Parses the text of a `meta.properties` file.
 pub fn parse(text: &str) -> Result<MetaProperties, String> {
-    let mut props = std::collections::BTreeMap::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-            continue;
-        }
-        let (key, value) = line
-            .split_once('=')
-            .ok_or_else(|| format!("line {}: no '=' in {line:?}", i + 1))?;
-        props.insert(key.trim(), value.trim());
-    }
+    let props = crate::properties::parse(text)?;
     let int = |key: &str| -> Result<Option<i64>, String> {
         props
             .get(key)
@@ -150,7 +140,8 @@ mod tests {
                 "version=1\nnode.id=1\ncluster.id=x\ndirectory.id=nope\n",
                 "directory.id",
             ),
-            ("garbage\n", "no '='"),
+            // Java reads a line without a separator as a key with no value.
+            ("garbage\n", "broker.id missing"),
         ];
         for (text, want) in bad {
             let e = parse(text).expect_err(text);
