@@ -19,6 +19,8 @@
 //!   one type for the log's cache and a manifest's lineage.
 //! - [`log`]: a partition log open for writing: recovery, leader and
 //!   replicated appends, reads, truncation, retention, rolling.
+//! - [`retention`]: which old segments Kafka's retention (time, size)
+//!   deletes, as a pure decision.
 //! - [`logdir`]: the log dir root, its lock and root checkpoints.
 //! - [`guard`]: the persisted write guard that makes a partition read-only.
 //! - [`offsets_topic`]: records of `__consumer_offsets` (committed offsets,
@@ -43,6 +45,7 @@ pub mod logdir;
 pub mod offsets_topic;
 pub mod reader;
 pub mod records;
+pub mod retention;
 pub mod segment;
 pub mod snapshot;
 pub mod topic;
