@@ -226,6 +226,14 @@ pub struct PartitionManifest {
     /// empty, so a version without gaps has the bytes it always had.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gaps: Vec<Gap>,
+    /// The source topic's configs when this version was cut: every value
+    /// not at Kafka's default, with its source (see [`crate::topic_config`];
+    /// the destination's filter decides what it copies). `None` when the
+    /// shipper reads no metadata log or cannot trust what it read of these
+    /// configs; absent from the encoding then, so such a version has the
+    /// bytes it always had. A change of configs alone is a new version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic_configs: Option<std::collections::BTreeMap<String, crate::topic_config::ConfigValue>>,
 }
 
 impl PartitionManifest {
@@ -253,6 +261,7 @@ impl PartitionManifest {
             committed_at_ms: 0,
             writer: String::new(),
             gaps: Vec::new(),
+            topic_configs: None,
         }
     }
 
@@ -560,6 +569,37 @@ mod tests {
             t[..at].to_string()
         });
         assert_eq!(stripped, GOLDEN_1_1.as_bytes());
+    }
+
+    #[test]
+    fn a_manifest_with_topic_configs_round_trips_and_one_without_keeps_its_bytes() {
+        use crate::topic_config::{ConfigSource, ConfigValue};
+        let mut m = sample();
+        m.topic_configs = Some(
+            [
+                ("cleanup.policy", "compact", ConfigSource::Topic),
+                ("retention.ms", "-1", ConfigSource::DynamicClusterDefault),
+            ]
+            .into_iter()
+            .map(|(k, v, source)| {
+                let value = ConfigValue {
+                    value: v.into(),
+                    source,
+                };
+                (k.to_string(), value)
+            })
+            .collect(),
+        );
+        let bytes = m.encode().expect("encode");
+        let text = String::from_utf8(bytes.clone()).expect("utf-8");
+        assert!(
+            text.contains(r#""topic_configs":{"cleanup.policy":{"value":"compact","source":"topic"},"retention.ms":{"value":"-1","source":"dynamic_cluster_default"}}"#),
+            "{text}"
+        );
+        assert_eq!(PartitionManifest::decode(&bytes).expect("decode"), m);
+        crate::codec::testing::every_bit_flip_is_refused(&bytes, PartitionManifest::decode);
+        // No configs (no metadata log): the bytes of GOLDEN_1_1.
+        assert_eq!(sample().encode().expect("encode"), GOLDEN_1_1.as_bytes());
     }
 
     #[test]

@@ -731,7 +731,8 @@ mod tests {
 
     #[test]
     fn enforcement_of_a_compacted_topic_with_unlimited_retention() {
-        let e = enforcement(&[("cleanup.policy", "compact"), ("retention.ms", "-1")]).expect("valid");
+        let e =
+            enforcement(&[("cleanup.policy", "compact"), ("retention.ms", "-1")]).expect("valid");
         assert!(e.compact && !e.delete && e.retention_ms.is_none());
     }
 
@@ -749,7 +750,9 @@ mod tests {
     #[test]
     fn an_unknown_cleanup_policy_is_an_error_naming_the_key() {
         assert_eq!(
-            enforcement(&[("cleanup.policy", "shred")]).expect_err("an error").key,
+            enforcement(&[("cleanup.policy", "shred")])
+                .expect_err("an error")
+                .key,
             "cleanup.policy"
         );
     }
