@@ -202,6 +202,8 @@ mod plan;
 mod source;
 pub mod status;
 mod sweep;
+#[allow(dead_code)] // wired into the cycle with the metadata log reader (issue 29)
+mod topic_configs;
 mod upload;
 
 pub use config::{ShipperConfig, ShipperOptions};
