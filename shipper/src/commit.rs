@@ -1,5 +1,5 @@
 //! Committing one partition's cycle: the next manifest version is computed
-//! by [`next_version`] (pure: the base version, the cycle's [`Work`] and
+//! by [`next_version`] (pure: the base version, the cycle's [`Shipment`] and
 //! its upload results in, the version and what it no longer names out),
 //! then written by [`commit`]: sealed pages first, the version last, each
 //! create-if-absent. [`commit`] answers with a [`CommitOutcome`].
@@ -30,7 +30,7 @@ use manifest::partition::{Page, PartitionManifest, ShippedRange};
 use crate::edit::{self, Dropped, PageRanges};
 use crate::error::ShipperError;
 use crate::health::HealthEvent;
-use crate::partition::{PageCache, PartitionState, Work, cache_page, cached_page};
+use crate::partition::{PageCache, Shipment, ShipperSlot, cache_page, cached_page};
 use crate::plan::RangePlan;
 use crate::source::Fingerprint;
 use crate::upload::Uploaded;
@@ -170,13 +170,13 @@ fn shipped_range(plan: &RangePlan, up: &Uploaded) -> ShippedRange {
 }
 
 /// The next version of `pk`'s manifest after `base`, from the cycle's
-/// `work` and its upload `results` (one per [`Work::jobs`], in order).
+/// `work` and its upload `results` (one per [`Shipment::jobs`], in order).
 /// Pure: no IO, no clock. `Err` when the version would break an invariant
 /// or a page a cut crosses is unknown.
 pub(crate) fn next_version(
     base: Option<&PartitionManifest>,
     pk: &PartitionKey,
-    work: &Work,
+    work: &Shipment,
     results: Vec<Result<Uploaded, ShipperError>>,
     inputs: &VersionInputs<'_>,
 ) -> Result<NextVersion, ShipperError> {
@@ -262,7 +262,7 @@ pub(crate) fn next_version(
 fn apply_reships(
     m: &mut PartitionManifest,
     tp: &TopicPartition,
-    work: &Work,
+    work: &Shipment,
     results: &mut impl Iterator<Item = Result<Uploaded, ShipperError>>,
     next: &mut NextVersion,
 ) {
@@ -311,7 +311,7 @@ fn apply_reships(
 /// pages as `push_range` says.
 fn apply_tail(
     m: &mut PartitionManifest,
-    work: &Work,
+    work: &Shipment,
     results: impl Iterator<Item = Result<Uploaded, ShipperError>>,
     inputs: &VersionInputs<'_>,
     next: &mut NextVersion,
@@ -386,7 +386,7 @@ pub(crate) async fn load_page(
 async fn load_pages_for_edits(
     ctx: &CommitCtx<'_>,
     base: Option<&PartitionManifest>,
-    work: &Work,
+    work: &Shipment,
 ) -> Result<(), StoreError> {
     let Some(m) = base.filter(|_| !work.mark_deleted) else {
         return Ok(());
@@ -431,8 +431,8 @@ async fn write_version(
 /// Computes, writes and records one partition's next version.
 pub(crate) async fn commit(
     ctx: &CommitCtx<'_>,
-    st: &mut PartitionState,
-    work: Work,
+    st: &mut ShipperSlot,
+    work: Shipment,
     results: Vec<Result<Uploaded, ShipperError>>,
 ) -> CommitOutcome {
     let Some(pk) = st.pk.clone() else {
@@ -481,9 +481,9 @@ pub(crate) async fn commit(
 /// A create was lost: reads the version at our number and judges it.
 async fn resolve_lost_commit(
     ctx: &CommitCtx<'_>,
-    st: &mut PartitionState,
+    st: &mut ShipperSlot,
     pk: &PartitionKey,
-    work: &Work,
+    work: &Shipment,
     next: NextVersion,
     m: PartitionManifest,
     base: Option<&PartitionManifest>,
@@ -557,8 +557,8 @@ async fn resolve_lost_commit(
 /// Moves the partition past a committed version `m`.
 fn record_committed(
     ctx: &CommitCtx<'_>,
-    st: &mut PartitionState,
-    work: &Work,
+    st: &mut ShipperSlot,
+    work: &Shipment,
     next: NextVersion,
     m: PartitionManifest,
 ) -> CommitOutcome {
@@ -676,21 +676,21 @@ mod tests {
         })
     }
 
-    fn work(ranges: Vec<RangePlan>) -> Work {
-        Work {
+    fn work(ranges: Vec<RangePlan>) -> Shipment {
+        Shipment {
             hw: 30,
             source_epochs: vec![EpochEntry {
                 epoch: 0,
                 start_offset: 0,
             }],
             ranges,
-            ..Work::default()
+            ..Shipment::default()
         }
     }
 
     fn next(
         base: Option<&PartitionManifest>,
-        work: &Work,
+        work: &Shipment,
         results: Vec<Result<Uploaded, ShipperError>>,
     ) -> Result<NextVersion, ShipperError> {
         let no_pages = |_: &str| None;
@@ -778,9 +778,9 @@ mod tests {
             .expect("next")
             .manifest
             .expect("base");
-        let w = Work {
+        let w = Shipment {
             mark_deleted: true,
-            ..Work::default()
+            ..Shipment::default()
         };
         let m = next(Some(&base), &w, vec![])
             .expect("next")
@@ -805,7 +805,7 @@ mod tests {
             bytes: 100,
         });
         base.ranges.clear();
-        let w = Work {
+        let w = Shipment {
             cut: Some(5),
             ..work(vec![])
         };
@@ -833,11 +833,11 @@ mod tests {
         .expect("base");
         base.lineage = EpochLineage::from_entries([e(0, 0), e(3, 70)]).expect("lineage");
         base.source_high_watermark = 130;
-        let w = Work {
+        let w = Shipment {
             cut: Some(90),
             hw: 95,
             source_epochs: vec![e(0, 0), e(5, 90)],
-            ..Work::default()
+            ..Shipment::default()
         };
         let n = next(Some(&base), &w, vec![]).expect("next");
         let m = n.manifest.expect("a version");

@@ -3,10 +3,10 @@
 //! semantics; the commit, the feed and the sweep have their own modules.
 //!
 //! Invariants:
-//! - one slot ([`PartitionState`]) per partition; a partition being
+//! - one slot ([`ShipperSlot`]) per partition; a partition being
 //!   decided, uploaded and committed is taken out of the map and put back
 //!   with its commit's outcome, so no two steps hold it at once;
-//! - health moves only through `PartitionState::apply_health` (see
+//! - health moves only through `ShipperSlot::apply_health` (see
 //!   `crate::health`), and a partition is planned only when that says it
 //!   ships this cycle;
 //! - steps 1 and 3 read local files only; an idle cycle (nothing new
@@ -30,10 +30,10 @@ use crate::commit::{self, CommitCtx, CommitOutcome, load_page};
 use crate::config::ShipperOptions;
 use crate::error::ShipperError;
 use crate::feed::Feed;
-use crate::groups::GroupSync;
+use crate::groups::GroupOffsetsPublisher;
 use crate::health::{Health, HealthEvent};
 use crate::metrics::Metrics;
-use crate::partition::{DecideCtx, PageCache, PartitionState, Work};
+use crate::partition::{DecideCtx, PageCache, Shipment, ShipperSlot};
 use crate::plan::RangePlan;
 use crate::source::{self, RootCheckpoints, SourceView};
 use crate::sweep::{self, SweepPolicy};
@@ -143,11 +143,11 @@ pub struct Shipper {
     /// (`crate::buffers`).
     buffers: Arc<PartBuffers>,
     /// One slot per partition known.
-    partitions: BTreeMap<TopicPartition, PartitionState>,
+    partitions: BTreeMap<TopicPartition, ShipperSlot>,
     /// The change feed's head and the entries for the next one.
     feed: Feed,
     /// The source's consumer-group offsets and what the bucket holds.
-    groups: GroupSync,
+    groups: GroupOffsetsPublisher,
     pages: PageCache,
     started_ms: i64,
     down_roots: HashSet<PathBuf>,
@@ -259,7 +259,7 @@ impl Shipper {
             buffers: PartBuffers::new(opts.part_size),
             partitions: BTreeMap::new(),
             feed: Feed::default(),
-            groups: GroupSync::default(),
+            groups: GroupOffsetsPublisher::default(),
             pages: PageCache::default(),
             started_ms,
             down_roots: HashSet::new(),
@@ -472,7 +472,7 @@ impl Shipper {
             let st = self
                 .partitions
                 .entry(tp.clone())
-                .or_insert_with(|| PartitionState::new(tp.clone(), root.clone(), now));
+                .or_insert_with(|| ShipperSlot::new(tp.clone(), root.clone(), now));
             match obs {
                 Observation::Unknown => {}
                 Observation::Missing => {
@@ -564,14 +564,14 @@ impl Shipper {
         views: BTreeMap<TopicPartition, SourceView>,
         now: i64,
         report: &mut CycleReport,
-    ) -> Option<Vec<(PartitionState, Work)>> {
+    ) -> Option<Vec<(ShipperSlot, Shipment)>> {
         let ctx = DecideCtx {
             max_object: self.opts.max_object_size,
             max_cycle_bytes: self.opts.max_cycle_bytes,
             error_backoff_ms: self.opts.error_backoff.as_millis() as i64,
             pages: Arc::clone(&self.pages),
         };
-        let mut batch: Vec<(PartitionState, SourceView)> = Vec::new();
+        let mut batch: Vec<(ShipperSlot, SourceView)> = Vec::new();
         for (tp, v) in views {
             let ready = self
                 .partitions
@@ -598,7 +598,7 @@ impl Shipper {
                 return None;
             }
         };
-        let mut works: Vec<(PartitionState, Work)> = Vec::new();
+        let mut works: Vec<(ShipperSlot, Shipment)> = Vec::new();
         for (mut st, d) in decided {
             match d {
                 Ok(Some(w)) => works.push((st, w)),
@@ -625,14 +625,14 @@ impl Shipper {
     }
 
     /// The work of publishing `deletions` as deleted.
-    fn deletion_works(&mut self, deletions: Vec<TopicPartition>) -> Vec<(PartitionState, Work)> {
+    fn deletion_works(&mut self, deletions: Vec<TopicPartition>) -> Vec<(ShipperSlot, Shipment)> {
         let mut works = Vec::new();
         for tp in deletions {
             if let Some(st) = self.partitions.remove(&tp) {
                 tracing::warn!(partition = %tp, "the partition dir has been gone for the grace period: publishing it as deleted");
-                let w = Work {
+                let w = Shipment {
                     mark_deleted: true,
-                    ..Work::default()
+                    ..Shipment::default()
                 };
                 works.push((st, w));
             }
@@ -644,7 +644,7 @@ impl Shipper {
     /// under a fresh data key. Returns, per work, one result per job.
     async fn upload(
         &self,
-        works: &[(PartitionState, Work)],
+        works: &[(ShipperSlot, Shipment)],
     ) -> Vec<Vec<Result<Uploaded, ShipperError>>> {
         let mut jobs: Vec<(usize, usize, RangePlan, TopicPartition, PartitionKey)> = Vec::new();
         let mut results: Vec<Vec<Option<Result<Uploaded, ShipperError>>>> = Vec::new();
@@ -722,7 +722,7 @@ impl Shipper {
     /// `self.partitions`.
     async fn commit_all(
         &mut self,
-        works: Vec<(PartitionState, Work)>,
+        works: Vec<(ShipperSlot, Shipment)>,
         results: Vec<Vec<Result<Uploaded, ShipperError>>>,
         now: i64,
         report: &mut CycleReport,
@@ -736,7 +736,7 @@ impl Shipper {
             fence_backoff_ms: self.opts.fence_backoff.as_millis() as i64,
             pages: &self.pages,
         };
-        let outcomes: Vec<(PartitionState, bool, CommitOutcome)> =
+        let outcomes: Vec<(ShipperSlot, bool, CommitOutcome)> =
             futures::stream::iter(works.into_iter().zip(results).map(|((mut st, w), rs)| {
                 let cctx = &cctx;
                 async move {

@@ -39,14 +39,14 @@ use manifest::layout::PartitionKey;
 use manifest::lineage::EpochLineage;
 use manifest::partition::PartitionManifest;
 
-use crate::partition::Work;
+use crate::partition::Shipment;
 
 /// Adds to `m` (the next version, built from `base`) the gaps that the
 /// cycle's `work` reveals against `base`. Returns the new ones.
 pub(crate) fn record(
     m: &mut PartitionManifest,
     base: &PartitionManifest,
-    work: &Work,
+    work: &Shipment,
     now_ms: i64,
 ) -> Vec<Gap> {
     let (source, _) = EpochLineage::from_checkpoint_entries(work.source_epochs.iter().copied());
@@ -100,7 +100,7 @@ pub(crate) const ACK_PROBE_MS: i64 = 60_000;
 /// of another writer is left to the commit path, which backs off from it.
 pub(crate) async fn follow_acknowledgements(
     store: &ManifestStore,
-    partitions: &mut std::collections::BTreeMap<TopicPartition, crate::partition::PartitionState>,
+    partitions: &mut std::collections::BTreeMap<TopicPartition, crate::partition::ShipperSlot>,
     now_ms: i64,
 ) {
     for st in partitions.values_mut() {
@@ -282,9 +282,9 @@ mod tests {
     #[test]
     fn a_version_records_a_retention_gap_once_and_carries_it() {
         let b = base();
-        let work = Work {
+        let work = Shipment {
             log_start: 230,
-            ..Work::default()
+            ..Shipment::default()
         };
         let mut m = b.clone();
         let new = record(&mut m, &b, &work, 9);

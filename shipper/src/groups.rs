@@ -125,7 +125,7 @@ enum Event {
 
 /// The shipper's group offsets: the source's, and what the bucket holds.
 #[derive(Debug, Default)]
-pub(crate) struct GroupSync {
+pub(crate) struct GroupOffsetsPublisher {
     partitions: BTreeMap<i32, OffsetsPartition>,
     /// The bucket's chain, once loaded.
     published: Option<(u64, GroupsState)>,
@@ -134,7 +134,7 @@ pub(crate) struct GroupSync {
     warned: BTreeSet<String>,
 }
 
-impl GroupSync {
+impl GroupOffsetsPublisher {
     /// Whether a read is due at `now_ms`.
     pub(crate) fn due(&self, opts: &ShipperOptions, now_ms: i64) -> bool {
         self.last_run_ms

@@ -2,7 +2,7 @@
 //! transition function, [`next`].
 //!
 //! Every change of a partition's [`Health`] goes through [`next`] (applied
-//! by `PartitionState::apply_health`), so what each event does from each
+//! by `ShipperSlot::apply_health`), so what each event does from each
 //! state is read off this table, not from the places that notice events:
 //!
 //! | from                         | event                     | to                | ships this cycle | forgets        |

@@ -1,11 +1,12 @@
 //! One source partition's shipping state and the decisions of a cycle.
 //!
-//! [`PartitionState::decide`] is the per-cycle step that reads only local
+//! [`ShipperSlot::decide`] is the per-cycle step that reads only local
 //! files: it checks that the source still holds what was shipped (and, if
 //! not, finds where it diverged), notices retention and compaction, and
-//! plans the new ranges. It returns a [`Work`] that the shipper uploads and
-//! commits; the state only moves forward (cursor, fingerprints) once the
-//! manifest that names the new objects is committed.
+//! plans the new ranges. It returns a [`Shipment`] that the shipper
+//! uploads and commits; the slot only moves forward (cursor,
+//! fingerprints) once the manifest that names the new objects is
+//! committed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::ControlFlow;
@@ -73,7 +74,7 @@ impl std::fmt::Display for Anomaly {
     }
 }
 
-/// Per-cycle settings of [`PartitionState::decide`].
+/// Per-cycle settings of [`ShipperSlot::decide`].
 #[derive(Debug, Clone)]
 pub(crate) struct DecideCtx {
     pub(crate) max_object: u64,
@@ -93,10 +94,10 @@ pub(crate) struct Reship {
     pub(crate) fp: Fingerprint,
 }
 
-/// What a cycle does for one partition: decided from local files, then
+/// What a cycle ships for one partition: decided from local files, then
 /// uploaded and committed by the shipper.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Work {
+pub(crate) struct Shipment {
     /// No manifest yet: commit version 1 even if nothing ships.
     pub(crate) first: bool,
     /// The manifest says deleted but the partition is back.
@@ -133,7 +134,7 @@ pub(crate) struct Work {
     pub(crate) planned_bytes: u64,
 }
 
-impl Work {
+impl Shipment {
     /// Keys that the version `m` (built from `base`) names and `base` does
     /// not: this cycle's uploads, unreferenced when `m` is not committed.
     pub(crate) fn jobs_keys_uploaded(
@@ -161,9 +162,10 @@ impl Work {
     }
 }
 
-/// One partition.
+/// The shipper's slot for one source partition: what was shipped of it
+/// (manifest, cursor, fingerprints), its health, lag and sweep state.
 #[derive(Debug)]
-pub(crate) struct PartitionState {
+pub(crate) struct ShipperSlot {
     pub(crate) tp: TopicPartition,
     /// The log dir root it was found in.
     pub(crate) root: PathBuf,
@@ -203,9 +205,9 @@ pub(crate) struct PartitionState {
     pub(crate) ack_probe_at_ms: Option<i64>,
 }
 
-impl PartitionState {
-    pub(crate) fn new(tp: TopicPartition, root: PathBuf, now_ms: i64) -> PartitionState {
-        PartitionState {
+impl ShipperSlot {
+    pub(crate) fn new(tp: TopicPartition, root: PathBuf, now_ms: i64) -> ShipperSlot {
+        ShipperSlot {
             tp,
             root,
             pk: None,
@@ -472,7 +474,7 @@ impl PartitionState {
         view: &SourceView,
         cursor: Cursor,
         ctx: &DecideCtx,
-        work: &mut Work,
+        work: &mut Shipment,
     ) -> Result<(), ShipperError> {
         let Some(m) = &self.manifest else {
             return Ok(());
@@ -551,14 +553,14 @@ impl PartitionState {
         &mut self,
         view: &SourceView,
         ctx: &DecideCtx,
-    ) -> Result<Option<Work>, ShipperError> {
-        let mut work = Work {
+    ) -> Result<Option<Shipment>, ShipperError> {
+        let mut work = Shipment {
             first: self.manifest.is_none(),
             log_start: view.log_start,
             remote_log_start: view.remote_log_start,
             source_epochs: view.epochs.clone(),
             seg_fps: view.segments.iter().map(|s| (s.base, s.fp)).collect(),
-            ..Work::default()
+            ..Shipment::default()
         };
         let m = self.manifest.clone();
         if view.segments.is_empty() {
@@ -716,7 +718,7 @@ impl PartitionState {
 
     /// Records rolled segments as matching the manifest: those checked,
     /// and those the cursor has passed.
-    pub(crate) fn confirm_segments(&mut self, work: &Work) {
+    pub(crate) fn confirm_segments(&mut self, work: &Shipment) {
         for (base, fp) in &work.confirm {
             self.confirmed.insert(*base, *fp);
         }

@@ -26,7 +26,7 @@ use crate::commit::load_page;
 use crate::error::ShipperError;
 use crate::health::Health;
 use crate::metrics::Metrics;
-use crate::partition::{PageCache, PartitionState};
+use crate::partition::{PageCache, ShipperSlot};
 
 /// When partitions are swept.
 #[derive(Debug, Clone, Copy)]
@@ -44,7 +44,7 @@ pub(crate) struct SweepPolicy {
 /// True when `st` is swept now: it ships and holds a version, and either
 /// `force`, or it has changes and is due (never swept and `on_start`, or
 /// the interval passed since its last sweep or the start).
-pub(crate) fn is_due(st: &PartitionState, policy: &SweepPolicy, now: i64, force: bool) -> bool {
+pub(crate) fn is_due(st: &ShipperSlot, policy: &SweepPolicy, now: i64, force: bool) -> bool {
     if st.health != Health::Ok || !st.loaded || st.manifest.is_none() {
         return false;
     }
@@ -59,7 +59,7 @@ pub(crate) fn is_due(st: &PartitionState, policy: &SweepPolicy, now: i64, force:
 pub(crate) async fn sweep_due(
     store: &ManifestStore,
     pages: &PageCache,
-    partitions: &mut BTreeMap<TopicPartition, PartitionState>,
+    partitions: &mut BTreeMap<TopicPartition, ShipperSlot>,
     policy: &SweepPolicy,
     now: i64,
     force: bool,
@@ -123,7 +123,7 @@ fn unreferenced_since(
 async fn sweep_partition(
     store: &ManifestStore,
     pages: &PageCache,
-    st: &mut PartitionState,
+    st: &mut ShipperSlot,
     now: i64,
     grace_ms: i64,
 ) -> Result<u64, ShipperError> {
@@ -262,9 +262,9 @@ mod tests {
         }
     }
 
-    fn loaded(dirty: bool, last_sweep_ms: Option<i64>) -> PartitionState {
+    fn loaded(dirty: bool, last_sweep_ms: Option<i64>) -> ShipperSlot {
         let tp = TopicPartition::new("t", 0).expect("tp");
-        let mut st = PartitionState::new(tp.clone(), PathBuf::from("/d"), 0);
+        let mut st = ShipperSlot::new(tp.clone(), PathBuf::from("/d"), 0);
         st.loaded = true;
         st.manifest = Some(manifest::partition::PartitionManifest::new(
             "c",
