@@ -23,7 +23,7 @@
 //!   keys).
 //! - [`partition`]: the epoch manifest of a partition: schema, codec,
 //!   invariants, paging of old ranges.
-//! - [`mirror_state`]: the applier's durable per-partition record, which a
+//! - [`mirror_record`]: the applier's durable per-partition record, which a
 //!   shipper on the same log dir reads to publish the mirror origin (its
 //!   bytes; `partdir::record` reads and writes the file).
 //! - [`applying`]: the marker of a range being streamed into a log, and
@@ -72,7 +72,7 @@ pub mod groups;
 pub mod inventory;
 pub mod layout;
 pub mod lineage;
-pub mod mirror_state;
+pub mod mirror_record;
 pub mod partition;
 pub mod range_check;
 pub mod reconcile;
