@@ -24,7 +24,8 @@
 //! `shipper doctor` checks `[source]`, `applier doctor` `[destination]`
 //! (and reads the source bucket's replication rule); `--bucket` replaces the
 //! section's bucket. Replication is expected only when both sections name
-//! a bucket.
+//! a bucket. Whose run it is, is a [`View`], defined here so that the run
+//! and the rules both take it from below.
 //!
 //! Invariants: [`Expectations::parse`] refuses unknown keys and names the
 //! bad field (`source.bucket`, `cluster_ids[1]`, ...); everything it accepts
@@ -36,6 +37,26 @@ use std::time::Duration;
 
 use bucket::url::BucketUrl;
 use serde::Deserialize;
+
+/// Whose view: which expectations apply and what the credentials should
+/// be able to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// The source bucket, as the shipper uses it.
+    Shipper,
+    /// The destination bucket (the replica), as the applier uses it.
+    Applier,
+}
+
+impl View {
+    /// `shipper` or `applier`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            View::Shipper => "shipper",
+            View::Applier => "applier",
+        }
+    }
+}
 
 /// Default of [`Expectations::max_replication_delay`]: Replication Time
 /// Control's 15 minutes.

@@ -23,30 +23,10 @@ use bucket::url::BucketUrl;
 use manifest::layout::{ClusterLayout, clusters_dir};
 
 use crate::answer::Answer;
-use crate::expect::{Expectations, Side};
+use crate::expect::{Expectations, Side, View};
 use crate::report::{Check, Report};
 use crate::rules::{self, access, layout, lifecycle, policy, replication, security};
 use crate::s3::{LIST_LIMIT, S3, Unusable};
-
-/// Whose view: which expectations apply and what the credentials should
-/// be able to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum View {
-    /// The source bucket, as the shipper uses it.
-    Shipper,
-    /// The destination bucket (the replica), as the applier uses it.
-    Applier,
-}
-
-impl View {
-    /// `shipper` or `applier`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            View::Shipper => "shipper",
-            View::Applier => "applier",
-        }
-    }
-}
 
 /// Which checks run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
