@@ -23,7 +23,7 @@ use bucket::url::BucketUrl;
 use manifest::layout::{ClusterLayout, clusters_dir};
 
 use crate::answer::Answer;
-use crate::expect::{Expectations, Side, View};
+use crate::expect::{BucketExpectations, Expectations, View};
 use crate::report::{Check, Report};
 use crate::rules::{self, access, layout, lifecycle, policy, replication, security};
 use crate::s3::{LIST_LIMIT, S3, Unusable};
@@ -88,7 +88,7 @@ pub struct Options {
 }
 
 impl Options {
-    fn side(&self) -> &Side {
+    fn side(&self) -> &BucketExpectations {
         match self.view {
             View::Shipper => &self.expect.source,
             View::Applier => &self.expect.destination,
