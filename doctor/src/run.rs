@@ -317,15 +317,11 @@ async fn s3_checks(
             )),
             Ok(layout) => {
                 let (probe, live) = probe(&s3, opts.view, name, prefix, &layout).await;
-                let role = match opts.view {
-                    View::Shipper => access::Role::Shipper,
-                    View::Applier => access::Role::Applier,
-                };
                 if s3.is_plain_http() {
                     out[policy_index] = policy::tls_only(&policy_answer, name, live);
                 }
                 out.extend(access::checks(
-                    role,
+                    opts.view,
                     &format!("{}/", layout.root()),
                     &probe,
                     plain_http_refused,
