@@ -11,10 +11,11 @@
 
 use regex::Regex;
 
-/// Compiles `pattern` to a regex that matches whole topic names only.
-/// The error says why, for the caller to put under its field's name.
+/// Compiles `pattern` to a regex that matches whole names only (topic
+/// names, config keys). The error says why, for the caller to put under
+/// its field's name.
 pub fn whole_name(pattern: &str) -> Result<Regex, String> {
     Regex::new(pattern).map_err(|e| format!("invalid regex {pattern:?}: {e}"))?;
     Regex::new(&format!("^(?:{pattern})$"))
-        .map_err(|e| format!("regex {pattern:?} cannot be anchored to the whole topic name: {e}"))
+        .map_err(|e| format!("regex {pattern:?} cannot be anchored to the whole name: {e}"))
 }
