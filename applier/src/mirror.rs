@@ -42,7 +42,7 @@ use kafkalog::records::ControlType;
 use kafkalog::{PartitionLog, TopicId, TopicPartition};
 use manifest::clock::Clock;
 use manifest::layout::PartitionKey;
-use manifest::mirror_state::MirrorRecord;
+use manifest::mirror_record::MirrorRecord;
 use manifest::partition::{PartitionManifest, ShippedRange};
 use manifest::range_check::{
     ObjectCorrupt, RangeCheck, check_size_and_crc, verify_object, verify_object_crc,
@@ -126,7 +126,7 @@ pub fn check_cut(
     local: &LocalLog<'_>,
     ctx: &MirrorContext,
     allowed: bool,
-) -> Result<Option<manifest::mirror_state::Cut>, Refusal> {
+) -> Result<Option<manifest::mirror_record::Cut>, Refusal> {
     let here = Surroundings {
         local_cluster_id: ctx.local_cluster_id.as_deref(),
         tiered_storage: ctx.tiered_storage,
@@ -248,7 +248,7 @@ impl Mirror {
         m: &PartitionManifest,
         ctx: &MirrorContext,
         allowed: bool,
-    ) -> Result<Option<manifest::mirror_state::Cut>, Refusal> {
+    ) -> Result<Option<manifest::mirror_record::Cut>, Refusal> {
         check_cut(&self.tp, record, m, &self.local_view(), ctx, allowed)
     }
 

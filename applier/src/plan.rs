@@ -21,7 +21,7 @@ use kafkalog::epoch::EpochLineage;
 use kafkalog::reader::{self, PartitionReader};
 use kafkalog::{TopicId, TopicPartition};
 use manifest::layout::PartitionKey;
-use manifest::mirror_state::MirrorRecord;
+use manifest::mirror_record::MirrorRecord;
 use manifest::partition::PartitionManifest;
 use manifest::reconcile::{self, LocalLog, Plan, Surroundings};
 use manifest::state::PartitionState;
@@ -56,7 +56,7 @@ pub struct PartitionPlan {
     /// Records of the partition's own that the plan cuts and the source
     /// does not give back (`manifest::cut`): a start needs
     /// `--allow-truncate` for them. `None`: nothing of its own is cut.
-    pub cut: Option<manifest::mirror_state::Cut>,
+    pub cut: Option<manifest::mirror_record::Cut>,
 }
 
 /// The local log as `kafkalog::reader` sees it, without the lock.

@@ -15,7 +15,7 @@
 //! ```
 //!
 //! Per-partition state (the mirror record, the write guard) lives in each
-//! partition's dir; its file names belong to `manifest::mirror_state` and
+//! partition's dir; its file names belong to `manifest::mirror_record` and
 //! `kafkalog::guard`. This module is the only place that names the files
 //! above.
 

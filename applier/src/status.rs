@@ -65,7 +65,7 @@ pub struct PartitionStatus {
     /// local writes past the stop offset, which a `start` resuming the
     /// same source cuts. `None`: nothing.
     #[serde(default)]
-    pub cut: Option<manifest::mirror_state::Cut>,
+    pub cut: Option<manifest::mirror_record::Cut>,
 }
 
 /// The live part written by a running applier.
@@ -287,7 +287,7 @@ fn unreadable_row(tp: &kafkalog::TopicPartition, error: &str) -> PartitionStatus
 /// known) and its log bounds.
 pub fn row(
     tp: &kafkalog::TopicPartition,
-    record: &manifest::mirror_state::MirrorRecord,
+    record: &manifest::mirror_record::MirrorRecord,
     l: Option<&LivePartition>,
     start: i64,
     end: i64,
@@ -329,10 +329,10 @@ pub fn row(
 /// What of the partition's own records is at stake (see
 /// [`PartitionStatus::cut`]), from its record and log bounds.
 pub fn cut_at_stake(
-    record: &manifest::mirror_state::MirrorRecord,
+    record: &manifest::mirror_record::MirrorRecord,
     start: i64,
     end: i64,
-) -> Option<manifest::mirror_state::Cut> {
+) -> Option<manifest::mirror_record::Cut> {
     use manifest::state::PartitionState;
     match record.state.state() {
         PartitionState::Preparing => record.pending_cut,
@@ -340,7 +340,7 @@ pub fn cut_at_stake(
             .stopped_at_offset
             .map(|at| at.max(start))
             .filter(|&first| first < end)
-            .map(|first| manifest::mirror_state::Cut {
+            .map(|first| manifest::mirror_record::Cut {
                 first_offset: first,
                 last_offset: end - 1,
             }),
@@ -396,7 +396,7 @@ pub fn table(rows: &[PartitionStatus]) -> String {
 
 /// The CUT column: `-`, or the offsets at stake and how many
 /// (`1200-1202 (3)`).
-fn cut_cell(cut: Option<&manifest::mirror_state::Cut>) -> String {
+fn cut_cell(cut: Option<&manifest::mirror_record::Cut>) -> String {
     cut.map_or_else(
         || "-".to_string(),
         |c| format!("{}-{} ({})", c.first_offset, c.last_offset, c.offsets()),

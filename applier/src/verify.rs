@@ -1192,7 +1192,7 @@ pub struct Target {
     /// The partition.
     pub tp: TopicPartition,
     /// Its mirror record.
-    pub record: manifest::mirror_state::MirrorRecord,
+    pub record: manifest::mirror_record::MirrorRecord,
     /// Bytes of its segment files now.
     pub bytes: u64,
 }

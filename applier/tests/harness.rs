@@ -629,7 +629,7 @@ async fn failback_at_the_lme_epoch_and_with_unknown_lme() {
             std::fs::remove_file(
                 b_dir
                     .join("orders-0")
-                    .join(manifest::mirror_state::MIRROR_FILE),
+                    .join(manifest::mirror_record::MIRROR_FILE),
             )
             .expect("remove");
         }

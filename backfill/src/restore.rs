@@ -42,29 +42,30 @@ use manifest::feed::HeadEntry;
 use manifest::layout::PartitionKey;
 use manifest::partition::{PartitionManifest, ShippedRange};
 
-/// Where a restore stops.
+/// Where a restore stops: "the cut" in this module (not a
+/// `manifest::mirror_record::Cut`, which is offsets a start removes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cut {
+pub enum RestoreEnd {
     /// Whole batches ending at or below this offset.
     Offset(i64),
     /// Batches before the first whose max timestamp is after this (ms).
     Time(i64),
 }
 
-impl Cut {
+impl RestoreEnd {
     /// Whether a whole range (object) is before the cut.
     fn keeps_range(&self, r: &ShippedRange) -> bool {
         match *self {
-            Cut::Offset(n) => r.last_offset <= n,
-            Cut::Time(t) => r.max_timestamp <= t,
+            RestoreEnd::Offset(n) => r.last_offset <= n,
+            RestoreEnd::Time(t) => r.max_timestamp <= t,
         }
     }
 
     /// Whether a batch with these bounds is before the cut.
     fn keeps_batch(&self, last_offset: i64, max_timestamp: i64) -> bool {
         match *self {
-            Cut::Offset(n) => last_offset <= n,
-            Cut::Time(t) => max_timestamp <= t,
+            RestoreEnd::Offset(n) => last_offset <= n,
+            RestoreEnd::Time(t) => max_timestamp <= t,
         }
     }
 }
@@ -98,7 +99,7 @@ impl RangesToFetch {
 /// Plans one partition: the ranges (in offset order) kept whole, then the
 /// one cut. Everything after the first range the cut falls in is left:
 /// the restored log is a prefix.
-pub fn plan_restore(ranges: &[ShippedRange], cut: Cut) -> RangesToFetch {
+pub fn plan_restore(ranges: &[ShippedRange], cut: RestoreEnd) -> RangesToFetch {
     let mut plan = RangesToFetch::default();
     for r in ranges {
         if cut.keeps_range(r) {
@@ -106,9 +107,9 @@ pub fn plan_restore(ranges: &[ShippedRange], cut: Cut) -> RangesToFetch {
             continue;
         }
         let may_hold_some = match cut {
-            Cut::Offset(n) => r.base_offset <= n,
+            RestoreEnd::Offset(n) => r.base_offset <= n,
             // A range's first batch may be at or before the time.
-            Cut::Time(_) => true,
+            RestoreEnd::Time(_) => true,
         };
         if may_hold_some {
             plan.partial = Some(r.clone());
@@ -122,7 +123,7 @@ pub fn plan_restore(ranges: &[ShippedRange], cut: Cut) -> RangesToFetch {
 /// batches before the cut, and the offset after its last batch (`None`
 /// when no batch is kept). A malformed batch ends the prefix: it is
 /// reported by the caller's verification, not here.
-pub fn cut_object(bytes: &[u8], cut: Cut) -> (usize, Option<i64>) {
+pub fn cut_object(bytes: &[u8], cut: RestoreEnd) -> (usize, Option<i64>) {
     let mut len = 0;
     let mut end = None;
     for item in BatchIter::new(bytes, 0) {
@@ -216,13 +217,13 @@ pub struct PartitionRestore {
 pub struct Restorer {
     store: ManifestStore,
     log_dir: PathBuf,
-    cut: Cut,
+    cut: RestoreEnd,
     abort_open_transactions: bool,
 }
 
 impl Restorer {
     /// A restorer reading `store` and writing `log_dir`.
-    pub fn new(store: ManifestStore, log_dir: &Path, cut: Cut) -> Restorer {
+    pub fn new(store: ManifestStore, log_dir: &Path, cut: RestoreEnd) -> Restorer {
         Restorer {
             store,
             log_dir: log_dir.to_path_buf(),
@@ -460,22 +461,22 @@ mod tests {
         // 0..=9 (ts 100), 10..=19 (ts 300), 20..=29 (ts 200: not monotone).
         let ranges = vec![r(0, 9, 100), r(10, 19, 300), r(20, 29, 200)];
         let cases = [
-            (Cut::Offset(29), (vec![0, 10, 20], None)),
-            (Cut::Offset(100), (vec![0, 10, 20], None)),
-            (Cut::Offset(9), (vec![0], None)),
-            (Cut::Offset(12), (vec![0], Some(10))),
-            (Cut::Offset(0), (vec![], Some(0))),
-            (Cut::Time(100), (vec![0], Some(10))),
+            (RestoreEnd::Offset(29), (vec![0, 10, 20], None)),
+            (RestoreEnd::Offset(100), (vec![0, 10, 20], None)),
+            (RestoreEnd::Offset(9), (vec![0], None)),
+            (RestoreEnd::Offset(12), (vec![0], Some(10))),
+            (RestoreEnd::Offset(0), (vec![], Some(0))),
+            (RestoreEnd::Time(100), (vec![0], Some(10))),
             // The first range past the time ends the prefix, even though a
             // later one is older.
-            (Cut::Time(250), (vec![0], Some(10))),
-            (Cut::Time(300), (vec![0, 10, 20], None)),
-            (Cut::Time(50), (vec![], Some(0))),
+            (RestoreEnd::Time(250), (vec![0], Some(10))),
+            (RestoreEnd::Time(300), (vec![0, 10, 20], None)),
+            (RestoreEnd::Time(50), (vec![], Some(0))),
         ];
         for (cut, want) in cases {
             assert_eq!(bases(&plan_restore(&ranges, cut)), want, "{cut:?}");
         }
-        assert_eq!(plan_restore(&ranges, Cut::Offset(12)).bytes(), 20);
+        assert_eq!(plan_restore(&ranges, RestoreEnd::Offset(12)).bytes(), 20);
     }
 
     #[test]
@@ -493,14 +494,23 @@ mod tests {
             bytes.extend(build_batch(&BatchSpec::new(base, 0), &recs).expect("batch"));
         }
         let one = bytes.len() / 3;
-        assert_eq!(cut_object(&bytes, Cut::Offset(8)), (bytes.len(), Some(9)));
-        assert_eq!(cut_object(&bytes, Cut::Offset(7)), (2 * one, Some(6)));
-        assert_eq!(cut_object(&bytes, Cut::Offset(2)), (one, Some(3)));
-        assert_eq!(cut_object(&bytes, Cut::Offset(1)), (0, None));
-        assert_eq!(cut_object(&bytes, Cut::Time(2002)), (2 * one, Some(6)));
-        assert_eq!(cut_object(&bytes, Cut::Time(2001)), (one, Some(3)));
         assert_eq!(
-            cut_object(&bytes[..one + 5], Cut::Offset(8)),
+            cut_object(&bytes, RestoreEnd::Offset(8)),
+            (bytes.len(), Some(9))
+        );
+        assert_eq!(
+            cut_object(&bytes, RestoreEnd::Offset(7)),
+            (2 * one, Some(6))
+        );
+        assert_eq!(cut_object(&bytes, RestoreEnd::Offset(2)), (one, Some(3)));
+        assert_eq!(cut_object(&bytes, RestoreEnd::Offset(1)), (0, None));
+        assert_eq!(
+            cut_object(&bytes, RestoreEnd::Time(2002)),
+            (2 * one, Some(6))
+        );
+        assert_eq!(cut_object(&bytes, RestoreEnd::Time(2001)), (one, Some(3)));
+        assert_eq!(
+            cut_object(&bytes[..one + 5], RestoreEnd::Offset(8)),
             (one, Some(3))
         );
     }

@@ -8,7 +8,8 @@ use std::time::Duration;
 use bucket::url::BucketUrl;
 
 use crate::expect::Expectations;
-use crate::run::{Options, Scope, View, run};
+use crate::expect::View;
+use crate::run::{Options, Scope, run};
 
 /// Flags of `doctor`.
 #[derive(Debug, Clone, clap::Args)]

@@ -24,7 +24,8 @@
 //! `shipper doctor` checks `[source]`, `applier doctor` `[destination]`
 //! (and reads the source bucket's replication rule); `--bucket` replaces the
 //! section's bucket. Replication is expected only when both sections name
-//! a bucket.
+//! a bucket. Whose run it is, is a [`View`], defined here so that the run
+//! and the rules both take it from below.
 //!
 //! Invariants: [`Expectations::parse`] refuses unknown keys and names the
 //! bad field (`source.bucket`, `cluster_ids[1]`, ...); everything it accepts
@@ -36,6 +37,26 @@ use std::time::Duration;
 
 use bucket::url::BucketUrl;
 use serde::Deserialize;
+
+/// Whose view: which expectations apply and what the credentials should
+/// be able to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// The source bucket, as the shipper uses it.
+    Shipper,
+    /// The destination bucket (the replica), as the applier uses it.
+    Applier,
+}
+
+impl View {
+    /// `shipper` or `applier`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            View::Shipper => "shipper",
+            View::Applier => "applier",
+        }
+    }
+}
 
 /// Default of [`Expectations::max_replication_delay`]: Replication Time
 /// Control's 15 minutes.
@@ -80,14 +101,14 @@ struct File {
     cluster_ids: Option<Vec<String>>,
     object_lock: Option<bool>,
     max_replication_delay: Option<String>,
-    source: Option<SideFile>,
-    destination: Option<SideFile>,
+    source: Option<BucketSection>,
+    destination: Option<BucketSection>,
     replication: Option<ReplicationFile>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct SideFile {
+struct BucketSection {
     bucket: Option<String>,
     region: Option<String>,
     kms_key_arn: Option<String>,
@@ -101,7 +122,7 @@ struct ReplicationFile {
 
 /// One bucket's expectations.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Side {
+pub struct BucketExpectations {
     /// The bucket.
     pub bucket: Option<BucketUrl>,
     /// Its region; `None`: not checked against an expectation.
@@ -116,9 +137,9 @@ pub struct Expectations {
     /// Where they came from (`file X` or `defaults`).
     pub origin: String,
     /// The shipper's bucket.
-    pub source: Side,
+    pub source: BucketExpectations,
     /// The applier's bucket (the replica).
-    pub destination: Side,
+    pub destination: BucketExpectations,
     /// Clusters whose data the bucket should hold; empty: those found.
     pub cluster_ids: Vec<String>,
     /// Whether object lock is expected.
@@ -133,8 +154,8 @@ impl Default for Expectations {
     fn default() -> Expectations {
         Expectations {
             origin: "defaults (no --expect)".to_string(),
-            source: Side::default(),
-            destination: Side::default(),
+            source: BucketExpectations::default(),
+            destination: BucketExpectations::default(),
             cluster_ids: Vec::new(),
             object_lock: false,
             max_replication_delay: DEFAULT_MAX_REPLICATION_DELAY,
@@ -165,42 +186,43 @@ impl Expectations {
             field: field.to_string(),
             reason,
         };
-        let side = |name: &str, s: Option<SideFile>| -> Result<Side, ExpectError> {
-            let Some(s) = s else {
-                return Ok(Side::default());
-            };
-            let bucket = match s.bucket.as_deref().map(str::trim) {
-                None | Some("") => None,
-                Some(url) => {
-                    let b = BucketUrl::parse(url)
-                        .map_err(|e| field(&format!("{name}.bucket"), e.to_string()))?;
-                    Some(b)
+        let side =
+            |name: &str, s: Option<BucketSection>| -> Result<BucketExpectations, ExpectError> {
+                let Some(s) = s else {
+                    return Ok(BucketExpectations::default());
+                };
+                let bucket = match s.bucket.as_deref().map(str::trim) {
+                    None | Some("") => None,
+                    Some(url) => {
+                        let b = BucketUrl::parse(url)
+                            .map_err(|e| field(&format!("{name}.bucket"), e.to_string()))?;
+                        Some(b)
+                    }
+                };
+                let region = s
+                    .region
+                    .map(|r| r.trim().to_string())
+                    .filter(|r| !r.is_empty());
+                if let Some(r) = &region
+                    && !r
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                {
+                    return Err(field(
+                        &format!("{name}.region"),
+                        format!("{r:?} is not a region name (e.g. eu-west-1)"),
+                    ));
                 }
+                let kms_key_arn = s
+                    .kms_key_arn
+                    .map(|k| k.trim().to_string())
+                    .filter(|k| !k.is_empty());
+                Ok(BucketExpectations {
+                    bucket,
+                    region,
+                    kms_key_arn,
+                })
             };
-            let region = s
-                .region
-                .map(|r| r.trim().to_string())
-                .filter(|r| !r.is_empty());
-            if let Some(r) = &region
-                && !r
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            {
-                return Err(field(
-                    &format!("{name}.region"),
-                    format!("{r:?} is not a region name (e.g. eu-west-1)"),
-                ));
-            }
-            let kms_key_arn = s
-                .kms_key_arn
-                .map(|k| k.trim().to_string())
-                .filter(|k| !k.is_empty());
-            Ok(Side {
-                bucket,
-                region,
-                kms_key_arn,
-            })
-        };
         let source = side("source", file.source)?;
         let destination = side("destination", file.destination)?;
         let cluster_ids = file.cluster_ids.unwrap_or_default();
@@ -244,7 +266,7 @@ impl Expectations {
     }
 
     /// The expectations and defaults as lines for the report's header.
-    pub fn describe(&self, side: &Side) -> Vec<String> {
+    pub fn describe(&self, side: &BucketExpectations) -> Vec<String> {
         let mut out = vec![format!("expectations: {}", self.origin)];
         out.push(match &side.region {
             Some(r) => format!("region {r}"),

@@ -46,6 +46,7 @@ pub mod s3;
 pub mod testbed;
 
 pub use expect::Expectations;
+pub use expect::View;
 pub use preflight::{Mode as PreflightMode, Outcome as PreflightOutcome, preflight};
 pub use report::{Check, Report, Status};
-pub use run::{DoctorError, Options, Scope, View, run};
+pub use run::{DoctorError, Options, Scope, run};

@@ -21,8 +21,9 @@ use std::time::Duration;
 use bucket::url::BucketUrl;
 
 use crate::expect::Expectations;
+use crate::expect::View;
 use crate::report::Status;
-use crate::run::{Options, Scope, View, run};
+use crate::run::{Options, Scope, run};
 
 /// `--preflight off|warn|enforce`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

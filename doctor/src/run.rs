@@ -23,30 +23,10 @@ use bucket::url::BucketUrl;
 use manifest::layout::{ClusterLayout, clusters_dir};
 
 use crate::answer::Answer;
-use crate::expect::{Expectations, Side};
+use crate::expect::{BucketExpectations, Expectations, View};
 use crate::report::{Check, Report};
 use crate::rules::{self, access, layout, lifecycle, policy, replication, security};
 use crate::s3::{LIST_LIMIT, S3, Unusable};
-
-/// Whose view: which expectations apply and what the credentials should
-/// be able to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum View {
-    /// The source bucket, as the shipper uses it.
-    Shipper,
-    /// The destination bucket (the replica), as the applier uses it.
-    Applier,
-}
-
-impl View {
-    /// `shipper` or `applier`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            View::Shipper => "shipper",
-            View::Applier => "applier",
-        }
-    }
-}
 
 /// Which checks run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +88,7 @@ pub struct Options {
 }
 
 impl Options {
-    fn side(&self) -> &Side {
+    fn side(&self) -> &BucketExpectations {
         match self.view {
             View::Shipper => &self.expect.source,
             View::Applier => &self.expect.destination,
@@ -337,15 +317,11 @@ async fn s3_checks(
             )),
             Ok(layout) => {
                 let (probe, live) = probe(&s3, opts.view, name, prefix, &layout).await;
-                let role = match opts.view {
-                    View::Shipper => access::Role::Shipper,
-                    View::Applier => access::Role::Applier,
-                };
                 if s3.is_plain_http() {
                     out[policy_index] = policy::tls_only(&policy_answer, name, live);
                 }
                 out.extend(access::checks(
-                    role,
+                    opts.view,
                     &format!("{}/", layout.root()),
                     &probe,
                     plain_http_refused,

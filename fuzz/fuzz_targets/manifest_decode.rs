@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use manifest::feed::{Head, HeadEntry};
-use manifest::mirror_state::MirrorRecord;
+use manifest::mirror_record::MirrorRecord;
 use manifest::partition::{Page, PartitionManifest};
 
 fuzz_target!(|data: &[u8]| {

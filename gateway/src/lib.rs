@@ -7,6 +7,10 @@
 //! request and response goes through the `kafka-protocol` crate's codecs.
 //!
 //! - [`server`]: the listener, framing and shutdown.
+//! - [`context`]: what every connection shares (configuration, view,
+//!   writer, coordinator, security); `reply`: a handler's answer and its
+//!   encoding. Both sit below the listener, the request path and the
+//!   handlers, so the modules form no cycle.
 //! - [`api`]: one module per Kafka API.
 //! - [`request`]: one frame from its bytes to its reply (what the listener
 //!   and the fuzz target share).
@@ -19,11 +23,13 @@
 //! See `docs/kafka-gateway.md` for what each client was measured to do.
 
 mod api;
+pub mod context;
 pub mod groups;
 pub mod idempotence;
 pub mod limits;
 pub mod produced;
 pub mod producer_ids;
+mod reply;
 pub mod request;
 pub mod sasl;
 pub mod security;
@@ -32,6 +38,7 @@ pub mod versions;
 pub mod view;
 pub mod writer;
 
-pub use server::{DEFAULT_MAX_REQUEST_BYTES, Gateway, GatewayConfig, Shared};
+pub use context::{DEFAULT_MAX_REQUEST_BYTES, GatewayConfig, Shared};
+pub use server::Gateway;
 pub use view::LogView;
 pub use writer::{AppendRequest, AppendSender, Appends, DirWriter};

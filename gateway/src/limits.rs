@@ -319,7 +319,7 @@ pub(crate) struct Connections {
 
 /// A served connection's place in [`Connections`], given back when dropped.
 #[derive(Debug)]
-pub(crate) struct Slot {
+pub(crate) struct ConnectionSlot {
     connections: Arc<Connections>,
     address: IpAddr,
 }
@@ -346,10 +346,10 @@ impl Connections {
         self: &Arc<Self>,
         address: IpAddr,
         limits: &ListenerLimits,
-    ) -> Result<Slot, LimitHit> {
+    ) -> Result<ConnectionSlot, LimitHit> {
         let address = address.to_canonical();
         let mut map = self.map();
-        // Changed under this lock only (here and in `Slot::drop`).
+        // Changed under this lock only (here and in `ConnectionSlot::drop`).
         let open = usize::try_from(self.stats.open()).unwrap_or(usize::MAX);
         let from = map.get(&address).copied().unwrap_or(0);
         match admission(open, from, limits) {
@@ -361,7 +361,7 @@ impl Connections {
                 *map.entry(address).or_insert(0) += 1;
                 self.stats.open.fetch_add(1, Ordering::Relaxed);
                 self.stats.accepted.fetch_add(1, Ordering::Relaxed);
-                Ok(Slot {
+                Ok(ConnectionSlot {
                     connections: Arc::clone(self),
                     address,
                 })
@@ -370,7 +370,7 @@ impl Connections {
     }
 }
 
-impl Drop for Slot {
+impl Drop for ConnectionSlot {
     fn drop(&mut self) {
         let mut map = self.connections.map();
         if let Some(n) = map.get_mut(&self.address) {

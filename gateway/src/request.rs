@@ -17,8 +17,9 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::decode_request_header_from_buffer;
 
+use crate::context::Shared;
+use crate::reply::Reply;
 use crate::security::{Auth, Gate};
-use crate::server::{Reply, Shared};
 
 /// A frame the gateway answered: the request's API key and header, and the
 /// reply. `Err`: the frame could not be read (the connection is closed).
@@ -33,7 +34,7 @@ pub(crate) async fn handle(
     let Ok(key) = ApiKey::try_from(header.request_api_key) else {
         return Err(format!("unknown API key {}", header.request_api_key));
     };
-    let reply = match auth.gate(shared, key, &header, frame) {
+    let reply = match auth.gate(&shared.security, key, &header, frame) {
         Gate::Pass(body) => crate::api::dispatch(shared, key, &header, body, peer).await,
         Gate::Answer(reply) => reply,
     };

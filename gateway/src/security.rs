@@ -20,8 +20,8 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+use crate::reply::{Reply, encode};
 use crate::sasl::{Credentials, Exchange, Mechanism, Step};
-use crate::server::{Reply, Shared, encode};
 
 /// TLS and SASL settings of a listener.
 #[derive(Clone, Default)]
@@ -120,12 +120,12 @@ impl Auth {
     /// Lets a request through, or answers it (SASL steps, refusals).
     pub(crate) fn gate(
         &mut self,
-        shared: &Shared,
+        security: &Security,
         key: ApiKey,
         header: &RequestHeader,
         mut body: Bytes,
     ) -> Gate {
-        let Some(credentials) = shared.security.sasl.as_deref() else {
+        let Some(credentials) = security.sasl.as_deref() else {
             return Gate::Pass(body);
         };
         if !self.required || self.user.is_some() || key == ApiKey::ApiVersions {

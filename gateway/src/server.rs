@@ -2,7 +2,7 @@
 //! them in order, one connection per task.
 //!
 //! Invariants:
-//! - A request larger than [`GatewayConfig::max_request_bytes`] closes the
+//! - A request larger than [`crate::GatewayConfig::max_request_bytes`] closes the
 //!   connection before its body is read (Kafka's `socket.request.max.bytes`),
 //!   so a connection holds at most one request and one response in memory.
 //! - The listener's limits ([`crate::limits`]: connections in all and per
@@ -31,72 +31,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
+use crate::context::Shared;
 use crate::limits::{
     Connections, LimitHit, ListenerLimits, ListenerStats, Reading, WarnEvery, decode_charge,
     frame_size, read_deadline,
 };
-use crate::view::LogView;
-use crate::writer::{AppendSender, Appends};
-
-/// How the gateway presents itself.
-#[derive(Debug, Clone)]
-pub struct GatewayConfig {
-    /// This node's id (leader of every partition, coordinator, controller).
-    pub node_id: i32,
-    /// The host and port clients are told to connect to.
-    pub advertised_host: String,
-    /// See `advertised_host`.
-    pub advertised_port: u16,
-    /// The cluster id reported in Metadata.
-    pub cluster_id: String,
-    /// Largest request accepted, in bytes.
-    pub max_request_bytes: usize,
-}
-
-/// Kafka's default `socket.request.max.bytes`: 100 MiB.
-pub const DEFAULT_MAX_REQUEST_BYTES: usize = 100 << 20;
-
-/// What every connection shares.
-#[derive(Debug)]
-pub struct Shared {
-    /// The configuration.
-    pub config: GatewayConfig,
-    /// The log dir.
-    pub view: Arc<LogView>,
-    /// Where producers' appends go (`None`: served read-only).
-    pub writer: Option<AppendSender>,
-    /// Woken after each append.
-    pub appends: Arc<Appends>,
-    /// The consumer group coordinator.
-    pub groups: Arc<crate::groups::Coordinator>,
-    /// InitProducerId's ids.
-    pub producer_ids: crate::producer_ids::ProducerIds,
-    /// TLS and SASL, when configured.
-    pub security: crate::security::Security,
-}
-
-/// What a handler decided to send back.
-#[derive(Debug)]
-pub(crate) enum Reply {
-    /// This response body (after the header).
-    Body(BytesMut),
-    /// Nothing (a Produce with acks=0 that succeeded).
-    Nothing,
-    /// Close the connection (why, for the log).
-    Close(String),
-    /// A failed authentication: send this body after the SASL failure
-    /// delay, then close.
-    FailedAuthentication(BytesMut, String),
-}
-
-/// Encodes `message` at `version`; an encoding failure closes the connection.
-pub(crate) fn encode<M: Encodable>(message: &M, version: i16) -> Reply {
-    let mut out = BytesMut::new();
-    match message.encode(&mut out, version) {
-        Ok(()) => Reply::Body(out),
-        Err(e) => Reply::Close(format!("encoding the response: {e}")),
-    }
-}
+use crate::reply::Reply;
 
 /// The gateway: serves the log dir on a listener until shut down.
 pub struct Gateway {
@@ -119,7 +59,7 @@ impl Gateway {
     }
 
     /// Serves within `limits` (their `max_request_size` replaces
-    /// [`GatewayConfig::max_request_bytes`]), counting in `stats`.
+    /// [`crate::GatewayConfig::max_request_bytes`]), counting in `stats`.
     pub fn with_limits(mut self, limits: ListenerLimits, stats: Arc<ListenerStats>) -> Gateway {
         self.shared.config.max_request_bytes = limits.max_request_size;
         self.limits = limits;

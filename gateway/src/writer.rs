@@ -83,7 +83,7 @@ pub struct AppendRequest {
 /// Whether a writer may create `tp` for an append that asks to: only the
 /// offsets topic's partitions, which the gateway owns.
 pub fn may_create(tp: &TopicPartition) -> bool {
-    tp.topic == crate::groups::offsets_topic::OFFSETS_TOPIC
+    tp.topic == kafkalog::offsets_topic::OFFSETS_TOPIC
 }
 
 /// The topic id for a new `__consumer_offsets` partition: the one its

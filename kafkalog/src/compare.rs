@@ -154,7 +154,7 @@ pub fn compare_partition(a: &Path, b: &Path, tp: &TopicPartition) -> Result<Comp
 mod tests {
     use super::*;
     use crate::batch::tests::raw_batch;
-    use crate::log::LEADER_EPOCH_CHECKPOINT;
+    use crate::checkpoint::LEADER_EPOCH_CHECKPOINT;
     use crate::reader::MIRROR_RECORD_FILE;
     use crate::{LogConfig, LogDir};
 

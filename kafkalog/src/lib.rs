@@ -21,7 +21,9 @@
 //!   replicated appends, reads, truncation, retention, rolling.
 //! - [`retention`]: which old segments Kafka's retention (time, size)
 //!   deletes, as a pure decision.
-//! - [`logdir`]: the log dir root, its lock and root checkpoints.
+//! - [`logdir`]: the log dir root, its lock and root checkpoints (the
+//!   state it shares with its open logs is the private `root_checkpoints`,
+//!   which both [`log`] and [`logdir`] use).
 //! - [`guard`]: the persisted write guard that makes a partition read-only.
 //! - [`offsets_topic`]: records of `__consumer_offsets` (committed offsets,
 //!   group metadata).
@@ -46,6 +48,7 @@ pub mod offsets_topic;
 pub mod reader;
 pub mod records;
 pub mod retention;
+mod root_checkpoints;
 pub mod segment;
 pub mod snapshot;
 pub mod topic;

@@ -93,8 +93,8 @@ use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::guard;
 use crate::index::{AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex};
-use crate::logdir::Shared;
 use crate::records::{self, ControlType};
+use crate::root_checkpoints::SharedRoot;
 use crate::segment::{
     self, INDEX_SUFFIX, LOG_SUFFIX, ScanStop, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
 };
@@ -364,7 +364,7 @@ struct AppendMark {
 /// [`crate::LogDir::open_partition`], which holds the log dir's lock.
 #[derive(Debug)]
 pub struct PartitionLog {
-    shared: Arc<Shared>,
+    shared: Arc<SharedRoot>,
     dir: PathBuf,
     tp: TopicPartition,
     topic_id: Option<TopicId>,
@@ -403,7 +403,7 @@ impl PartitionLog {
     /// Opens (creating when `create`) the partition dir under the log dir and
     /// recovers it. Called by [`crate::LogDir`].
     pub(crate) fn open(
-        shared: Arc<Shared>,
+        shared: Arc<SharedRoot>,
         tp: TopicPartition,
         config: LogConfig,
         create: Option<Option<TopicId>>,
@@ -467,7 +467,7 @@ impl PartitionLog {
     }
 
     fn recover(
-        shared: Arc<Shared>,
+        shared: Arc<SharedRoot>,
         dir: PathBuf,
         tp: TopicPartition,
         topic_id: Option<TopicId>,

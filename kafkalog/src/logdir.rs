@@ -24,7 +24,9 @@
 //!
 //! The root checkpoints are shared by all partitions of the dir: each update
 //! rewrites the file atomically with this process's view merged into what
-//! the file held when the dir was opened.
+//! the file held when the dir was opened. They, the root path and the held
+//! lock live in `root_checkpoints`, below this module and [`crate::log`],
+//! so a partition log records its flushes without depending on this one.
 //!
 //! A writer that flushes many partitions in one pass (the applier) may
 //! [`LogDir::defer_checkpoints`]: flushes then only record their recovery
@@ -35,17 +37,13 @@
 //! recovery point that goes back (truncation) and a deleted partition are
 //! always written at once.
 
-use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::fs::{self, OpenOptions};
+use std::path::Path;
+use std::sync::Arc;
 
-use crate::checkpoint::{
-    self, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_OFFSET_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-};
 use crate::error::{Error, Result};
 use crate::log::{LogConfig, PartitionLog};
+use crate::root_checkpoints::SharedRoot;
 use crate::topic::{TopicId, TopicPartition};
 
 /// Tries to take a held lock, 20 ms apart, before reporting it.
@@ -53,123 +51,6 @@ const LOCK_ATTEMPTS: u32 = 10;
 
 /// Name of the lock file at the log dir root (Kafka's name).
 pub const LOCK_FILE: &str = ".lock";
-
-#[derive(Debug, Default)]
-struct RootCheckpoints {
-    recovery_point: BTreeMap<TopicPartition, i64>,
-    log_start: BTreeMap<TopicPartition, i64>,
-    high_watermark: BTreeMap<TopicPartition, i64>,
-    has_high_watermark_file: bool,
-    /// Flushes record in memory only; [`LogDir::write_checkpoints`] writes.
-    deferred: bool,
-    /// Something recorded since the files were last written.
-    dirty: bool,
-}
-
-/// State shared by a log dir and the partition logs opened from it.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) root: PathBuf,
-    _lock: File,
-    checkpoints: Mutex<RootCheckpoints>,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, RootCheckpoints> {
-        match self.checkpoints.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
-    pub(crate) fn log_start_offset(&self, tp: &TopicPartition) -> Option<i64> {
-        self.lock().log_start.get(tp).copied()
-    }
-
-    pub(crate) fn recovery_point(&self, tp: &TopicPartition) -> Option<i64> {
-        self.lock().recovery_point.get(tp).copied()
-    }
-
-    /// Records a partition's recovery point, log start and high watermark and
-    /// rewrites the three root checkpoints.
-    pub(crate) fn update_checkpoints(
-        &self,
-        tp: &TopicPartition,
-        recovery_point: i64,
-        log_start: i64,
-        high_watermark: i64,
-        first_segment_base: i64,
-    ) -> Result<()> {
-        let mut c = self.lock();
-        // A log start that moves or a recovery point that goes back (a
-        // truncation) is written at once even when deferred: only a
-        // recovery point that lags the flushed data is harmless. A new
-        // partition's first entry whose log start is where its first
-        // segment starts can wait too: without an entry, open starts the
-        // log there.
-        let log_start_moved = match c.log_start.get(tp) {
-            Some(&recorded) => recorded != log_start,
-            None => log_start != first_segment_base,
-        };
-        let must_write = log_start_moved
-            || c.recovery_point
-                .get(tp)
-                .is_some_and(|&p| recovery_point < p);
-        c.recovery_point.insert(tp.clone(), recovery_point);
-        c.log_start.insert(tp.clone(), log_start);
-        c.high_watermark.insert(tp.clone(), high_watermark);
-        if c.deferred && !must_write {
-            c.dirty = true;
-            return Ok(());
-        }
-        self.write_all(&mut c)
-    }
-
-    /// Records a partition's log start offset durably.
-    pub(crate) fn update_log_start(&self, tp: &TopicPartition, log_start: i64) -> Result<()> {
-        let mut c = self.lock();
-        c.log_start.insert(tp.clone(), log_start);
-        checkpoint::write_offset_checkpoint(
-            &self.root.join(LOG_START_OFFSET_CHECKPOINT),
-            &c.log_start,
-            true,
-        )
-    }
-
-    fn forget(&self, tp: &TopicPartition) -> Result<()> {
-        let mut c = self.lock();
-        c.recovery_point.remove(tp);
-        c.log_start.remove(tp);
-        c.high_watermark.remove(tp);
-        self.write_all(&mut c)
-    }
-
-    /// Rewrites the root checkpoints. The high watermark file is kept only
-    /// when the dir had one (a broker's dir): a log of our own has one
-    /// replica and commits every append, and a missing file is what tells a
-    /// shipper to ship up to the log end.
-    fn write_all(&self, c: &mut RootCheckpoints) -> Result<()> {
-        checkpoint::write_offset_checkpoint(
-            &self.root.join(RECOVERY_POINT_OFFSET_CHECKPOINT),
-            &c.recovery_point,
-            true,
-        )?;
-        checkpoint::write_offset_checkpoint(
-            &self.root.join(LOG_START_OFFSET_CHECKPOINT),
-            &c.log_start,
-            true,
-        )?;
-        if c.has_high_watermark_file {
-            checkpoint::write_offset_checkpoint(
-                &self.root.join(REPLICATION_OFFSET_CHECKPOINT),
-                &c.high_watermark,
-                true,
-            )?;
-        }
-        c.dirty = false;
-        Ok(())
-    }
-}
 
 /// Who holds a POSIX record lock (`fcntl`) on `root/.lock`, as a running
 /// Kafka broker does on each of its log dirs: `Ok(None)` when nobody (or
@@ -218,7 +99,7 @@ pub fn refuse_if_owned_by_broker(root: &Path) -> Result<()> {
 /// A log dir open for writing (locked).
 #[derive(Debug, Clone)]
 pub struct LogDir {
-    shared: Arc<Shared>,
+    shared: Arc<SharedRoot>,
 }
 
 impl LogDir {
@@ -253,24 +134,8 @@ impl LogDir {
                 Err(fs::TryLockError::Error(e)) => return Err(Error::io("lock", &lock_path)(e)),
             }
         }
-        let checkpoints = RootCheckpoints {
-            recovery_point: checkpoint::read_offset_checkpoint(
-                &root.join(RECOVERY_POINT_OFFSET_CHECKPOINT),
-            )?,
-            log_start: checkpoint::read_offset_checkpoint(&root.join(LOG_START_OFFSET_CHECKPOINT))?,
-            high_watermark: checkpoint::read_offset_checkpoint(
-                &root.join(REPLICATION_OFFSET_CHECKPOINT),
-            )?,
-            has_high_watermark_file: root.join(REPLICATION_OFFSET_CHECKPOINT).exists(),
-            deferred: false,
-            dirty: false,
-        };
         Ok(LogDir {
-            shared: Arc::new(Shared {
-                root,
-                _lock: lock,
-                checkpoints: Mutex::new(checkpoints),
-            }),
+            shared: Arc::new(SharedRoot::open(root, lock)?),
         })
     }
 
@@ -279,24 +144,14 @@ impl LogDir {
     /// [`LogDir::write_checkpoints`] (`true`). Turning deferral off writes
     /// what was recorded.
     pub fn defer_checkpoints(&self, deferred: bool) -> Result<()> {
-        let mut c = self.shared.lock();
-        c.deferred = deferred;
-        if !deferred && c.dirty {
-            self.shared.write_all(&mut c)?;
-        }
-        Ok(())
+        self.shared.defer(deferred)
     }
 
     /// Writes the root checkpoints if a flush recorded something since they
     /// were last written; returns whether it wrote. On an error the record
     /// is kept and the next call tries again.
     pub fn write_checkpoints(&self) -> Result<bool> {
-        let mut c = self.shared.lock();
-        if !c.dirty {
-            return Ok(false);
-        }
-        self.shared.write_all(&mut c)?;
-        Ok(true)
+        self.shared.write_if_dirty()
     }
 
     /// The root path.
@@ -342,6 +197,8 @@ impl LogDir {
 mod tests {
     use super::*;
     use crate::batch::tests::raw_batch;
+    use crate::checkpoint::{self, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_OFFSET_CHECKPOINT};
+    use std::collections::BTreeMap;
 
     #[test]
     fn segmirrors_own_flock_is_not_a_brokers_lock() {

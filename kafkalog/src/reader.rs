@@ -5,9 +5,10 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use crate::batch::BatchHeader;
-use crate::checkpoint::{self, EpochEntry, PartitionMetadata};
+use crate::checkpoint::{
+    self, EpochEntry, LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, PartitionMetadata,
+};
 use crate::error::{Error, Result};
-use crate::log::{LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA};
 use crate::segment::{self, INDEX_SUFFIX, LOG_SUFFIX, ScanStop};
 use crate::topic::TopicPartition;
 use crate::{fsutil, guard};

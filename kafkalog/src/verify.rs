@@ -21,10 +21,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::checkpoint;
+use crate::checkpoint::PARTITION_METADATA;
 use crate::epoch::EpochLineage;
 use crate::error::Result;
 use crate::index::{OffsetIndex, TimeIndex, TransactionIndex};
-use crate::log::PARTITION_METADATA;
 use crate::reader::PartitionReader;
 use crate::segment::{self, INDEX_SUFFIX, ScanStop, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX};
 use crate::topic::TopicPartition;
@@ -126,7 +126,7 @@ pub fn verify_partition(
     if let Err(e) = reader.metadata() {
         return Ok(Err(from_error(&meta_path, e)));
     }
-    let epoch_path = dir.join(crate::log::LEADER_EPOCH_CHECKPOINT);
+    let epoch_path = dir.join(crate::checkpoint::LEADER_EPOCH_CHECKPOINT);
     let epochs = match reader.epoch_entries() {
         // As the log reads it on open (and Kafka on load): entries that
         // conflict with later ones do not count.

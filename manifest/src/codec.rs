@@ -1,6 +1,6 @@
 //! The integrity envelope of every JSON object segmirror writes to the
 //! bucket (partition manifests, sealed pages and heads) and of the
-//! applier's local mirror record (`mirror_state`).
+//! applier's local mirror record (`mirror_record`).
 //!
 //! The objects are compact JSON, and JSON alone does not detect damage: a
 //! flipped bit in a digit or in a topic id character still parses and
@@ -132,7 +132,7 @@ pub enum ManifestFormatError {
 pub const CHECKSUMMED_SINCE: SchemaVersion = SchemaVersion { major: 1, minor: 1 };
 
 /// The first version of the applier's mirror record (its own versions,
-/// `mirror_state::RECORD_SCHEMA`) that carries the CRC-32C trailer.
+/// `mirror_record::RECORD_SCHEMA`) that carries the CRC-32C trailer.
 pub const MIRROR_RECORD_CHECKSUMMED_SINCE: SchemaVersion = SchemaVersion { major: 1, minor: 2 };
 
 /// What precedes the CRC digits at the end of a checksummed object.

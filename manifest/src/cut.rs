@@ -31,7 +31,7 @@
 //! records than the offsets its cut spans.
 
 use crate::lineage;
-use crate::mirror_state::{Cut, MirrorRecord};
+use crate::mirror_record::{Cut, MirrorRecord};
 use crate::partition::PartitionManifest;
 use crate::reconcile::{LocalLog, Plan, Refusal, Step};
 

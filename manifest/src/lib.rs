@@ -23,7 +23,7 @@
 //!   keys).
 //! - [`partition`]: the epoch manifest of a partition: schema, codec,
 //!   invariants, paging of old ranges.
-//! - [`mirror_state`]: the applier's durable per-partition record, which a
+//! - [`mirror_record`]: the applier's durable per-partition record, which a
 //!   shipper on the same log dir reads to publish the mirror origin (its
 //!   bytes; `partdir::record` reads and writes the file).
 //! - [`applying`]: the marker of a range being streamed into a log, and
@@ -46,6 +46,8 @@
 //! - [`topic_pattern`]: the `topics`/`exclude` regexes both services and
 //!   `backfill` take, matched against whole topic names, and the
 //!   [`topic_pattern::Selection`] of a change-feed head they pick.
+//! - [`name_regex`]: a regex anchored to a whole name, for topic patterns
+//!   and config key filters alike (it depends on no other module).
 //! - [`range_check`]: a data object's bytes against its manifest range
 //!   (size, CRC-32C, batch offsets and epochs), as every reader of the
 //!   bucket checks them; a mismatch is a [`range_check::ObjectCorrupt`].
@@ -72,7 +74,8 @@ pub mod groups;
 pub mod inventory;
 pub mod layout;
 pub mod lineage;
-pub mod mirror_state;
+pub mod mirror_record;
+pub mod name_regex;
 pub mod partition;
 pub mod range_check;
 pub mod reconcile;

@@ -56,7 +56,7 @@ use kafkalog::log::OpenTransaction;
 use kafkalog::topic::{TopicId, TopicPartition};
 
 use crate::lineage::{self, EpochLineage};
-use crate::mirror_state::MirrorRecord;
+use crate::mirror_record::MirrorRecord;
 use crate::partition::PartitionManifest;
 
 /// What the planners know of the local log.
@@ -136,7 +136,7 @@ pub enum Refusal {
     )]
     WouldCut {
         /// The offsets.
-        cut: crate::mirror_state::Cut,
+        cut: crate::mirror_record::Cut,
     },
 }
 

@@ -272,7 +272,7 @@ impl ConfigFilter {
     /// The filter with the default exclusions and the operator's patterns
     /// (whole-key regexes). An invalid pattern is an error naming it.
     pub fn new(include: &[String], exclude: &[String]) -> Result<ConfigFilter, String> {
-        let whole = |p: &str| crate::topic_pattern::whole_name(p);
+        let whole = |p: &str| crate::name_regex::whole_name(p);
         let defaults = DEFAULT_EXCLUDED
             .iter()
             .map(|(p, why)| whole(p).map(|r| (r, *why)))

@@ -4,22 +4,18 @@
 //! include and an exclude pattern pick. Pure: no IO.
 //!
 //! Invariant: the pattern compiles on its own before it is wrapped in
-//! `^(?:...)$`, so it cannot close the group it is wrapped in: without that
-//! check `orders)|(.*` would become `^(?:orders)|(.*)$` and match every
-//! topic.
+//! `^(?:...)$` ([`whole_name`], from [`crate::name_regex`]), so it cannot
+//! close the group it is wrapped in: without that check `orders)|(.*`
+//! would become `^(?:orders)|(.*)$` and match every topic.
 
 use kafkalog::{TopicId, TopicPartition};
 use regex::Regex;
 
 use crate::feed::Head;
 
-/// Compiles `pattern` to a regex that matches whole topic names only.
-/// The error says why, for the caller to put under its field's name.
-pub fn whole_name(pattern: &str) -> Result<Regex, String> {
-    Regex::new(pattern).map_err(|e| format!("invalid regex {pattern:?}: {e}"))?;
-    Regex::new(&format!("^(?:{pattern})$"))
-        .map_err(|e| format!("regex {pattern:?} cannot be anchored to the whole topic name: {e}"))
-}
+/// Compiles `pattern` to a regex that matches whole topic names only
+/// (defined in [`crate::name_regex`], which config key filters use too).
+pub use crate::name_regex::whole_name;
 
 /// A topic selection: which topics a run takes (an applier: the feed
 /// partitions it starts by itself; `backfill`: what it exports).

@@ -2,11 +2,11 @@
 //! read (a damaged or torn file is an error naming it, never an absent
 //! record) and written atomically and durably (temp file, fsync, rename,
 //! fsync dir). The record, its bytes and their versions are
-//! `manifest::mirror_state`'s.
+//! `manifest::mirror_record`'s.
 
 use std::path::Path;
 
-use manifest::mirror_state::{MIRROR_FILE, MirrorRecord};
+use manifest::mirror_record::{MIRROR_FILE, MirrorRecord};
 use manifest::partition::ManifestFormatError;
 
 /// Errors reading or writing the record.
@@ -58,7 +58,7 @@ pub fn read(dir: &Path) -> Result<Option<MirrorRecord>, MirrorRecordError> {
     })
 }
 
-/// Writes the record atomically and durably, as [`manifest::mirror_state::RECORD_SCHEMA`].
+/// Writes the record atomically and durably, as [`manifest::mirror_record::RECORD_SCHEMA`].
 pub fn write(record: &MirrorRecord, dir: &Path) -> Result<(), MirrorRecordError> {
     let path = dir.join(MIRROR_FILE);
     let bytes = record.encode().map_err(|e| MirrorRecordError::Malformed {
@@ -73,7 +73,7 @@ pub fn write(record: &MirrorRecord, dir: &Path) -> Result<(), MirrorRecordError>
 mod tests {
     use super::*;
     use manifest::codec::ObjectKind;
-    use manifest::mirror_state::fixtures::{GOLDEN_1_2, OLD_1_1, sample};
+    use manifest::mirror_record::fixtures::{GOLDEN_1_2, OLD_1_1, sample};
 
     fn written(bytes: &[u8]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().expect("tempdir");

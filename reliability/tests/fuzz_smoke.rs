@@ -6,7 +6,7 @@
 //! `PROPTEST_CASES` scales them (CI default: 2,000 per property).
 
 use manifest::feed::Head;
-use manifest::mirror_state::MirrorRecord;
+use manifest::mirror_record::MirrorRecord;
 use manifest::partition::{Page, PartitionManifest};
 use proptest::prelude::*;
 use segmirror_reliability::seeds;

@@ -658,7 +658,7 @@ async fn a_source_that_is_itself_a_mirror_publishes_its_origin() {
         let mut log = open_log(&dir, &t, topic_id(16), 4096);
         append_n(&mut log, 3, 2, 0, 50);
         let state = serde_json::to_value(manifest::state::initial().0).expect("state");
-        let record = |lme: Option<i32>| -> manifest::mirror_state::MirrorRecord {
+        let record = |lme: Option<i32>| -> manifest::mirror_record::MirrorRecord {
             serde_json::from_value(serde_json::json!({
                 "schema": {"major": 1, "minor": 0},
                 "source_cluster_id": "cluster-b",

@@ -98,7 +98,7 @@ async fn plan_prints_the_failback_cut_and_its_rule_and_changes_nothing() {
         // --allow-truncate for.
         assert_eq!(
             row.cut,
-            Some(manifest::mirror_state::Cut {
+            Some(manifest::mirror_record::Cut {
                 first_offset: 50,
                 last_offset: 79
             }),

@@ -9,16 +9,8 @@
 //! the credentials.
 
 use crate::answer::Answer;
+use crate::expect::View;
 use crate::report::{Check, Status};
-
-/// Whose credentials are probed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Writes under its cluster's prefix.
-    Shipper,
-    /// Reads only.
-    Applier,
-}
 
 /// What each probe request answered (`None`: not attempted).
 #[derive(Debug, Clone, Default)]
@@ -49,7 +41,7 @@ fn word(a: &Option<Answer<()>>) -> &'static str {
 /// The two checks: `access.prefix` (must-have) and `access.outside-prefix`.
 /// `plain_http_refused`: the endpoint is `http://` and the bucket policy
 /// denies non-TLS requests.
-pub fn checks(role: Role, prefix: &str, p: &Probe, plain_http_refused: bool) -> Vec<Check> {
+pub fn checks(view: View, prefix: &str, p: &Probe, plain_http_refused: bool) -> Vec<Check> {
     const ID: &str = "access.prefix";
     const OUT: &str = "access.outside-prefix";
     let summary = format!(
@@ -61,9 +53,9 @@ pub fn checks(role: Role, prefix: &str, p: &Probe, plain_http_refused: bool) -> 
     );
     let ok = |a: &Option<Answer<()>>| matches!(a, Some(Answer::Ok(())));
     let denied = |a: &Option<Answer<()>>| matches!(a, Some(Answer::Denied(_)));
-    let needed: Vec<&Option<Answer<()>>> = match role {
-        Role::Shipper => vec![&p.put, &p.get, &p.list, &p.delete],
-        Role::Applier => vec![&p.get, &p.list],
+    let needed: Vec<&Option<Answer<()>>> = match view {
+        View::Shipper => vec![&p.put, &p.get, &p.list, &p.delete],
+        View::Applier => vec![&p.get, &p.list],
     };
     let object_refused = [&p.put, &p.get, &p.delete].iter().any(|a| denied(a));
     let mut out = Vec::new();
@@ -76,8 +68,8 @@ pub fn checks(role: Role, prefix: &str, p: &Probe, plain_http_refused: bool) -> 
             "run doctor against the https endpoint",
         ));
     } else if needed.iter().all(|a| ok(a)) {
-        let extra = match (role, &p.put) {
-            (Role::Applier, Some(Answer::Ok(()))) => {
+        let extra = match (view, &p.put) {
+            (View::Applier, Some(Answer::Ok(()))) => {
                 "; but the applier's credentials can put (modules/iam gives the applier no write action)"
             }
             _ => "",
@@ -104,9 +96,9 @@ pub fn checks(role: Role, prefix: &str, p: &Probe, plain_http_refused: bool) -> 
             true,
             Status::Fail,
             summary,
-            match role {
-                Role::Shipper => "attach modules/iam's shipper policy (s3:GetObject, PutObject, DeleteObject on <format_root>/<cluster-id>/*, ListBucket with that s3:prefix) to the shipper's role",
-                Role::Applier => "attach modules/iam's applier policy (s3:GetObject and prefix-conditioned s3:ListBucket on the source cluster's prefix) to the applier's role",
+            match view {
+                View::Shipper => "attach modules/iam's shipper policy (s3:GetObject, PutObject, DeleteObject on <format_root>/<cluster-id>/*, ListBucket with that s3:prefix) to the shipper's role",
+                View::Applier => "attach modules/iam's applier policy (s3:GetObject and prefix-conditioned s3:ListBucket on the source cluster's prefix) to the applier's role",
             },
         ));
     }
@@ -158,7 +150,7 @@ mod tests {
             delete: ok(),
             outside_put: denied(),
         };
-        let c = checks(Role::Shipper, "x/", &p, false);
+        let c = checks(View::Shipper, "x/", &p, false);
         assert_eq!(c[0].status, Status::Pass);
         assert_eq!(c[1].status, Status::Pass);
     }
@@ -172,7 +164,7 @@ mod tests {
             delete: ok(),
             outside_put: ok(),
         };
-        let c = checks(Role::Shipper, "x/", &p, false);
+        let c = checks(View::Shipper, "x/", &p, false);
         assert_eq!(c[0].status, Status::Fail);
         assert!(c[0].fix.contains("modules/iam"));
         assert_eq!(c[1].status, Status::Warn);
@@ -188,7 +180,7 @@ mod tests {
             delete: denied(),
             outside_put: None,
         };
-        let c = checks(Role::Shipper, "x/", &p, true);
+        let c = checks(View::Shipper, "x/", &p, true);
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].status, Status::Warn);
         assert!(c[0].evidence.contains("plain HTTP"));
@@ -203,12 +195,12 @@ mod tests {
             ..Probe::default()
         };
         assert_eq!(
-            checks(Role::Applier, "x/", &p, false)[0].status,
+            checks(View::Applier, "x/", &p, false)[0].status,
             Status::Pass
         );
         let p = Probe { put: ok(), ..p };
         assert_eq!(
-            checks(Role::Applier, "x/", &p, false)[0].status,
+            checks(View::Applier, "x/", &p, false)[0].status,
             Status::Warn
         );
         let p = Probe {
@@ -216,7 +208,7 @@ mod tests {
             ..p
         };
         assert_eq!(
-            checks(Role::Applier, "x/", &p, false)[0].status,
+            checks(View::Applier, "x/", &p, false)[0].status,
             Status::Fail
         );
     }

@@ -14,8 +14,8 @@
 
 use manifest::layout::{ClusterLayout, KeyKind, parse_cluster_dir};
 
+use crate::expect::View;
 use crate::report::{Check, Status};
-use crate::run::View;
 
 /// What a listing of the format root found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -10,7 +10,8 @@ use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader};
 use kafka_protocol::protocol::Decodable;
 
-use crate::server::{Reply, Shared, encode};
+use crate::context::Shared;
+use crate::reply::{Reply, encode};
 use crate::versions::{self, SUPPORTED};
 
 pub(super) fn handle(shared: &Shared, header: &RequestHeader, body: &mut Bytes) -> Reply {

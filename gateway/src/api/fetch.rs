@@ -24,7 +24,8 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId};
 use tokio::time::Instant;
 
 use super::{leader_epoch_error, topic_partition, view_error_code};
-use crate::server::{Reply, Shared, encode};
+use crate::context::Shared;
+use crate::reply::{Reply, encode};
 
 /// How often a waiting fetch looks again without being woken.
 const RECHECK: Duration = Duration::from_millis(200);

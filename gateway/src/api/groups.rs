@@ -23,9 +23,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use crate::context::Shared;
 use crate::groups::JoinParams;
 use crate::groups::offsets_topic::Committed;
-use crate::server::{Reply, Shared, encode};
+use crate::reply::{Reply, encode};
 
 fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())

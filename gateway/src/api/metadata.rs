@@ -11,7 +11,8 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::StrBytes;
 
 use super::view_error_code;
-use crate::server::{Reply, Shared, encode};
+use crate::context::Shared;
+use crate::reply::{Reply, encode};
 
 pub(super) fn handle(shared: &Shared, request: MetadataRequest, version: i16) -> Reply {
     let node = BrokerId(shared.config.node_id);

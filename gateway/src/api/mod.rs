@@ -13,7 +13,8 @@ use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::{Decodable, StrBytes};
 
-use crate::server::{Reply, Shared};
+use crate::context::Shared;
+use crate::reply::Reply;
 use crate::versions;
 use crate::view::{PartitionInfo, ViewError};
 use kafka_protocol::ResponseError;

@@ -15,7 +15,8 @@ use kafka_protocol::messages::{
 };
 
 use super::{leader_epoch_error, topic_partition, view_error_code};
-use crate::server::{Reply, Shared, encode};
+use crate::context::Shared;
+use crate::reply::{Reply, encode};
 
 /// Kafka's special ListOffsets timestamps.
 const LATEST: i64 = -1;

@@ -16,7 +16,8 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::oneshot;
 
 use super::{topic_partition, view_error_code};
-use crate::server::{Reply, Shared, encode};
+use crate::context::Shared;
+use crate::reply::{Reply, encode};
 use crate::writer::{AppendError, AppendRequest, refusal};
 
 pub(super) async fn handle(shared: &Shared, request: ProduceRequest, version: i16) -> Reply {

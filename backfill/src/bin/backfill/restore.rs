@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use backfill::restore::{Cut, PartitionRestore, RestoreError, Restorer};
+use backfill::restore::{PartitionRestore, RestoreEnd, RestoreError, Restorer};
 use backfill::select::PartitionList;
 use bucket::diagnosis;
 use bucket::store::ManifestStore;
@@ -81,8 +81,8 @@ pub(crate) struct RestoreArgs {
 
 pub(crate) async fn run(args: RestoreArgs) -> anyhow::Result<u8> {
     let cut = match (&args.until, args.until_offset) {
-        (Some(t), _) => Cut::Time(parse_time("--until", t)?),
-        (None, Some(n)) if n >= 0 => Cut::Offset(n),
+        (Some(t), _) => RestoreEnd::Time(parse_time("--until", t)?),
+        (None, Some(n)) if n >= 0 => RestoreEnd::Offset(n),
         (None, Some(n)) => anyhow::bail!("--until-offset {n}: offsets are never negative"),
         (None, None) => anyhow::bail!("give --until TIME or --until-offset N"),
     };
@@ -184,11 +184,11 @@ pub(crate) async fn run(args: RestoreArgs) -> anyhow::Result<u8> {
             "backfill: error: nothing of the {} selected partitions is at or before the cut ({}): it is older than what the bucket holds",
             done.len(),
             match cut {
-                Cut::Time(t) => format!(
+                RestoreEnd::Time(t) => format!(
                     "--until {}",
                     args.until.as_deref().unwrap_or(&t.to_string())
                 ),
-                Cut::Offset(n) => format!("--until-offset {n}"),
+                RestoreEnd::Offset(n) => format!("--until-offset {n}"),
             }
         );
         2
