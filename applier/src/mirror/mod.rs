@@ -7,7 +7,7 @@
 //! [`apply_plan`] (buffered or streamed, where a range's batches start and
 //! whether the log restarts inside a batch, which compacted segments are
 //! replaced, which offsets a follow skipped). [`Mirror`] carries the plans
-//! out on the local log and the record; [`stream`] downloads and appends.
+//! out on the local log and the record; `stream` downloads and appends.
 //!
 //! Invariants:
 //! - The local log is the checkpoint: after a crash, fetching resumes at the
