@@ -203,6 +203,51 @@ mod tests {
         no_epoch_is_not_ordered_against_the_previous: (-1, None, Some(3)) => None;
     }
 
+    // --- (offset) -> the epoch the manifest assigns it, with ranges
+    // 0..=9 at epoch 1, 10..=19 at epochs 1 then 2 from 15, 30..=39 at 3,
+    // and offsets mirrored below 35
+
+    fn check_manifest_epoch(offset: i64, want: Option<i32>) {
+        let range = |base: i64, last: i64, epochs: &[(i32, i64)]| {
+            let mut lineage = kafkalog::epoch::EpochLineage::new();
+            for &(e, start) in epochs {
+                lineage.assign(e, start).expect("assign");
+            }
+            ShippedRange {
+                key: format!("k{base}"),
+                base_offset: base,
+                last_offset: last,
+                bytes: 1,
+                batches: 1,
+                crc32c: 0,
+                max_timestamp: 0,
+                epochs: lineage,
+                segment_base_offset: 0,
+                completes_segment: false,
+                segment_generation: 0,
+            }
+        };
+        let facts = ManifestFacts {
+            ranges: vec![
+                range(0, 9, &[(1, 0)]),
+                range(10, 19, &[(1, 10), (2, 15)]),
+                range(30, 39, &[(3, 30)]),
+            ],
+            mirrored_below: 35,
+        };
+        assert_eq!(facts.epoch_at(offset), want);
+    }
+
+    rows! { check_manifest_epoch;
+        an_offset_of_the_first_range_has_its_epoch: 5 => Some(1);
+        an_offset_before_an_epoch_change_inside_a_range_has_the_older_epoch: 14 => Some(1);
+        an_offset_after_an_epoch_change_inside_a_range_has_the_newer_epoch: 15 => Some(2);
+        an_offset_in_a_compaction_gap_between_ranges_has_no_manifest_epoch: 25 => None;
+        an_offset_below_the_stop_point_has_its_ranges_epoch: 34 => Some(3);
+        an_offset_written_locally_after_a_stop_has_no_manifest_epoch: 35 => None;
+        an_offset_before_every_range_has_no_manifest_epoch: -1 => None;
+    }
+
     #[test]
     fn the_sample_is_a_count_a_fraction_or_a_percentage() {
         let table: &[(&str, Option<Sample>, u64, u64)] = &[

@@ -135,7 +135,9 @@ impl PartitionScan {
         Ok(scan)
     }
 
-    fn record(&mut self, m: Mismatch) {
+    /// Reports a confirmed mismatch (counted always, kept up to
+    /// [`MAX_REPORTED_PER_PARTITION`]).
+    fn report(&mut self, m: Mismatch) {
         self.counts.mismatches += 1;
         if self.mismatches.len() < MAX_REPORTED_PER_PARTITION {
             self.mismatches.push(m);
@@ -497,7 +499,7 @@ impl PartitionScan {
                 if let Some(seg) = &mut self.seg {
                     seg.found.push(m);
                 } else {
-                    self.record(m);
+                    self.report(m);
                 }
             }
             // A gap the next batch continues is what compaction leaves
@@ -569,7 +571,7 @@ impl PartitionScan {
             ..seg.counts
         });
         for m in seg.found {
-            self.record(m);
+            self.report(m);
         }
         if seg.broken {
             // Nothing after the break can be placed: start afresh at the
