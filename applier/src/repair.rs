@@ -396,17 +396,8 @@ mod tests {
 
     fn range(seg: i64, base: i64, last: i64, gen_: u32, completes: bool) -> ShippedRange {
         ShippedRange {
-            key: format!("k{seg}-{base}-{gen_}"),
-            base_offset: base,
-            last_offset: last,
-            bytes: 1,
-            batches: 1,
-            crc32c: 0,
-            max_timestamp: 0,
-            epochs: kafkalog::epoch::EpochLineage::new(),
-            segment_base_offset: seg,
             completes_segment: completes,
-            segment_generation: gen_,
+            ..crate::mirror::apply_plan::test_range(seg, base, last, gen_)
         }
     }
 

@@ -182,6 +182,26 @@ pub fn skipped_offsets(plan: &Plan) -> Option<(i64, i64)> {
     })
 }
 
+/// A range of segment `segment`, generation `generation`, holding offsets
+/// `base..=last` (key `k<segment>-<base>-<generation>`), for the applier's
+/// table tests.
+#[cfg(test)]
+pub(crate) fn test_range(segment: i64, base: i64, last: i64, generation: u32) -> ShippedRange {
+    ShippedRange {
+        key: format!("k{segment}-{base}-{generation}"),
+        base_offset: base,
+        last_offset: last,
+        bytes: 1,
+        batches: 1,
+        crc32c: 0,
+        max_timestamp: 0,
+        epochs: kafkalog::epoch::EpochLineage::new(),
+        segment_base_offset: segment,
+        completes_segment: false,
+        segment_generation: generation,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,21 +294,7 @@ mod tests {
     // --- compacted_segments_to_replace: (ranges, applied, log end, local
     // segments) -> (base, generation, range keys)
 
-    fn range(segment: i64, base: i64, last: i64, generation: u32) -> ShippedRange {
-        ShippedRange {
-            key: format!("s{segment}-{base}-g{generation}"),
-            base_offset: base,
-            last_offset: last,
-            bytes: 1,
-            batches: 1,
-            crc32c: 0,
-            max_timestamp: 0,
-            epochs: kafkalog::epoch::EpochLineage::new(),
-            segment_base_offset: segment,
-            completes_segment: false,
-            segment_generation: generation,
-        }
-    }
+    use super::test_range as range;
 
     type Replaced = Vec<(i64, u32, Vec<&'static str>)>;
     /// (ranges, applied generations, log end, local segments)
@@ -319,13 +325,13 @@ mod tests {
     rows! { check_compacted;
         a_rolled_segment_compacted_below_the_log_end_is_replaced:
             (vec![range(0, 0, 49, 1), range(50, 50, 99, 0)], &[], 100, &[0, 50])
-                => vec![(0, 1, vec!["s0-0-g1"])];
+                => vec![(0, 1, vec!["k0-0-1"])];
         a_segment_never_compacted_is_kept:
             (vec![range(0, 0, 49, 0), range(50, 50, 99, 0)], &[], 100, &[0, 50]) => vec![];
         a_generation_already_applied_is_not_replaced_again:
             (vec![range(0, 0, 49, 2)], &[(0, 2)], 100, &[0, 50]) => vec![];
         a_newer_generation_than_the_applied_one_is_replaced:
-            (vec![range(0, 0, 49, 3)], &[(0, 2)], 100, &[0, 50]) => vec![(0, 3, vec!["s0-0-g3"])];
+            (vec![range(0, 0, 49, 3)], &[(0, 2)], 100, &[0, 50]) => vec![(0, 3, vec!["k0-0-3"])];
         a_segment_reaching_the_log_end_waits:
             (vec![range(0, 0, 49, 1)], &[], 49, &[0, 50]) => vec![];
         the_active_segment_is_never_replaced:
@@ -334,10 +340,10 @@ mod tests {
             (vec![range(0, 0, 49, 1)], &[], 100, &[20, 50]) => vec![];
         only_the_newest_generations_ranges_make_the_segment:
             (vec![range(0, 0, 19, 1), range(0, 0, 24, 2), range(0, 25, 49, 2)], &[], 100, &[0, 50])
-                => vec![(0, 2, vec!["s0-0-g2", "s0-25-g2"])];
+                => vec![(0, 2, vec!["k0-0-2", "k0-25-2"])];
         each_compacted_segment_is_judged_alone:
             (vec![range(0, 0, 49, 1), range(50, 50, 99, 1), range(100, 100, 149, 1)], &[(50, 1)], 150, &[0, 50, 100, 150])
-                => vec![(0, 1, vec!["s0-0-g1"]), (100, 1, vec!["s100-100-g1"])];
+                => vec![(0, 1, vec!["k0-0-1"]), (100, 1, vec!["k100-100-1"])];
     }
 
     // --- skipped_offsets: follow plan -> offsets skipped

@@ -214,17 +214,8 @@ mod tests {
                 lineage.assign(e, start).expect("assign");
             }
             ShippedRange {
-                key: format!("k{base}"),
-                base_offset: base,
-                last_offset: last,
-                bytes: 1,
-                batches: 1,
-                crc32c: 0,
-                max_timestamp: 0,
                 epochs: lineage,
-                segment_base_offset: 0,
-                completes_segment: false,
-                segment_generation: 0,
+                ..crate::mirror::apply_plan::test_range(0, base, last, 0)
             }
         };
         let facts = ManifestFacts {
