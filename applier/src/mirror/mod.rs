@@ -338,7 +338,8 @@ impl Mirror {
     /// MIRRORING's work for one manifest version: reconcile (source
     /// divergence, retention), replace compacted segments, then fetch and
     /// append every range from the local log end on. The flush and the
-    /// record naming the version are left to the cycle's group commit
+    /// record naming the version (and the generation of each compacted
+    /// segment replaced) are left to the cycle's group commit
     /// ([`Mirror::flush_applied`], [`Mirror::save_applied`]); `unflushed`
     /// and `record_dirty` say what there is to do.
     pub async fn apply(
