@@ -307,17 +307,8 @@ pub async fn repair_stopped(
             .unwrap_or(0);
         let picked = ranges_for_segment(&ranges, p.base, p.next, generation)
             .map_err(|e| anyhow::anyhow!("{tp}: {e}"))?;
-        let mut bytes = Vec::new();
-        for r in &picked {
-            let body = store.get(&r.key).await?;
-            manifest::range_check::verify_object(r, &body).map_err(|corrupt| {
-                crate::MirrorError::ObjectCorrupt {
-                    tp: tp.clone(),
-                    corrupt,
-                }
-            })?;
-            bytes.extend_from_slice(&body);
-        }
+        let picked: Vec<&ShippedRange> = picked.iter().collect();
+        let bytes = crate::mirror::fetch_verified(store, tp, &picked).await?;
         tracing::warn!(partition = %tp, segment = p.base, objects = picked.len(), bytes = bytes.len(), "replacing the damaged segment with its copy from the bucket");
         log.replace_segment(p.base, &bytes)?;
         done.segments.push(p.base);

@@ -59,6 +59,8 @@ use crate::error::MirrorError;
 pub mod apply_plan;
 mod stream;
 
+pub(crate) use stream::fetch_verified;
+
 /// What a mirror partition needs to know about its surroundings.
 #[derive(Debug, Clone)]
 pub struct MirrorContext {

@@ -135,8 +135,9 @@ pub(super) async fn fetch_ranges(
 
 /// Downloads the objects of `ranges` whole, checks each against its range
 /// (`manifest::range_check::verify_object`), and returns their bytes
-/// concatenated in order (a segment rebuilt from the bucket).
-pub(super) async fn fetch_verified(
+/// concatenated in order (a segment rebuilt from the bucket: a compacted
+/// one here, a damaged one by `crate::repair`).
+pub(crate) async fn fetch_verified(
     store: &ManifestStore,
     tp: &TopicPartition,
     ranges: &[&ShippedRange],
