@@ -333,17 +333,25 @@ impl PartitionScan {
         // Where the batch truly lies, once its damage (if any) is known.
         let mut true_base = h.base_offset;
         let mut after_gap = false;
+        // A mismatch of this batch where it should start (and is cut).
+        let (path, base, should_start) = (seg.path.clone(), seg.base, expected);
+        let at_expected = |scan: &PartitionScan, message: String| {
+            scan.mismatch(
+                &path,
+                base,
+                Some(h.position),
+                Some(should_start),
+                should_start,
+                message,
+            )
+        };
         match continuity(expected, seg.base, h.base_offset) {
             Continuity::Follows => self.explain_gap(),
             Continuity::Gap => {
                 self.explain_gap();
                 after_gap = true;
-                self.pending_gap = Some(self.mismatch(
-                    &seg.path,
-                    seg.base,
-                    Some(h.position),
-                    Some(expected),
-                    expected,
+                self.pending_gap = Some(at_expected(
+                    self,
                     format!(
                         "the batch starts at {} after a gap from {expected} (what compaction leaves, unless the next batch does not continue it)",
                         h.base_offset
@@ -399,12 +407,8 @@ impl PartitionScan {
                     }
                 }
                 _ => {
-                    seg.found.push(self.mismatch(
-                        &seg.path,
-                        seg.base,
-                        Some(h.position),
-                        Some(expected),
-                        expected,
+                    seg.found.push(at_expected(
+                        self,
                         format!(
                             "base offset {} in the batch header where {expected} was expected (the previous batch ends at {}): a damaged header field the CRC does not cover",
                             h.base_offset,
@@ -418,7 +422,6 @@ impl PartitionScan {
         let true_last = true_base + delta;
         let checkpoint = self.lineage.epoch_for_offset(true_last);
         let manifest_epoch = self.facts.as_ref().and_then(|f| f.epoch_at(true_base));
-        let (path, base) = (seg.path.clone(), seg.base);
         let at_batch = |scan: &PartitionScan, message: String| {
             scan.mismatch(
                 &path,
