@@ -307,17 +307,8 @@ pub async fn repair_stopped(
             .unwrap_or(0);
         let picked = ranges_for_segment(&ranges, p.base, p.next, generation)
             .map_err(|e| anyhow::anyhow!("{tp}: {e}"))?;
-        let mut bytes = Vec::new();
-        for r in &picked {
-            let body = store.get(&r.key).await?;
-            manifest::range_check::verify_object(r, &body).map_err(|corrupt| {
-                crate::MirrorError::ObjectCorrupt {
-                    tp: tp.clone(),
-                    corrupt,
-                }
-            })?;
-            bytes.extend_from_slice(&body);
-        }
+        let picked: Vec<&ShippedRange> = picked.iter().collect();
+        let bytes = crate::mirror::fetch_verified(store, tp, &picked).await?;
         tracing::warn!(partition = %tp, segment = p.base, objects = picked.len(), bytes = bytes.len(), "replacing the damaged segment with its copy from the bucket");
         log.replace_segment(p.base, &bytes)?;
         done.segments.push(p.base);
@@ -349,64 +340,54 @@ pub async fn repair_stopped(
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_mirror_is_cut_at_its_lowest_damage_unless_the_bucket_lost_that_range() {
-        // (cuts, bucket log start) -> cut or refusal
-        type Row<'a> = (&'a [i64], i64, Result<Option<i64>, ()>);
-        let table: &[Row<'_>] = &[
-            (&[], 0, Ok(None)),
-            (&[40], 0, Ok(Some(40))),
-            (&[90, 40, 70], 0, Ok(Some(40))),
-            (&[40], 40, Ok(Some(40))),
-            (&[40], 41, Err(())),
-            (&[90, 40], 50, Err(())),
-        ];
-        for (cuts, start, want) in table {
-            let got = mirror_cut(cuts, *start).map_err(|_| ());
-            assert_eq!(&got, want, "{cuts:?} start {start}");
-        }
+    /// One `#[test]` per row: `name: input => expected;`.
+    macro_rules! rows {
+        ($check:ident; $($name:ident: $input:expr => $want:expr;)*) => {
+            $( #[test] fn $name() { $check($input, $want); } )*
+        };
     }
 
-    #[test]
-    fn a_stopped_partition_has_only_a_rolled_segment_below_the_stop_point_replaced() {
-        let segs = [0, 100, 200];
-        // (damaged, stop) -> replace (base, next) or refuse
-        type Row = (i64, Option<i64>, Result<(i64, i64), ()>);
-        let table: &[Row] = &[
-            (0, Some(250), Ok((0, 100))),
-            (100, Some(250), Ok((100, 200))),
-            (100, Some(200), Ok((100, 200))),
-            // The stop point inside the segment: local writes in it.
-            (100, Some(150), Err(())),
-            // The active segment takes the local writes.
-            (200, Some(250), Err(())),
-            (200, Some(200), Err(())),
-            // No stop point: cannot tell mirrored from local.
-            (0, None, Err(())),
-            // Gone since.
-            (50, Some(250), Err(())),
-        ];
-        for &(damaged, stop, want) in table {
-            let got = plan_stopped_repair(damaged, &segs, stop)
-                .map(|s| (s.base, s.next))
-                .map_err(|_| ());
-            assert_eq!(got, want, "damaged {damaged} stop {stop:?}");
-        }
+    // --- (cuts recorded, bucket log start) -> where `start` cuts, or a
+    // refusal
+
+    fn check_mirror_cut((cuts, start): (&[i64], i64), want: Result<Option<i64>, ()>) {
+        assert_eq!(mirror_cut(cuts, start).map_err(|_| ()), want);
+    }
+
+    rows! { check_mirror_cut;
+        no_damage_recorded_cuts_nothing: (&[], 0) => Ok(None);
+        one_damage_is_cut_at_its_boundary: (&[40], 0) => Ok(Some(40));
+        several_damages_are_cut_at_the_lowest: (&[90, 40, 70], 0) => Ok(Some(40));
+        damage_at_the_buckets_log_start_is_cut: (&[40], 40) => Ok(Some(40));
+        damage_below_the_buckets_log_start_is_refused: (&[40], 41) => Err(());
+        the_lowest_damage_below_the_buckets_log_start_is_refused: (&[90, 40], 50) => Err(());
+    }
+
+    // --- a STOPPED partition with segments 0, 100, 200: (damaged segment,
+    // stop point) -> the segment replaced (base, next), or a refusal
+
+    fn check_stopped_repair((damaged, stop): (i64, Option<i64>), want: Result<(i64, i64), ()>) {
+        let got = plan_stopped_repair(damaged, &[0, 100, 200], stop)
+            .map(|s| (s.base, s.next))
+            .map_err(|_| ());
+        assert_eq!(got, want);
+    }
+
+    rows! { check_stopped_repair;
+        the_first_segment_below_the_stop_point_is_replaced: (0, Some(250)) => Ok((0, 100));
+        a_middle_segment_below_the_stop_point_is_replaced: (100, Some(250)) => Ok((100, 200));
+        a_segment_ending_at_the_stop_point_is_replaced: (100, Some(200)) => Ok((100, 200));
+        a_segment_holding_the_stop_point_keeps_its_local_writes: (100, Some(150)) => Err(());
+        the_active_segment_takes_the_local_writes_and_is_refused: (200, Some(250)) => Err(());
+        the_active_segment_at_the_stop_point_is_refused: (200, Some(200)) => Err(());
+        without_a_stop_point_mirrored_and_local_cannot_be_told_apart: (0, None) => Err(());
+        a_segment_gone_since_is_refused: (50, Some(250)) => Err(());
     }
 
     fn range(seg: i64, base: i64, last: i64, gen_: u32, completes: bool) -> ShippedRange {
         ShippedRange {
-            key: format!("k{seg}-{base}-{gen_}"),
-            base_offset: base,
-            last_offset: last,
-            bytes: 1,
-            batches: 1,
-            crc32c: 0,
-            max_timestamp: 0,
-            epochs: kafkalog::epoch::EpochLineage::new(),
-            segment_base_offset: seg,
             completes_segment: completes,
-            segment_generation: gen_,
+            ..crate::mirror::apply_plan::test_range(seg, base, last, gen_)
         }
     }
 
