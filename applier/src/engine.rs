@@ -34,7 +34,7 @@
 //! dir's root checkpoints written once per cycle, only when a flush changed
 //! them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,7 +55,8 @@ use crate::driver::{Backoff, Env};
 use crate::error::MirrorError;
 use crate::feed::FeedReader;
 use crate::mirror::{Mirror, MirrorContext, new_record, refuse_topic};
-use crate::slot::{MirrorSlot, Slot, Work};
+use crate::schedule::{CachedManifest, FeedEntry, PartitionView, View, Wait, Work, schedule};
+use crate::slot::{MirrorSlot, Slot};
 use crate::status::{LivePartition, LiveStatus};
 
 /// Default of [`ApplierOptions::download_memory`]: 16 MiB (with the
@@ -128,16 +129,7 @@ impl ApplierOptions {
     }
 }
 
-/// The outcome of one command on one partition.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct CommandOutcome {
-    /// The partition.
-    pub partition: String,
-    /// Its state afterwards, when the command was accepted.
-    pub state: Option<String>,
-    /// Why it was refused.
-    pub error: Option<String>,
-}
+pub use crate::command_plan::CommandOutcome;
 
 /// What one cycle did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -192,12 +184,16 @@ pub struct Applier {
     /// The feed head `discover` last went through with no partition left
     /// to retry.
     discovered: Option<u64>,
-    /// The last cycle left every partition with nothing to do until the
-    /// feed changes or an operator acts ([`Applier::all_settled`]): the next
-    /// cycle steps none of them (an idle cycle over 10,000 partitions then
-    /// costs the feed's GET, not 10,000 lookups). Cleared by a feed change,
-    /// a command, a producer append and `retry_failures_now`.
-    pub(crate) settled: bool,
+    /// The mirror partitions the next cycle views and schedules
+    /// (`crate::schedule`): those a feed change, a command, an append, a
+    /// transition or a failure touched, and those the last schedule left
+    /// unsettled (a retry to wait for, the bucket to wait for). Empty after
+    /// a settled cycle, so an idle cycle over 10,000 partitions costs the
+    /// feed's GET, not 10,000 lookups.
+    pub(crate) changed: BTreeSet<TopicPartition>,
+    /// Mirror partitions that could not be opened, seen by the last
+    /// `reopen_unopened`.
+    unopened_left: usize,
     reserve: crate::reserve::DiskReserve,
     /// The Kafka gateway served from this process, if any.
     pub(crate) gateway: Option<crate::serving::GatewayLink>,
@@ -267,7 +263,8 @@ impl Applier {
             live_dirty: true,
             last_metrics: None,
             discovered: None,
-            settled: false,
+            changed: BTreeSet::new(),
+            unopened_left: 0,
             reserve,
             gateway: None,
             plain: std::collections::HashMap::new(),
@@ -298,7 +295,7 @@ impl Applier {
         // An interrupted failover completes now, bucket or not.
         let stopping: Vec<_> = applier
             .mirror_slots()
-            .filter(|m| m.pending == Some(Work::Failover))
+            .filter(|m| m.state() == PartitionState::Stopping)
             .map(|m| m.tp().clone())
             .collect();
         // Damage recorded by `applier verify` (or a scrub before a restart)
@@ -337,6 +334,7 @@ impl Applier {
                     max: self.opts.max_backoff,
                 },
                 reserve: &mut self.reserve,
+                wake: &mut self.changed,
             },
             &mut self.slots,
         )
@@ -386,8 +384,13 @@ impl Applier {
             }
             Err(e) => Slot::Unopened(e.to_string()),
         };
-        if let Slot::Unopened(e) = &slot {
-            tracing::error!(partition = %tp, error = %e, "cannot open the mirror partition; retrying every cycle");
+        match &slot {
+            Slot::Unopened(e) => {
+                tracing::error!(partition = %tp, error = %e, "cannot open the mirror partition; retrying every cycle");
+            }
+            _ => {
+                self.changed.insert(tp.clone());
+            }
         }
         self.slots.insert(tp.clone(), slot);
     }
@@ -400,6 +403,7 @@ impl Applier {
             .filter(|(_, s)| matches!(s, Slot::Unopened(_)))
             .map(|(tp, _)| tp.clone())
             .collect();
+        self.unopened_left = 0;
         if tps.is_empty() {
             return;
         }
@@ -409,9 +413,12 @@ impl Applier {
         self.discovered = None;
         for tp in tps {
             self.open_mirror(&tp);
-            if self.slots.get(&tp).is_some_and(|s| s.mirror().is_some()) {
-                tracing::info!(partition = %tp, "opened the mirror partition");
-                self.run_failover(&tp);
+            match self.slots.get(&tp) {
+                Some(Slot::Mirror(_)) => {
+                    tracing::info!(partition = %tp, "opened the mirror partition");
+                }
+                Some(Slot::Unopened(_)) => self.unopened_left += 1,
+                _ => {}
             }
         }
     }
@@ -534,7 +541,12 @@ impl Applier {
             return Ok(false);
         };
         let changed = self.feed.poll(store).await?;
-        self.live_dirty |= changed;
+        if changed {
+            // Every mirror partition's feed entry may have changed.
+            self.live_dirty = true;
+            let all: Vec<TopicPartition> = self.mirror_slots().map(|m| m.tp().clone()).collect();
+            self.changed.extend(all);
+        }
         Ok(changed)
     }
 
@@ -702,6 +714,7 @@ impl Applier {
         slot.manifest = manifest;
         tracing::info!(partition = %tp, source = %self.opts.source_cluster_id, "started mirroring");
         self.slots.insert(tp.clone(), Slot::Mirror(Box::new(slot)));
+        self.changed.insert(tp.clone());
         self.live_dirty = true;
         Ok(())
     }
@@ -746,71 +759,103 @@ impl Applier {
         Ok(Some(manifest))
     }
 
-    /// One step of one partition: the work its state queued, fetching while
-    /// MIRRORING, or a retry that is due. Returns true when something
-    /// changed (so another step may do more).
-    async fn step(&mut self, tp: &TopicPartition, report: &mut CycleReport) -> bool {
-        let now = self.clock.now_ms();
-        let Some(slot) = self.slot_mut(tp) else {
-            return false;
-        };
-        slot.reconcile_guard();
-        match slot.pending {
-            Some(Work::Failover) => return self.run_failover(tp),
-            Some(Work::Prepare) => return self.run_preparation(tp).await,
-            None => {}
+    /// The view of `tps` that [`schedule`] decides on (mirror partitions
+    /// only; a partition that is no longer one is left out).
+    fn view_of(&self, tps: &BTreeSet<TopicPartition>) -> View {
+        let unresolved = self.unopened_left
+            + usize::from(
+                self.feed
+                    .head()
+                    .is_some_and(|h| self.discovered != Some(h.seq)),
+            );
+        View {
+            partitions: tps
+                .iter()
+                .filter_map(|tp| {
+                    let slot = self.slots.get(tp)?.mirror()?;
+                    Some((tp.clone(), self.partition_view(slot)))
+                })
+                .collect(),
+            has_bucket: self.store.is_some(),
+            unresolved,
         }
-        if slot.fetching {
-            if self.caught_up(tp) {
-                return false;
-            }
-            return self.fetch(tp, report).await;
+    }
+
+    /// One mirror partition as a value.
+    fn partition_view(&self, slot: &MirrorSlot) -> PartitionView {
+        let m = &slot.mirror;
+        let failure = m.record.state.failure();
+        PartitionView {
+            state: slot.state(),
+            retryable: failure.is_some_and(|f| f.retryable),
+            retries: m.record.state.retries(),
+            topic_id: m.record.topic_id,
+            applied_version: m.record.applied_manifest_version,
+            stop_epoch: m.record.stop_epoch,
+            log_start: m.log.log_start_offset(),
+            log_end: m.log.log_end_offset(),
+            feed: self.feed.entry(slot.tp()).map(|e| FeedEntry {
+                topic_id: e.topic_id,
+                manifest_version: e.manifest_version,
+            }),
+            cached: slot.manifest.as_ref().map(|c| CachedManifest {
+                version: c.version,
+                topic_id: c.topic_id,
+                shipped_end_offset: c.shipped_end_offset,
+            }),
+            retry_at_ms: slot.retry_at_ms,
+            guard: slot.guard_set,
+            action_error: slot.action_error.is_some(),
+            waiting: slot.waiting.clone(),
+            uncommitted: m.unflushed || m.record_dirty,
         }
-        if slot.retry_due(now) {
-            // What failed may have been a manifest since repaired.
-            slot.manifest = None;
-            return self.transition(tp, Event::RetryDue).is_ok();
-        }
-        false
     }
 
     /// Reads, [`DISCOVER_CONCURRENCY`] at once, the manifests that the
-    /// cycle's steps will need and do not have (a partition fetching or
-    /// about to prepare, whose cached manifest is older than the feed's
-    /// entry), so that a restart or a cycle where many partitions moved
-    /// waits for one round of GETs instead of one GET per partition in
-    /// turn. The same requests as before: the steps find them cached. A
-    /// read that fails is left to the partition's step, which reads again
-    /// and reports it.
-    async fn refresh_manifests(&mut self) {
+    /// work of `tps` will need and that are not in memory (a partition
+    /// MIRRORING or PREPARING whose cached manifest is older than the
+    /// feed's entry), so that a restart or a cycle where many partitions
+    /// moved waits for one round of GETs instead of one GET per partition
+    /// in turn, and the schedule sees them. A read that fails is left to
+    /// the partition's work, which reads again and reports it.
+    async fn refresh_manifests(&mut self, tps: &BTreeSet<TopicPartition>) {
         let Some(store) = self.store.clone() else {
             return;
         };
-        let wanted: Vec<PartitionKey> = self
-            .mirror_slots()
-            .filter(|slot| slot.fetching || slot.pending == Some(Work::Prepare))
+        let wanted: Vec<(PartitionKey, u64)> = tps
+            .iter()
+            .filter_map(|tp| self.slots.get(tp)?.mirror())
+            .filter(|slot| {
+                matches!(
+                    slot.state(),
+                    PartitionState::Mirroring | PartitionState::Preparing
+                )
+            })
             .filter_map(|slot| {
                 let entry = self.feed.entry(slot.tp())?;
                 let fresh = slot.manifest.as_ref().is_some_and(|m| {
                     m.version == entry.manifest_version && m.topic_id == entry.topic_id
                 });
-                (entry.topic_id == slot.mirror.record.topic_id && !fresh).then(|| PartitionKey {
-                    tp: slot.tp().clone(),
-                    topic_id: entry.topic_id,
+                (entry.topic_id == slot.mirror.record.topic_id && !fresh).then(|| {
+                    (
+                        PartitionKey {
+                            tp: slot.tp().clone(),
+                            topic_id: entry.topic_id,
+                        },
+                        entry.manifest_version,
+                    )
                 })
             })
             .collect();
         if wanted.is_empty() {
             return;
         }
-        let feed = &self.feed;
-        let read: Vec<_> = futures::stream::iter(wanted.into_iter().filter_map(|key| {
-            let version = feed.entry(&key.tp)?.manifest_version;
+        let read: Vec<_> = futures::stream::iter(wanted.into_iter().map(|(key, version)| {
             let store = &store;
-            Some(async move {
+            async move {
                 let manifest = store.get_manifest(&key, version).await.ok();
                 (key.tp, manifest)
-            })
+            }
         }))
         .buffer_unordered(DISCOVER_CONCURRENCY)
         .collect()
@@ -821,51 +866,6 @@ impl Applier {
                 self.live_dirty = true;
             }
         }
-    }
-
-    /// Whether a MIRRORING partition has applied the version the feed
-    /// names, with nothing to report: the idle cycle's check, on what is in
-    /// memory (no manifest cloned, no request).
-    fn caught_up(&self, tp: &TopicPartition) -> bool {
-        let (Some(slot), Some(entry)) = (
-            self.slots.get(tp).and_then(Slot::mirror),
-            self.feed.entry(tp),
-        ) else {
-            return false;
-        };
-        let Some(cached) = &slot.manifest else {
-            return false;
-        };
-        let m = &slot.mirror;
-        cached.version == entry.manifest_version
-            && cached.topic_id == entry.topic_id
-            && m.record.topic_id == entry.topic_id
-            && m.record.applied_manifest_version == cached.version
-            && m.log.log_end_offset() >= cached.shipped_end_offset
-            && m.record.state.retries() == 0
-    }
-
-    /// PREPARING's work; reports `Prepared` or the error.
-    async fn run_preparation(&mut self, tp: &TopicPartition) -> bool {
-        let manifest = match self.manifest_for(tp).await {
-            Ok(Some(m)) => m,
-            // No bucket: preparation waits for one.
-            Ok(None) => return false,
-            Err(e) => return self.fail(tp, e),
-        };
-        let ctx = self.context(tp);
-        let Some(slot) = self.slot_mut(tp) else {
-            return false;
-        };
-        slot.pending = None;
-        slot.waiting = None;
-        match slot.mirror.prepare(&manifest, &ctx) {
-            Ok(_) => self.finish_preparation(tp, false),
-            Err(e) => {
-                self.fail(tp, e);
-            }
-        }
-        true
     }
 
     /// After a preparation's plan was executed (and made durable): readers
@@ -906,7 +906,7 @@ impl Applier {
                 .slots
                 .get(tp)
                 .and_then(Slot::mirror)
-                .is_some_and(|s| s.pending == Some(Work::Prepare));
+                .is_some_and(|s| s.state() == PartitionState::Preparing);
             if !queued {
                 continue;
             }
@@ -930,7 +930,6 @@ impl Applier {
             let Some(slot) = self.slot_mut(&tp) else {
                 continue;
             };
-            slot.pending = None;
             slot.waiting = None;
             match slot.mirror.prepare(&manifest, &ctx) {
                 Ok(_) => prepared.push(tp),
@@ -951,15 +950,18 @@ impl Applier {
         }
     }
 
-    /// The cycle's group commit of what [`Mirror::apply`] appended: every
+    /// The cycle's group commit of what [`Mirror::apply`] appended to the
+    /// partitions `viewed` this cycle (nothing else is written between
+    /// cycles but by commands, which make their own writes durable): every
     /// such log flushed, one barrier, then every record that changed in
     /// memory (the manifest version applied, MIRRORING after a
     /// preparation), one barrier. One durability point per
     /// cycle for all partitions instead of one per partition, and no
     /// record names data before that data is durable.
-    fn commit_applied(&mut self) {
-        let tps: Vec<TopicPartition> = self
-            .mirror_slots()
+    fn commit_applied(&mut self, viewed: &BTreeSet<TopicPartition>) {
+        let tps: Vec<TopicPartition> = viewed
+            .iter()
+            .filter_map(|tp| self.slots.get(tp)?.mirror())
             .filter(|s| s.mirror.unflushed || s.mirror.record_dirty)
             .map(|s| s.mirror.tp.clone())
             .collect();
@@ -1012,8 +1014,10 @@ impl Applier {
         }
     }
 
-    /// MIRRORING's work: apply the latest manifest from the local log end.
-    async fn fetch(&mut self, tp: &TopicPartition, report: &mut CycleReport) -> bool {
+    /// MIRRORING's work ([`Work::Apply`]): reconcile the local log with the
+    /// latest manifest and append what it has beyond the log end. Returns
+    /// true when something changed.
+    async fn apply_latest(&mut self, tp: &TopicPartition, report: &mut CycleReport) -> bool {
         let manifest = match self.manifest_for(tp).await {
             Ok(Some(x)) => x,
             Ok(None) => return false,
@@ -1023,20 +1027,6 @@ impl Applier {
         let Some(store) = self.store.clone() else {
             return false;
         };
-        let Some(slot) = self.slots.get(tp).and_then(Slot::mirror) else {
-            return false;
-        };
-        let m = &slot.mirror;
-        let caught_up = m.log.log_end_offset() >= manifest.shipped_end_offset
-            && m.record.applied_manifest_version == manifest.version;
-        if caught_up {
-            if m.record.state.retries() > 0
-                && let Err(e) = self.transition(tp, Event::Progressed)
-            {
-                tracing::debug!(partition = %tp, error = %e, "progress in another state");
-            }
-            return false;
-        }
         if !self.reserve.restore() && !self.reserve.allows_appends() {
             let e = MirrorError::DiskReserve {
                 tp: tp.clone(),
@@ -1100,10 +1090,9 @@ impl Applier {
         let Some(slot) = self.slot_mut(tp) else {
             return false;
         };
-        if slot.pending != Some(Work::Failover) {
+        if slot.state() != PartitionState::Stopping {
             return false;
         }
-        slot.pending = None;
         match slot.mirror.failover() {
             Ok(()) => {
                 self.tell_appended(tp);
@@ -1118,13 +1107,13 @@ impl Applier {
         true
     }
 
-    /// One cycle: read the feed, start new partitions, then step every
-    /// partition until nothing more can be done now.
+    /// One cycle: read the feed, start new partitions, then schedule and
+    /// run the work of every partition that changed until nothing more can
+    /// be done now.
     pub async fn run_once(&mut self) -> CycleReport {
         let mut report = CycleReport::default();
         match self.poll_feed().await {
-            Ok(true) => self.settled = false,
-            Ok(false) => {}
+            Ok(_) => {}
             Err(e) => {
                 report.feed_error = Some(e.to_string());
                 tracing::warn!(error = %e, "could not read the change feed; retrying next cycle");
@@ -1132,13 +1121,7 @@ impl Applier {
         }
         self.reopen_unopened();
         self.discover().await;
-        if !self.settled {
-            self.step_all(&mut report).await;
-            self.settled = report.batches == 0
-                && report.transitions == 0
-                && report.feed_error.is_none()
-                && self.all_settled();
-        }
+        self.work_changed(&mut report).await;
         // The source's consumer-group offsets, onto what was just applied.
         self.sync_groups(&report).await;
         // Once per cycle for every partition flushed in it.
@@ -1154,52 +1137,86 @@ impl Applier {
         report
     }
 
-    /// Steps every mirror partition until it has nothing more to do now
-    /// (the preparations together first, the group commit last).
-    async fn step_all(&mut self, report: &mut CycleReport) {
-        let tps: Vec<TopicPartition> = self
-            .slots
-            .iter()
-            .filter(|(_, s)| s.mirror().is_some())
-            .map(|(tp, _)| tp.clone())
-            .collect();
-        self.refresh_manifests().await;
-        self.prepare_all(&tps).await;
-        for tp in tps {
-            for _ in 0..8 {
-                let before = self.state_of(&tp);
-                let changed = self.step(&tp, report).await;
-                if self.state_of(&tp) != before {
+    /// Schedules the partitions that changed ([`schedule`]) and runs their
+    /// work, in rounds: the preparations together first, then each
+    /// partition's work; a partition whose work changed something is
+    /// scheduled again in the next round (at most [`MAX_ROUNDS`]), and the
+    /// group commit comes last. What the last schedule leaves unsettled is
+    /// viewed again next cycle.
+    async fn work_changed(&mut self, report: &mut CycleReport) {
+        if self.changed.is_empty() {
+            return;
+        }
+        let mut viewed: BTreeSet<TopicPartition> = BTreeSet::new();
+        for _ in 0..MAX_ROUNDS {
+            let look = std::mem::take(&mut self.changed);
+            if look.is_empty() {
+                break;
+            }
+            self.refresh_manifests(&look).await;
+            let plan = schedule(&self.view_of(&look), self.clock.now_ms());
+            viewed.extend(look);
+            for (tp, p) in &plan.partitions {
+                if p.fix_guard
+                    && let Some(slot) = self.slot_mut(tp)
+                {
+                    slot.reconcile_guard();
+                }
+            }
+            self.prepare_all(&plan.with(|w| *w == Work::Prepare)).await;
+            for (tp, p) in &plan.partitions {
+                let before = self.state_of(tp);
+                let again = match &p.work {
+                    Work::Prepare | Work::Idle | Work::Wait(Wait::NoBucket | Wait::RetryAt(_)) => {
+                        if p.work == Work::Idle
+                            && let Some(slot) = self.slot_mut(tp)
+                        {
+                            // Caught up (or idle): nothing is awaited.
+                            slot.waiting = None;
+                        }
+                        false
+                    }
+                    Work::Wait(Wait::NotInFeed) => {
+                        self.fail(tp, MirrorError::NoManifest { tp: tp.clone() });
+                        false
+                    }
+                    Work::Apply { .. } => self.apply_latest(tp, report).await,
+                    Work::Progressed => {
+                        if let Err(e) = self.transition(tp, Event::Progressed) {
+                            tracing::debug!(partition = %tp, error = %e, "progress in another state");
+                        }
+                        false
+                    }
+                    Work::Failover => self.run_failover(tp),
+                    Work::Retry => {
+                        // What failed may have been a manifest since repaired.
+                        if let Some(slot) = self.slot_mut(tp) {
+                            slot.manifest = None;
+                        }
+                        self.transition(tp, Event::RetryDue).is_ok()
+                    }
+                };
+                if self.state_of(tp) != before {
                     report.transitions += 1;
                 }
-                if !changed {
-                    break;
+                if again {
+                    self.changed.insert(tp.clone());
                 }
             }
         }
-        self.commit_applied();
-    }
-
-    /// Whether every partition has nothing to do until the feed changes or
-    /// an operator acts: each mirror with no queued work, no retry, no
-    /// guard to fix, nothing to commit, not waiting for the bucket, and,
-    /// when fetching, caught up with the feed; no partition waiting for its
-    /// manifest or unopened.
-    fn all_settled(&self) -> bool {
-        self.slots.iter().all(|(tp, slot)| match slot {
-            Slot::Mirror(s) => {
-                s.pending.is_none()
-                    && s.retry_at_ms.is_none()
-                    && s.action_error.is_none()
-                    && s.waiting.is_none()
-                    && !s.mirror.unflushed
-                    && !s.mirror.record_dirty
-                    && s.guard_set == Some(s.state() != PartitionState::Stopped)
-                    && (!s.fetching || self.caught_up(tp))
-            }
-            Slot::Refused(_) => true,
-            Slot::Waiting(_) | Slot::Unopened(_) => false,
-        })
+        self.commit_applied(&viewed);
+        // What is left to do is viewed again next cycle.
+        viewed.extend(std::mem::take(&mut self.changed));
+        let after = schedule(&self.view_of(&viewed), self.clock.now_ms());
+        self.changed = after
+            .partitions
+            .into_iter()
+            .filter(|(_, p)| p.unsettled)
+            .map(|(tp, _)| tp)
+            .collect();
+        if after.settled {
+            tracing::trace!("settled: the next cycles view no partition until something changes");
+        }
     }
 
     /// Re-renders the metrics when something they show changed, every cycle
@@ -1304,7 +1321,7 @@ impl Applier {
         self.live_dirty |= !found.is_empty();
         for (tp, e) in found {
             self.fail(&tp, e);
-            self.settled = false;
+            self.changed.insert(tp);
         }
         let n = scrub.objects_due();
         if n > 0
@@ -1326,11 +1343,11 @@ impl Applier {
     /// Makes every retryable failure due now (for `applier once`, whose
     /// schedule is its backoff).
     pub fn retry_failures_now(&mut self) {
-        self.settled = false;
         let now = self.clock.now_ms();
         for slot in self.slots.values_mut().filter_map(Slot::mirror_mut) {
             if slot.retry_at_ms.is_some() {
                 slot.retry_at_ms = Some(now);
+                self.changed.insert(slot.tp().clone());
             }
         }
     }
@@ -1531,70 +1548,39 @@ impl Applier {
         targets: &[String],
         all: bool,
     ) -> Vec<CommandOutcome> {
-        self.settled = false;
         if command == Command::Start
             && let Err(e) = self.poll_feed().await
         {
             tracing::warn!(error = %e, "could not read the change feed before start");
         }
-        let mut tps: Vec<TopicPartition> = Vec::new();
-        if all {
-            tps.extend(self.mirror_slots().map(|m| m.tp().clone()));
-        } else {
-            for t in targets {
-                let mut found: Vec<TopicPartition> = self
-                    .mirror_slots()
-                    .map(MirrorSlot::tp)
-                    .filter(|tp| &tp.topic == t)
-                    .cloned()
-                    .collect();
-                let unopened: Vec<String> = self
-                    .slots
-                    .iter()
-                    .filter(|(tp, _)| &tp.topic == t)
-                    .filter_map(|(tp, s)| match s {
-                        Slot::Unopened(e) => Some(format!("{tp}: {e}")),
-                        _ => None,
-                    })
-                    .collect();
-                if !unopened.is_empty() {
-                    return vec![CommandOutcome {
-                        partition: t.clone(),
-                        state: Some(PartitionState::Failed.as_str().to_string()),
-                        error: Some(format!(
-                            "cannot open the mirror partition(s) of {t:?}: {}",
-                            unopened.join("; ")
-                        )),
-                    }];
-                }
-                if found.is_empty()
-                    && command == Command::Start
-                    && let Some(h) = self.feed.head()
-                {
-                    found.extend(
-                        h.partitions
-                            .values()
-                            .filter(|e| &e.topic == t && !e.deleted)
-                            .filter_map(|e| TopicPartition::new(&e.topic, e.partition).ok()),
-                    );
-                }
-                if found.is_empty() {
-                    return vec![CommandOutcome {
-                        partition: t.clone(),
-                        state: None,
-                        error: Some(format!(
-                            "topic {t:?} has no mirror partition here{}",
-                            if command == Command::Start {
-                                " and none in the source's bucket"
-                            } else {
-                                ""
-                            }
-                        )),
-                    }];
-                }
-                tps.extend(found);
-            }
-        }
+        let mirrors: Vec<TopicPartition> = self.mirror_slots().map(|m| m.tp().clone()).collect();
+        let unopened: Vec<(TopicPartition, String)> = self
+            .slots
+            .iter()
+            .filter_map(|(tp, s)| match s {
+                Slot::Unopened(e) => Some((tp.clone(), e.clone())),
+                _ => None,
+            })
+            .collect();
+        let in_feed: Vec<TopicPartition> = match (command, self.feed.head()) {
+            (Command::Start, Some(h)) => h
+                .partitions
+                .values()
+                .filter(|e| !e.deleted)
+                .filter_map(|e| TopicPartition::new(&e.topic, e.partition).ok())
+                .collect(),
+            _ => Vec::new(),
+        };
+        let known = crate::command_plan::Known {
+            mirrors: &mirrors,
+            unopened: &unopened,
+            in_feed: &in_feed,
+        };
+        let tps = match crate::command_plan::resolve(command, targets, all, known) {
+            Ok(tps) => tps,
+            Err(refused) => return vec![refused],
+        };
+        self.changed.extend(tps.iter().cloned());
         // Partitions new to this log dir (start only) are adopted one by
         // one (reading their manifest); the mirror partitions take the
         // command together, durable in a few barriers (`command_mirrors`).
@@ -1707,7 +1693,7 @@ impl Applier {
                 self.slots
                     .get(*tp)
                     .and_then(Slot::mirror)
-                    .is_some_and(|s| s.pending == Some(Work::Failover))
+                    .is_some_and(|s| s.state() == PartitionState::Stopping)
             })
             .cloned()
             .collect();
@@ -1747,7 +1733,6 @@ impl Applier {
             let Some(slot) = self.slot_mut(tp) else {
                 continue;
             };
-            slot.pending = None;
             match slot.mirror.record_stop() {
                 Ok(()) => going.push(tp.clone()),
                 Err(e) => {
@@ -1756,11 +1741,8 @@ impl Applier {
             }
         }
         if let Err(e) = scope.barrier() {
-            for tp in &going {
-                if let Some(slot) = self.slot_mut(tp) {
-                    slot.pending = Some(Work::Failover);
-                }
-            }
+            // Still STOPPING: the schedule fails them over next cycle.
+            self.changed.extend(going);
             tracing::error!(error = %e, "recording the stops durably failed; failover resumes at the next cycle");
             return;
         }
@@ -1781,11 +1763,7 @@ impl Applier {
             }
         }
         if let Err(e) = scope.barrier() {
-            for tp in &aborted {
-                if let Some(slot) = self.slot_mut(tp) {
-                    slot.pending = Some(Work::Failover);
-                }
-            }
+            self.changed.extend(aborted);
             tracing::error!(error = %e, "flushing the stopped logs failed; failover resumes at the next cycle");
             return;
         }
@@ -1839,112 +1817,72 @@ impl Applier {
         out
     }
 
-    /// `start`'s checks and pin changes on a mirror partition; the reason
-    /// when the start is refused (nothing changed then). A partition with
-    /// records of its own at stake (stopped, or adopted with records) is
-    /// refused when its preparation would cut some of them and the
-    /// operator did not allow it (`manifest::cut`); `manifest` is the
+    /// `start`'s checks and pin changes on a mirror partition
+    /// (`command_plan::plan_start`, performed here); the reason when the
+    /// start is refused (nothing changed then). `manifest` is the
     /// source's, when it could be read.
     fn before_start(
         &mut self,
         tp: &TopicPartition,
         manifest: Option<&PartitionManifest>,
     ) -> Option<String> {
+        use crate::command_plan::{Repin, StartInput, plan_start};
         let name = tp.to_string();
         let source = self.opts.source_cluster_id.clone();
         let feed_topic_id = self.feed.entry(tp).map(|e| e.topic_id);
         let ctx = self.context(tp);
         let allowed = self.truncate_allowed();
         let (mut env, slots) = self.env();
-        if let Some(slot) = slots.get_mut(tp).and_then(Slot::mirror_mut) {
-            // Read the manifest again: `start` is how an operator says
-            // that what failed (a corrupt manifest, say) was repaired.
-            slot.manifest = None;
-            let pinned = slot.mirror.record.source_cluster_id.clone();
-            let other_source = !source.is_empty() && pinned != source;
-            let state = slot.state();
-            let repins = matches!(state, PartitionState::Stopped | PartitionState::Failed)
-                || (state == PartitionState::Preparing && other_source);
-            if state == PartitionState::Preparing
-                && other_source
-                && let Some(id) = feed_topic_id
-                && let Some(local) = slot.mirror.log.topic_id().filter(|local| *local != id)
-                && slot.mirror.log.log_end_offset() > slot.mirror.log.log_start_offset()
-            {
-                return Some(format!(
-                    "holds records of topic id {local} (offsets {}..{}), not of {source}'s topic id {id}: a mirror of {source} cannot adopt them; nothing was changed",
-                    slot.mirror.log.log_start_offset(),
-                    slot.mirror.log.log_end_offset() - 1
-                ));
+        let slot = slots.get_mut(tp).and_then(Slot::mirror_mut)?;
+        // Read the manifest again: `start` is how an operator says that
+        // what failed (a corrupt manifest, say) was repaired.
+        slot.manifest = None;
+        let planned = {
+            let local = slot.mirror.local_view();
+            plan_start(&StartInput {
+                tp,
+                record: &slot.mirror.record,
+                source: &source,
+                feed_topic_id,
+                local: &local,
+                manifest,
+                ctx: &ctx,
+                allowed,
+            })
+        };
+        let plan = match planned {
+            Ok(p) => p,
+            Err(why) => return Some(why),
+        };
+        if let Some(id) = plan.write_topic_id
+            && let Err(e) = slot.mirror.log.replace_topic_id(id)
+        {
+            return Some(format!("could not write topic id {id} for {name}: {e}"));
+        }
+        if plan.records_cut {
+            slot.mirror.record.pending_cut = plan.cut;
+            slot.mirror.record.truncate_allowed = allowed;
+            if let Some(cut) = plan.cut {
+                tracing::warn!(partition = %name, %cut, "start accepted with --allow-truncate: the preparation cuts these records");
             }
-            let mut cut = None;
-            if repins && manifest::cut::at_stake(&slot.mirror.record) {
-                let mut would = slot.mirror.record.clone();
-                would.source_cluster_id.clone_from(&source);
+        }
+        match plan.repin {
+            Repin::Keep => {}
+            // A new start pins the configured source (failback mirrors the
+            // other direction); the transition persists it.
+            Repin::InRecord => {
+                slot.mirror.record.source_cluster_id = source;
                 if let Some(id) = feed_topic_id {
-                    would.topic_id = id;
-                }
-                cut = match manifest {
-                    Some(m) => match slot.mirror.check_cut(&would, m, &ctx, allowed) {
-                        Ok(c) => c,
-                        Err(refusal) => return Some(refusal.to_string()),
-                    },
-                    None if allowed
-                        || !manifest::cut::unknown_cut_at_stake(
-                            &would,
-                            slot.mirror.log.log_end_offset(),
-                        ) =>
-                    {
-                        None
-                    }
-                    None => {
-                        return Some(format!(
-                            "{state} with records of its own up to offset {}, and the source's manifest of {name} cannot be read, so what start would cut is not known; nothing was changed (let the source ship it first, or give --allow-truncate to cut on purpose)",
-                            slot.mirror.log.log_end_offset()
-                        ));
-                    }
-                };
-            }
-            if repins {
-                // A topic id the first pin wrote into a partition that has
-                // no record yet goes with the pin.
-                if let Some(id) = feed_topic_id
-                    && slot.mirror.log.topic_id() != Some(id)
-                    && slot.mirror.log.log_end_offset() == slot.mirror.log.log_start_offset()
-                    && let Err(e) = slot.mirror.log.replace_topic_id(id)
-                {
-                    return Some(format!("could not write topic id {id} for {name}: {e}"));
-                }
-                slot.mirror.record.pending_cut = cut;
-                slot.mirror.record.truncate_allowed = allowed;
-                if let Some(cut) = cut {
-                    tracing::warn!(partition = %name, %cut, "start accepted with --allow-truncate: the preparation cuts these records");
+                    slot.mirror.record.topic_id = id;
                 }
             }
-            match state {
-                // A new start pins the configured source (failback
-                // mirrors the other direction); the transition persists it.
-                PartitionState::Stopped | PartitionState::Failed => {
-                    slot.mirror.record.source_cluster_id = source;
-                    if let Some(id) = feed_topic_id {
-                        slot.mirror.record.topic_id = id;
-                    }
+            // Nothing mirrored yet: the operator corrects the pin.
+            Repin::Now => {
+                let pinned = slot.mirror.record.source_cluster_id.clone();
+                if let Err(e) = slot.repin(&source, feed_topic_id, &mut env) {
+                    return Some(format!("could not pin source cluster {source}: {e}"));
                 }
-                // Nothing mirrored yet: the operator corrects the pin.
-                PartitionState::Preparing if other_source => {
-                    if let Err(e) = slot.repin(&source, feed_topic_id, &mut env) {
-                        return Some(format!("could not pin source cluster {source}: {e}"));
-                    }
-                    tracing::info!(partition = %name, from = %pinned, to = %source, "start replaced the source pin of a partition not yet mirroring");
-                }
-                // Its log holds the pinned source's records: another
-                // source only after a stop (failover), as failback does.
-                PartitionState::Mirroring | PartitionState::Paused if other_source => {
-                    return Some(format!(
-                        "mirrors source cluster {pinned}, not {source}: a partition that has begun mirroring keeps its source; run `applier stop` (failover) first, then `applier start` to mirror {source}"
-                    ));
-                }
-                _ => {}
+                tracing::info!(partition = %name, from = %pinned, to = %source, "start replaced the source pin of a partition not yet mirroring");
             }
         }
         None
@@ -1981,6 +1919,10 @@ impl Applier {
 
 /// Manifests read at once when new partitions are discovered.
 const DISCOVER_CONCURRENCY: usize = 16;
+
+/// Rounds of scheduling per cycle: a partition's work that changed
+/// something is scheduled again, at most this many times.
+const MAX_ROUNDS: usize = 8;
 
 /// Reads the manifest a feed entry names for `tp`, which must describe that
 /// partition with that topic id (see `Applier::discover`); the error, when it

@@ -6,6 +6,10 @@
 //!   fetching and appending, failover).
 //! - [`engine`]: the loop over all partitions: discovery, each state's
 //!   work, retries, operator commands.
+//! - [`schedule`]: what each mirror partition does next, a pure function
+//!   of a value snapshot (also `applier plan`'s).
+//! - [`command_plan`]: operator commands planned in pure code (targets,
+//!   `start`'s pin rules and cut guard).
 //! - [`slot`]: what the applier holds for each partition (one slot each).
 //! - [`driver`]: the one place that performs the state machine's actions.
 //! - [`feed`]: reading the change feed (the topic selection is
@@ -30,6 +34,7 @@
 //! - [`listener`]: the Kafka listener's configured limits and metrics.
 
 pub use manifest::applying;
+pub mod command_plan;
 pub mod commands;
 pub mod config;
 pub mod driver;
@@ -45,6 +50,7 @@ pub mod mirror;
 pub mod plan;
 pub mod repair;
 pub mod reserve;
+pub mod schedule;
 pub mod scrub;
 pub mod serving;
 pub mod slot;

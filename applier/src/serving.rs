@@ -121,7 +121,6 @@ impl Applier {
 
     /// Performs one producer append and answers it.
     pub(crate) fn handle_append(&mut self, request: AppendRequest) {
-        self.settled = false;
         let AppendRequest {
             tp,
             mut batches,
@@ -130,6 +129,9 @@ impl Applier {
         } = request;
         let result = self.append_for_producer(&tp, &mut batches, create);
         if result.is_ok() {
+            if self.slots.get(&tp).is_some_and(|s| s.mirror().is_some()) {
+                self.changed.insert(tp.clone());
+            }
             self.live_dirty = true;
             self.tell_appended(&tp);
         }
