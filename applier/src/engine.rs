@@ -57,7 +57,6 @@ use crate::feed::FeedReader;
 use crate::mirror::{Mirror, MirrorContext, new_record, refuse_topic};
 use crate::schedule::{CachedManifest, FeedEntry, PartitionView, View, Wait, Work, schedule};
 use crate::slot::{MirrorSlot, Slot};
-use crate::status::{LivePartition, LiveStatus};
 
 /// Default of [`ApplierOptions::download_memory`]: 16 MiB (with the
 /// applier's ~30 MiB of its own, peak RSS stays under 64 MiB).
@@ -144,13 +143,6 @@ pub struct CycleReport {
     pub feed_error: Option<String>,
 }
 
-/// How often the live status is rewritten when nothing changed.
-const LIVE_REFRESH: Duration = Duration::from_secs(30);
-
-/// How often the metrics are re-rendered when nothing changed and no
-/// partition lags (for `segmirror_applier_cycles_total`).
-const METRICS_REFRESH: Duration = Duration::from_secs(10);
-
 /// Mirror partitions that must stay on their source's segment boundaries:
 /// the destination never rolls by size or time on its own. Their fsyncs
 /// happen at each pass's flush, a roll's included (group commit:
@@ -174,13 +166,8 @@ pub struct Applier {
     pub(crate) slots: BTreeMap<TopicPartition, Slot>,
     clock: Arc<dyn Clock>,
     pub(crate) counters: crate::metrics::Counters,
-    metrics: Option<crate::metrics::Exposition>,
-    last_live: Option<(LiveStatus, Instant)>,
-    /// Something the live status or the metrics show may have changed since
-    /// they were last built.
-    pub(crate) live_dirty: bool,
-    /// When the metrics were last rendered, and whether a partition lagged.
-    last_metrics: Option<(Instant, bool)>,
+    /// The live status and the metrics as last written.
+    pub(crate) live: crate::live::LiveOutput,
     /// The feed head `discover` last went through with no partition left
     /// to retry.
     discovered: Option<u64>,
@@ -258,10 +245,7 @@ impl Applier {
             slots: BTreeMap::new(),
             clock,
             counters: crate::metrics::Counters::default(),
-            metrics: None,
-            last_live: None,
-            live_dirty: true,
-            last_metrics: None,
+            live: crate::live::LiveOutput::default(),
             discovered: None,
             changed: BTreeSet::new(),
             unopened_left: 0,
@@ -407,7 +391,7 @@ impl Applier {
         if tps.is_empty() {
             return;
         }
-        self.live_dirty = true;
+        self.live.stale = true;
         // A partition opened now may turn out not to be a mirror: a
         // candidate for `discover` again.
         self.discovered = None;
@@ -493,7 +477,7 @@ impl Applier {
         tp: &TopicPartition,
         event: Event,
     ) -> Result<PartitionState, state::TransitionError> {
-        self.live_dirty = true;
+        self.live.stale = true;
         let (mut env, slots) = self.env();
         match slots.get_mut(tp).and_then(Slot::mirror_mut) {
             Some(slot) => slot.drive(event, &mut env),
@@ -504,7 +488,7 @@ impl Applier {
     /// Records `e` as the partition's failure (or, for replication lag,
     /// as what it waits for). Returns true (something changed).
     fn fail(&mut self, tp: &TopicPartition, e: MirrorError) -> bool {
-        self.live_dirty = true;
+        self.live.stale = true;
         if e.is_waiting() {
             // Replication has not delivered it yet: wait, keep the state.
             tracing::info!(partition = %tp, reason = %e, "waiting for the bucket");
@@ -543,7 +527,7 @@ impl Applier {
         let changed = self.feed.poll(store).await?;
         if changed {
             // Every mirror partition's feed entry may have changed.
-            self.live_dirty = true;
+            self.live.stale = true;
             let all: Vec<TopicPartition> = self.mirror_slots().map(|m| m.tp().clone()).collect();
             self.changed.extend(all);
         }
@@ -590,7 +574,7 @@ impl Applier {
         let scope = kafkalog::fsutil::DeferredSync::begin();
         let mut adopted: Vec<TopicPartition> = Vec::new();
         for (tp, topic_id, manifest) in confirmed {
-            self.live_dirty = true;
+            self.live.stale = true;
             let manifest = match manifest {
                 Ok(m) => m,
                 Err(waiting) => {
@@ -633,7 +617,7 @@ impl Applier {
         let Some(store) = &self.store else {
             return Ok(None);
         };
-        self.live_dirty = true;
+        self.live.stale = true;
         confirm_identity(store, tp, topic_id, version)
             .await
             .map(Some)
@@ -715,7 +699,7 @@ impl Applier {
         tracing::info!(partition = %tp, source = %self.opts.source_cluster_id, "started mirroring");
         self.slots.insert(tp.clone(), Slot::Mirror(Box::new(slot)));
         self.changed.insert(tp.clone());
-        self.live_dirty = true;
+        self.live.stale = true;
         Ok(())
     }
 
@@ -755,7 +739,7 @@ impl Applier {
         if let Some(slot) = self.slot_mut(tp) {
             slot.manifest = Some(manifest.clone());
         }
-        self.live_dirty = true;
+        self.live.stale = true;
         Ok(Some(manifest))
     }
 
@@ -863,7 +847,7 @@ impl Applier {
         for (tp, manifest) in read {
             if let (Some(m), Some(slot)) = (manifest, self.slot_mut(&tp)) {
                 slot.manifest = Some(m);
-                self.live_dirty = true;
+                self.live.stale = true;
             }
         }
     }
@@ -1039,7 +1023,7 @@ impl Applier {
             };
             return self.fail(tp, e);
         }
-        self.live_dirty = true;
+        self.live.stale = true;
         let Some(slot) = self.slots.get_mut(tp).and_then(Slot::mirror_mut) else {
             return false;
         };
@@ -1065,7 +1049,7 @@ impl Applier {
                 .note(tp, &manifest.gaps, skipped, self.clock.now_ms())
                 .is_empty()
         {
-            self.live_dirty = true;
+            self.live.stale = true;
         }
         let Some(slot) = self.slots.get_mut(tp).and_then(Slot::mirror_mut) else {
             return false;
@@ -1127,7 +1111,7 @@ impl Applier {
         // Once per cycle for every partition flushed in it.
         self.write_checkpoints();
         self.scrub_step().await;
-        let changed = self.live_dirty;
+        let changed = self.live.stale;
         self.write_live_status();
         self.counters.batches += report.batches;
         self.counters.bytes += report.bytes;
@@ -1219,32 +1203,6 @@ impl Applier {
         }
     }
 
-    /// Re-renders the metrics when something they show changed, every cycle
-    /// while a partition lags (its lag in seconds grows with the clock),
-    /// and every [`METRICS_REFRESH`] otherwise (the cycle counter).
-    fn render_metrics(&mut self, changed: bool) {
-        let Some(exposition) = &self.metrics else {
-            return;
-        };
-        let due = changed
-            || self
-                .last_metrics
-                .is_none_or(|(at, lagging)| lagging || at.elapsed() >= METRICS_REFRESH);
-        if !due {
-            return;
-        }
-        let rows = self.status_rows();
-        let lagging = rows.iter().any(|r| r.lag_offsets.is_some_and(|l| l > 0));
-        if let Ok(mut text) = exposition.lock() {
-            *text = crate::metrics::render_with(
-                &rows,
-                &self.counters,
-                self.scrub.as_ref().map(|s| &s.stats),
-            );
-        }
-        self.last_metrics = Some((Instant::now(), lagging));
-    }
-
     /// Writes the log dir's root checkpoints if a flush changed them (see
     /// [`LogDir::defer_checkpoints`]). A failure is logged and retried next
     /// cycle: checkpoints that lag only make recovery scan more.
@@ -1264,33 +1222,34 @@ impl Applier {
     /// Every mirror partition's status, from memory (no file is read).
     /// Partitions that could not be opened are FAILED here.
     pub fn status_rows(&self) -> Vec<crate::status::PartitionStatus> {
-        let live = self.live_status();
-        let now = crate::mirror::now_ms();
-        let mut rows: Vec<crate::status::PartitionStatus> = self
-            .mirrors()
-            .map(|m| {
-                let l = live.partitions.get(&m.tp.to_string());
-                crate::status::row(
-                    &m.tp,
-                    &m.record,
-                    l,
-                    m.log.log_start_offset(),
-                    m.log.log_end_offset(),
-                    now,
-                )
-            })
-            .collect();
-        for (tp, slot) in &self.slots {
-            if let Slot::Unopened(error) = slot {
-                rows.push(crate::status::unopened_row(
-                    tp,
-                    &format!("cannot open the partition: {error}"),
-                ));
-            }
-        }
-        rows.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
-        crate::gaps::annotate(&self.opts.log_dir, &mut rows);
-        rows
+        let live = crate::live::live_status(&self.slots, self.feed.head());
+        crate::live::status_rows(&self.slots, &live, &self.opts.log_dir)
+    }
+
+    /// Rewrites the live status when something it shows changed or its
+    /// refresh is due (`crate::live::LiveOutput::write_status`).
+    fn write_live_status(&mut self) {
+        let (slots, head) = (&self.slots, self.feed.head());
+        self.live.write_status(
+            &self.opts.log_dir,
+            head.is_some(),
+            || crate::live::live_status(slots, head),
+            &mut self.reserve,
+        );
+    }
+
+    /// Re-renders the metrics when due (`crate::live::LiveOutput::render_metrics`).
+    fn render_metrics(&mut self, changed: bool) {
+        let (slots, head, log_dir) = (&self.slots, self.feed.head(), &self.opts.log_dir);
+        self.live.render_metrics(
+            changed,
+            || {
+                let live = crate::live::live_status(slots, head);
+                crate::live::status_rows(slots, &live, log_dir)
+            },
+            &self.counters,
+            self.scrub.as_ref().map(|s| &s.stats),
+        );
     }
 
     /// Turns on the scrub at `scrub_bytes_per_hour` (`applier run`).
@@ -1318,7 +1277,7 @@ impl Applier {
             Instant::now(),
             crate::mirror::now_ms(),
         );
-        self.live_dirty |= !found.is_empty();
+        self.live.stale |= !found.is_empty();
         for (tp, e) in found {
             self.fail(&tp, e);
             self.changed.insert(tp);
@@ -1389,127 +1348,7 @@ impl Applier {
 
     /// Publishes metrics to `exposition` after every cycle.
     pub fn set_metrics(&mut self, exposition: crate::metrics::Exposition) {
-        self.metrics = Some(exposition);
-    }
-
-    fn write_live_status(&mut self) {
-        if self.feed.head().is_none() {
-            // Nothing known about the source (no bucket, or not read yet):
-            // keep what a daemon last wrote.
-            return;
-        }
-        let refresh_due = self
-            .last_live
-            .as_ref()
-            .is_none_or(|(_, at)| at.elapsed() >= LIVE_REFRESH);
-        if !self.live_dirty && !refresh_due {
-            // Nothing it shows changed since it was last built.
-            return;
-        }
-        self.live_dirty = false;
-        let mut live = self.live_status();
-        // Rewritten only when something but the clock changed.
-        let stamp = live.written_at_ms;
-        live.written_at_ms = 0;
-        let unchanged = self.last_live.as_ref().is_some_and(|(l, _)| *l == live);
-        if unchanged && !refresh_due {
-            return;
-        }
-        live.written_at_ms = stamp;
-        let mut written = crate::status::write_live(&self.opts.log_dir, &live);
-        if let Err(e) = &written
-            && crate::reserve::is_disk_full(e)
-            && self.reserve.release()
-        {
-            written = crate::status::write_live(&self.opts.log_dir, &live);
-        }
-        if let Err(e) = written {
-            tracing::warn!(error = %e, "could not write the live status");
-        }
-        live.written_at_ms = 0;
-        self.last_live = Some((live, Instant::now()));
-    }
-
-    /// The live numbers of every partition the feed names.
-    fn live_status(&self) -> LiveStatus {
-        let mut live = LiveStatus {
-            written_at_ms: crate::mirror::now_ms(),
-            ..LiveStatus::default()
-        };
-        if let Some(head) = self.feed.head() {
-            for (key, e) in &head.partitions {
-                let tp = TopicPartition::new(&e.topic, e.partition).ok();
-                let slot = tp.as_ref().and_then(|tp| self.slots.get(tp));
-                let mirror = slot.and_then(Slot::mirror);
-                let lag_bytes = mirror
-                    .and_then(|s| s.manifest.as_ref().map(|m| (m, &s.mirror)))
-                    .map(|(m, mirror)| {
-                        let leo = mirror.log.log_end_offset();
-                        m.inline_ranges_from(leo)
-                            .iter()
-                            .map(|r| r.bytes)
-                            .sum::<u64>()
-                            + m.pages_from(leo).iter().map(|p| p.bytes).sum::<u64>()
-                    })
-                    .unwrap_or(0);
-                live.partitions.insert(
-                    key.clone(),
-                    LivePartition {
-                        shipped_end_offset: e.shipped_end_offset,
-                        source_high_watermark: e.source_high_watermark,
-                        lag_bytes,
-                        committed_at_ms: e.committed_at_ms,
-                        local_log_start_offset: mirror.map(|m| m.mirror.log.log_start_offset()),
-                        local_log_end_offset: mirror.map(|m| m.mirror.log.log_end_offset()),
-                        waiting: slot.and_then(Slot::waiting).map(str::to_string),
-                        refused: match slot {
-                            Some(Slot::Refused(r)) => Some(r.clone()),
-                            _ => None,
-                        },
-                        unrecorded: tp.as_ref().and_then(|tp| self.unrecorded(tp)),
-                    },
-                );
-            }
-        }
-        // Partitions the daemon cannot record, whether the feed names them
-        // or not.
-        for tp in self.slots.keys() {
-            if let Some(u) = self.unrecorded(tp) {
-                live.partitions
-                    .entry(tp.to_string())
-                    .or_default()
-                    .unrecorded = Some(u);
-            }
-        }
-        live
-    }
-
-    /// The state of `tp` that its mirror record does not hold, if any.
-    fn unrecorded(&self, tp: &TopicPartition) -> Option<crate::status::UnrecordedState> {
-        let slot = match self.slots.get(tp)? {
-            Slot::Mirror(m) => m,
-            Slot::Unopened(error) => {
-                return Some(crate::status::UnrecordedState {
-                    state: PartitionState::Failed.as_str().to_string(),
-                    previous_state: None,
-                    last_error: Some(format!("cannot open the partition: {error}")),
-                    retryable: Some(true),
-                    retry_count: 0,
-                    why: "opened again every cycle".into(),
-                });
-            }
-            Slot::Waiting(_) | Slot::Refused(_) => return None,
-        };
-        let m = &slot.mirror;
-        let why = m.unsaved.clone().or_else(|| slot.action_error.clone())?;
-        Some(crate::status::UnrecordedState {
-            state: m.record.state.state().as_str().to_string(),
-            previous_state: m.record.state.previous().map(|s| s.as_str().to_string()),
-            last_error: m.record.state.failure().map(|f| f.message.clone()),
-            retryable: m.record.state.failure().map(|f| f.retryable),
-            retry_count: m.record.state.retries(),
-            why,
-        })
+        self.live.metrics = Some(exposition);
     }
 
     /// Runs an operator command on `targets` (all mirror partitions when
@@ -1597,7 +1436,7 @@ impl Applier {
             BTreeMap::new()
         };
         out.extend(self.command_mirrors(command, &mirrors, &manifests));
-        self.live_dirty = true;
+        self.live.stale = true;
         self.discovered = None;
         self.write_checkpoints();
         self.write_live_status();

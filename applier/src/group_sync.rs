@@ -287,7 +287,7 @@ impl Applier {
                     tracing::warn!(error = %e, "writing the group sync record; retrying next cycle");
                 }
             }
-            self.live_dirty = true;
+            self.live.stale = true;
         }
         self.group_sync.record = Some(record);
     }

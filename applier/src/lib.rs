@@ -45,6 +45,7 @@ pub mod gaps;
 pub mod group_sync;
 pub mod inventory;
 pub mod listener;
+mod live;
 pub mod metrics;
 pub mod mirror;
 pub mod plan;

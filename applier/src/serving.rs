@@ -132,7 +132,7 @@ impl Applier {
             if self.slots.get(&tp).is_some_and(|s| s.mirror().is_some()) {
                 self.changed.insert(tp.clone());
             }
-            self.live_dirty = true;
+            self.live.stale = true;
             self.tell_appended(&tp);
         }
         let _ = reply.send(result);
