@@ -41,19 +41,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use bucket::store::{ManifestStore, StoreError};
-use futures::StreamExt;
 use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
 use manifest::clock::{Clock, SystemClock};
-use manifest::layout::{ClusterLayout, PartitionKey};
+use manifest::layout::ClusterLayout;
 use manifest::partition::PartitionManifest;
 use manifest::state::{self, Command, Event, PartitionState};
 use manifest::topic_pattern::Selection;
 use object_store::ObjectStore;
 use regex::Regex;
 
+use crate::bucket_reader::BucketReader;
 use crate::driver::{Backoff, Env};
 use crate::error::MirrorError;
-use crate::feed::FeedReader;
 use crate::mirror::{Mirror, MirrorContext, new_record, refuse_topic};
 use crate::schedule::{CachedManifest, FeedEntry, PartitionView, View, Wait, Work, schedule};
 use crate::slot::{MirrorSlot, Slot};
@@ -161,8 +160,8 @@ pub fn mirror_log_config() -> LogConfig {
 pub struct Applier {
     opts: ApplierOptions,
     pub(crate) logdir: LogDir,
-    store: Option<ManifestStore>,
-    feed: FeedReader,
+    /// The bucket: the feed, the manifests and the ones held.
+    bucket: BucketReader,
     pub(crate) slots: BTreeMap<TopicPartition, Slot>,
     clock: Arc<dyn Clock>,
     pub(crate) counters: crate::metrics::Counters,
@@ -240,8 +239,7 @@ impl Applier {
         let mut applier = Applier {
             opts,
             logdir,
-            store,
-            feed: FeedReader::default(),
+            bucket: BucketReader::new(store),
             slots: BTreeMap::new(),
             clock,
             counters: crate::metrics::Counters::default(),
@@ -297,12 +295,12 @@ impl Applier {
 
     /// The bucket's store, when the applier has one.
     pub(crate) fn store_ref(&self) -> Option<&ManifestStore> {
-        self.store.as_ref()
+        self.bucket.store()
     }
 
     /// The newest feed head read.
     pub(crate) fn feed_head(&self) -> Option<&manifest::feed::Head> {
-        self.feed.head()
+        self.bucket.head()
     }
 
     /// The options.
@@ -521,10 +519,7 @@ impl Applier {
     /// Reads the change feed: one GET when nothing changed, a LIST at start
     /// and every `RESYNC_INTERVAL`.
     async fn poll_feed(&mut self) -> Result<bool, StoreError> {
-        let Some(store) = &self.store else {
-            return Ok(false);
-        };
-        let changed = self.feed.poll(store).await?;
+        let changed = self.bucket.poll().await?;
         if changed {
             // Every mirror partition's feed entry may have changed.
             self.live.stale = true;
@@ -537,7 +532,9 @@ impl Applier {
     /// Starts mirroring partitions of the feed that the selection picks and
     /// that have no slot yet (or wait for their manifest).
     async fn discover(&mut self) {
-        let Some(head) = self.feed.head() else { return };
+        let Some(head) = self.bucket.head() else {
+            return;
+        };
         let seq = head.seq;
         if self.discovered == Some(seq) {
             // The same head as last time, with nothing left to retry.
@@ -555,20 +552,10 @@ impl Applier {
             .collect();
         let mut complete = true;
         // Every candidate's manifest, read concurrently (one GET each).
-        let Some(store) = self.store.clone() else {
+        if self.bucket.store().is_none() {
             return;
-        };
-        let confirmed: Vec<_> =
-            futures::stream::iter(candidates.into_iter().map(|(tp, topic_id, version)| {
-                let store = &store;
-                async move {
-                    let m = confirm_identity(store, &tp, topic_id, version).await;
-                    (tp, topic_id, m)
-                }
-            }))
-            .buffer_unordered(DISCOVER_CONCURRENCY)
-            .collect()
-            .await;
+        }
+        let confirmed = self.bucket.confirm_many(candidates).await;
         // Then every partition created, durable at one barrier before any
         // of them is prepared or appended to.
         let scope = kafkalog::fsutil::DeferredSync::begin();
@@ -600,27 +587,6 @@ impl Applier {
             complete = false;
         }
         self.discovered = complete.then_some(seq);
-    }
-
-    /// Before a partition is created from a feed entry: reads the manifest
-    /// the entry names, which must describe that partition with that topic
-    /// id (the manifest's key and its content both carry it), so that a
-    /// feed entry alone never pins a destination partition's topic id. The
-    /// manifest is kept for the partition's preparation (no extra request).
-    /// The error, when it cannot be read, is what the partition waits for.
-    async fn confirm_identity(
-        &mut self,
-        tp: &TopicPartition,
-        topic_id: TopicId,
-        version: u64,
-    ) -> Result<Option<PartitionManifest>, String> {
-        let Some(store) = &self.store else {
-            return Ok(None);
-        };
-        self.live.stale = true;
-        confirm_identity(store, tp, topic_id, version)
-            .await
-            .map(Some)
     }
 
     /// Creates the mirror partition (state PREPARING). A partition that
@@ -694,8 +660,10 @@ impl Applier {
         }
         let mirror = Mirror::new(tp.clone(), log, record, Arc::clone(&self.clock));
         let (mut env, _) = self.env();
-        let mut slot = crate::driver::create(mirror, &mut env)?;
-        slot.manifest = manifest;
+        let slot = crate::driver::create(mirror, &mut env)?;
+        if let Some(m) = manifest {
+            self.bucket.keep(tp, m);
+        }
         tracing::info!(partition = %tp, source = %self.opts.source_cluster_id, "started mirroring");
         self.slots.insert(tp.clone(), Slot::Mirror(Box::new(slot)));
         self.changed.insert(tp.clone());
@@ -703,44 +671,17 @@ impl Applier {
         Ok(())
     }
 
-    /// The latest manifest of a partition, from the feed's version (the
-    /// cached one when the feed names the same version).
+    /// The latest manifest of a mirror partition
+    /// (`BucketReader::latest`); `Ok(None)` without a bucket.
     async fn manifest_for(
         &mut self,
         tp: &TopicPartition,
     ) -> Result<Option<PartitionManifest>, MirrorError> {
-        let Some(store) = &self.store else {
-            return Ok(None);
-        };
         let Some(slot) = self.slots.get(tp).and_then(Slot::mirror) else {
             return Ok(None);
         };
         let topic_id = slot.mirror.record.topic_id;
-        let Some(entry) = self.feed.entry(tp).filter(|e| e.topic_id == topic_id) else {
-            return Err(MirrorError::NoManifest { tp: tp.clone() });
-        };
-        if let Some(cached) = &slot.manifest
-            && cached.version == entry.manifest_version
-            && cached.topic_id == entry.topic_id
-        {
-            return Ok(Some(cached.clone()));
-        }
-        let key = PartitionKey {
-            tp: tp.clone(),
-            topic_id,
-        };
-        let manifest = store
-            .get_manifest(&key, entry.manifest_version)
-            .await
-            .map_err(|source| MirrorError::Store {
-                tp: tp.clone(),
-                source,
-            })?;
-        if let Some(slot) = self.slot_mut(tp) {
-            slot.manifest = Some(manifest.clone());
-        }
-        self.live.stale = true;
-        Ok(Some(manifest))
+        self.bucket.latest(tp, topic_id).await
     }
 
     /// The view of `tps` that [`schedule`] decides on (mirror partitions
@@ -748,7 +689,7 @@ impl Applier {
     fn view_of(&self, tps: &BTreeSet<TopicPartition>) -> View {
         let unresolved = self.unopened_left
             + usize::from(
-                self.feed
+                self.bucket
                     .head()
                     .is_some_and(|h| self.discovered != Some(h.seq)),
             );
@@ -760,7 +701,7 @@ impl Applier {
                     Some((tp.clone(), self.partition_view(slot)))
                 })
                 .collect(),
-            has_bucket: self.store.is_some(),
+            has_bucket: self.bucket.store().is_some(),
             unresolved,
         }
     }
@@ -778,11 +719,11 @@ impl Applier {
             stop_epoch: m.record.stop_epoch,
             log_start: m.log.log_start_offset(),
             log_end: m.log.log_end_offset(),
-            feed: self.feed.entry(slot.tp()).map(|e| FeedEntry {
+            feed: self.bucket.entry(slot.tp()).map(|e| FeedEntry {
                 topic_id: e.topic_id,
                 manifest_version: e.manifest_version,
             }),
-            cached: slot.manifest.as_ref().map(|c| CachedManifest {
+            cached: self.bucket.cached(slot.tp()).map(|c| CachedManifest {
                 version: c.version,
                 topic_id: c.topic_id,
                 shipped_end_offset: c.shipped_end_offset,
@@ -795,7 +736,7 @@ impl Applier {
         }
     }
 
-    /// Reads, [`DISCOVER_CONCURRENCY`] at once, the manifests that the
+    /// Reads, [`crate::bucket_reader::CONCURRENCY`] at once, the manifests that the
     /// work of `tps` will need and that are not in memory (a partition
     /// MIRRORING or PREPARING whose cached manifest is older than the
     /// feed's entry), so that a restart or a cycle where many partitions
@@ -803,10 +744,7 @@ impl Applier {
     /// in turn, and the schedule sees them. A read that fails is left to
     /// the partition's work, which reads again and reports it.
     async fn refresh_manifests(&mut self, tps: &BTreeSet<TopicPartition>) {
-        let Some(store) = self.store.clone() else {
-            return;
-        };
-        let wanted: Vec<(PartitionKey, u64)> = tps
+        let wanted: Vec<(TopicPartition, TopicId)> = tps
             .iter()
             .filter_map(|tp| self.slots.get(tp)?.mirror())
             .filter(|slot| {
@@ -815,76 +753,19 @@ impl Applier {
                     PartitionState::Mirroring | PartitionState::Preparing
                 )
             })
-            .filter_map(|slot| {
-                let entry = self.feed.entry(slot.tp())?;
-                let fresh = slot.manifest.as_ref().is_some_and(|m| {
-                    m.version == entry.manifest_version && m.topic_id == entry.topic_id
-                });
-                (entry.topic_id == slot.mirror.record.topic_id && !fresh).then(|| {
-                    (
-                        PartitionKey {
-                            tp: slot.tp().clone(),
-                            topic_id: entry.topic_id,
-                        },
-                        entry.manifest_version,
-                    )
-                })
-            })
+            .map(|slot| (slot.tp().clone(), slot.mirror.record.topic_id))
             .collect();
-        if wanted.is_empty() {
-            return;
-        }
-        let read: Vec<_> = futures::stream::iter(wanted.into_iter().map(|(key, version)| {
-            let store = &store;
-            async move {
-                let manifest = store.get_manifest(&key, version).await.ok();
-                (key.tp, manifest)
-            }
-        }))
-        .buffer_unordered(DISCOVER_CONCURRENCY)
-        .collect()
-        .await;
-        for (tp, manifest) in read {
-            if let (Some(m), Some(slot)) = (manifest, self.slot_mut(&tp)) {
-                slot.manifest = Some(m);
-                self.live.stale = true;
-            }
+        if self.bucket.refresh(wanted).await {
+            self.live.stale = true;
         }
     }
 
-    /// After a preparation's plan was executed (and made durable): readers
-    /// told of a cut, and MIRRORING, whose record write also carries what
-    /// the preparation cleared in the record (at the cycle's group commit
-    /// when `at_commit`).
-    fn finish_preparation(&mut self, tp: &TopicPartition, at_commit: bool) {
-        self.tell_truncated(tp);
-        if let Some(slot) = self.slot_mut(tp) {
-            slot.persist_at_commit = at_commit;
-        }
-        let moved = self.transition(tp, Event::Prepared);
-        if let Some(slot) = self.slot_mut(tp) {
-            slot.persist_at_commit = false;
-        }
-        if let Err(e) = moved {
-            tracing::debug!(partition = %tp, error = %e, "preparation finished in another state");
-            if let Some(slot) = self.slot_mut(tp)
-                && let Err(e) = slot.mirror.save()
-            {
-                tracing::warn!(partition = %tp, error = %e, "could not record the preparation");
-            }
-        }
-    }
-
-    /// PREPARING's work for every partition that queued it, all together
-    /// (a first apply of many partitions, `start --all`): the manifests
-    /// (read at discovery, else one GET each), then every plan executed,
-    /// one barrier ([`kafkalog::fsutil::DeferredSync`]), then every
-    /// transition to MIRRORING, whose record waits for the cycle's group
-    /// commit ([`Applier::commit_applied`]: one record write per partition
-    /// for its preparation and its first apply). Each partition still has
-    /// its log cut durably before its record says MIRRORING.
+    /// PREPARING's work for every partition of `tps` in PREPARING, all
+    /// together (a first apply of many partitions, `start --all`): the
+    /// manifests (read by `refresh_manifests`, else one GET each), then
+    /// `group_commit::prepare_many`.
     async fn prepare_all(&mut self, tps: &[TopicPartition]) {
-        let mut ready: Vec<(TopicPartition, PartitionManifest)> = Vec::new();
+        let mut ready: Vec<(TopicPartition, PartitionManifest, MirrorContext)> = Vec::new();
         for tp in tps {
             let queued = self
                 .slots
@@ -895,7 +776,7 @@ impl Applier {
                 continue;
             }
             match self.manifest_for(tp).await {
-                Ok(Some(m)) => ready.push((tp.clone(), m)),
+                Ok(Some(m)) => ready.push((tp.clone(), m, self.context(tp))),
                 // No bucket: preparation waits for one.
                 Ok(None) => {}
                 Err(e) => {
@@ -903,99 +784,7 @@ impl Applier {
                 }
             }
         }
-        if ready.is_empty() {
-            return;
-        }
-        // No `.await` from here on: the deferred scope is this thread's.
-        let scope = kafkalog::fsutil::DeferredSync::begin();
-        let mut prepared: Vec<TopicPartition> = Vec::new();
-        for (tp, manifest) in ready {
-            let ctx = self.context(&tp);
-            let Some(slot) = self.slot_mut(&tp) else {
-                continue;
-            };
-            slot.waiting = None;
-            match slot.mirror.prepare(&manifest, &ctx) {
-                Ok(_) => prepared.push(tp),
-                Err(e) => {
-                    self.fail(&tp, e);
-                }
-            }
-        }
-        if let Err(e) = scope.barrier() {
-            self.fail_phase(&prepared, "preparation", &e);
-            return;
-        }
-        for tp in &prepared {
-            self.finish_preparation(tp, true);
-        }
-        if let Err(e) = scope.finish() {
-            self.fail_phase(&prepared, "preparation", &e);
-        }
-    }
-
-    /// The cycle's group commit of what [`Mirror::apply`] appended to the
-    /// partitions `viewed` this cycle (nothing else is written between
-    /// cycles but by commands, which make their own writes durable): every
-    /// such log flushed, one barrier, then every record that changed in
-    /// memory (the manifest version applied, MIRRORING after a
-    /// preparation), one barrier. One durability point per
-    /// cycle for all partitions instead of one per partition, and no
-    /// record names data before that data is durable.
-    fn commit_applied(&mut self, viewed: &BTreeSet<TopicPartition>) {
-        let tps: Vec<TopicPartition> = viewed
-            .iter()
-            .filter_map(|tp| self.slots.get(tp)?.mirror())
-            .filter(|s| s.mirror.unflushed || s.mirror.record_dirty)
-            .map(|s| s.mirror.tp.clone())
-            .collect();
-        if tps.is_empty() {
-            return;
-        }
-        let scope = kafkalog::fsutil::DeferredSync::begin();
-        let mut flushed: Vec<TopicPartition> = Vec::new();
-        for tp in tps {
-            let Some(slot) = self.slot_mut(&tp) else {
-                continue;
-            };
-            match slot.mirror.flush_applied() {
-                Ok(()) => flushed.push(tp),
-                Err(e) => {
-                    self.fail(&tp, e);
-                }
-            }
-        }
-        if let Err(e) = scope.barrier() {
-            self.fail_phase(&flushed, "apply", &e);
-            return;
-        }
-        for tp in &flushed {
-            let Some(slot) = self.slot_mut(tp) else {
-                continue;
-            };
-            if let Err(e) = slot.mirror.save_applied() {
-                self.fail(tp, e);
-            }
-        }
-        if let Err(e) = scope.finish() {
-            self.fail_phase(&flushed, "apply", &e);
-        }
-    }
-
-    /// A group-commit barrier failed: every partition whose writes it
-    /// covered is FAILED (retryable) with that error.
-    fn fail_phase(&mut self, tps: &[TopicPartition], phase: &'static str, e: &kafkalog::Error) {
-        tracing::error!(error = %e, phase, partitions = tps.len(), "making a group commit's writes durable failed");
-        for tp in tps {
-            self.fail(
-                tp,
-                MirrorError::Durability {
-                    tp: tp.clone(),
-                    phase,
-                    reason: e.to_string(),
-                },
-            );
-        }
+        crate::group_commit::prepare_many(self, ready);
     }
 
     /// MIRRORING's work ([`Work::Apply`]): reconcile the local log with the
@@ -1008,7 +797,7 @@ impl Applier {
             Err(e) => return self.fail(tp, e),
         };
         let ctx = self.context(tp);
-        let Some(store) = self.store.clone() else {
+        let Some(store) = self.bucket.store().cloned() else {
             return false;
         };
         if !self.reserve.restore() && !self.reserve.allows_appends() {
@@ -1174,9 +963,7 @@ impl Applier {
                     Work::Failover => self.run_failover(tp),
                     Work::Retry => {
                         // What failed may have been a manifest since repaired.
-                        if let Some(slot) = self.slot_mut(tp) {
-                            slot.manifest = None;
-                        }
+                        self.bucket.forget(tp);
                         self.transition(tp, Event::RetryDue).is_ok()
                     }
                 };
@@ -1188,7 +975,8 @@ impl Applier {
                 }
             }
         }
-        self.commit_applied(&viewed);
+        let viewed_now: Vec<TopicPartition> = viewed.iter().cloned().collect();
+        crate::group_commit::commit_applied(self, &viewed_now);
         // What is left to do is viewed again next cycle.
         viewed.extend(std::mem::take(&mut self.changed));
         let after = schedule(&self.view_of(&viewed), self.clock.now_ms());
@@ -1222,29 +1010,31 @@ impl Applier {
     /// Every mirror partition's status, from memory (no file is read).
     /// Partitions that could not be opened are FAILED here.
     pub fn status_rows(&self) -> Vec<crate::status::PartitionStatus> {
-        let live = crate::live::live_status(&self.slots, self.feed.head());
+        let live =
+            crate::live::live_status(&self.slots, self.bucket.head(), self.bucket.all_cached());
         crate::live::status_rows(&self.slots, &live, &self.opts.log_dir)
     }
 
     /// Rewrites the live status when something it shows changed or its
     /// refresh is due (`crate::live::LiveOutput::write_status`).
     fn write_live_status(&mut self) {
-        let (slots, head) = (&self.slots, self.feed.head());
+        let (slots, head, held) = (&self.slots, self.bucket.head(), self.bucket.all_cached());
         self.live.write_status(
             &self.opts.log_dir,
             head.is_some(),
-            || crate::live::live_status(slots, head),
+            || crate::live::live_status(slots, head, held),
             &mut self.reserve,
         );
     }
 
     /// Re-renders the metrics when due (`crate::live::LiveOutput::render_metrics`).
     fn render_metrics(&mut self, changed: bool) {
-        let (slots, head, log_dir) = (&self.slots, self.feed.head(), &self.opts.log_dir);
+        let (slots, head, log_dir) = (&self.slots, self.bucket.head(), &self.opts.log_dir);
+        let held = self.bucket.all_cached();
         self.live.render_metrics(
             changed,
             || {
-                let live = crate::live::live_status(slots, head);
+                let live = crate::live::live_status(slots, head, held);
                 crate::live::status_rows(slots, &live, log_dir)
             },
             &self.counters,
@@ -1284,11 +1074,11 @@ impl Applier {
         }
         let n = scrub.objects_due();
         if n > 0
-            && let Some(store) = &self.store
+            && let Some(store) = self.bucket.store()
         {
             let candidates: Vec<_> = self
                 .mirror_slots()
-                .filter_map(|s| s.manifest.as_ref().map(|m| (s.tp().clone(), m)))
+                .filter_map(|s| self.bucket.cached(s.tp()).map(|m| (s.tp().clone(), m)))
                 .flat_map(|(tp, m)| m.ranges.iter().map(move |r| (tp.clone(), r.clone())))
                 .collect();
             let now = crate::mirror::now_ms();
@@ -1401,7 +1191,7 @@ impl Applier {
                 _ => None,
             })
             .collect();
-        let in_feed: Vec<TopicPartition> = match (command, self.feed.head()) {
+        let in_feed: Vec<TopicPartition> = match (command, self.bucket.head()) {
             (Command::Start, Some(h)) => h
                 .partitions
                 .values()
@@ -1448,7 +1238,7 @@ impl Applier {
     async fn adopt_for_start(&mut self, tp: &TopicPartition) -> CommandOutcome {
         let name = tp.to_string();
         let Some((topic_id, version)) = self
-            .feed
+            .bucket
             .entry(tp)
             .map(|e| (e.topic_id, e.manifest_version))
         else {
@@ -1458,7 +1248,8 @@ impl Applier {
                 error: Some("not in the source's bucket".into()),
             };
         };
-        let manifest = match self.confirm_identity(tp, topic_id, version).await {
+        self.live.stale = true;
+        let manifest = match self.bucket.confirm(tp, topic_id, version).await {
             Ok(m) => m,
             Err(waiting) => {
                 self.slots
@@ -1538,7 +1329,7 @@ impl Applier {
             .collect();
         let mut barrier = scope.barrier();
         if !stopping.is_empty() && barrier.is_ok() {
-            self.failover_many(&stopping, &scope);
+            crate::group_commit::failover_many(self, &stopping, &scope);
             barrier = scope.finish();
         } else {
             drop(scope);
@@ -1563,63 +1354,6 @@ impl Applier {
             .collect()
     }
 
-    /// Failover of `tps` (all STOPPING with the work queued), phases 2 to
-    /// 4 of [`Applier::command_mirrors`]; a partition whose step fails is
-    /// FAILED alone.
-    fn failover_many(&mut self, tps: &[TopicPartition], scope: &kafkalog::fsutil::DeferredSync) {
-        let mut going: Vec<TopicPartition> = Vec::new();
-        for tp in tps {
-            let Some(slot) = self.slot_mut(tp) else {
-                continue;
-            };
-            match slot.mirror.record_stop() {
-                Ok(()) => going.push(tp.clone()),
-                Err(e) => {
-                    self.fail(tp, e);
-                }
-            }
-        }
-        if let Err(e) = scope.barrier() {
-            // Still STOPPING: the schedule fails them over next cycle.
-            self.changed.extend(going);
-            tracing::error!(error = %e, "recording the stops durably failed; failover resumes at the next cycle");
-            return;
-        }
-        let mut aborted: Vec<TopicPartition> = Vec::new();
-        for tp in going {
-            let Some(slot) = self.slot_mut(&tp) else {
-                continue;
-            };
-            match slot.mirror.stop_log() {
-                Ok(true) => aborted.push(tp),
-                // Only the epoch changed in the log, and a STOPPED
-                // partition's epoch is raised again at every open: STOPPED
-                // shares this barrier (the guard goes after the record).
-                Ok(false) => self.finish_stop(&tp),
-                Err(e) => {
-                    self.fail(&tp, e);
-                }
-            }
-        }
-        if let Err(e) = scope.barrier() {
-            self.changed.extend(aborted);
-            tracing::error!(error = %e, "flushing the stopped logs failed; failover resumes at the next cycle");
-            return;
-        }
-        // The ABORT markers are durable: now STOPPED.
-        for tp in aborted {
-            self.finish_stop(&tp);
-        }
-    }
-
-    /// The failover's last step: readers told, and STOPPED.
-    fn finish_stop(&mut self, tp: &TopicPartition) {
-        self.tell_appended(tp);
-        if let Err(e) = self.transition(tp, Event::Stopped) {
-            tracing::debug!(partition = %tp, error = %e, "failover finished in another state");
-        }
-    }
-
     /// The source's manifests of the mirror partitions `start` may cut
     /// records of their own from (`manifest::cut::at_stake`), for
     /// [`Applier::before_start`]; one that cannot be read is left out.
@@ -1627,33 +1361,17 @@ impl Applier {
         &mut self,
         tps: &[TopicPartition],
     ) -> BTreeMap<TopicPartition, PartitionManifest> {
-        let mut out = BTreeMap::new();
-        let Some(store) = self.store.clone() else {
-            return out;
-        };
-        for tp in tps {
-            let at_stake = self
-                .slots
-                .get(tp)
-                .and_then(Slot::mirror)
-                .is_some_and(|s| manifest::cut::at_stake(&s.mirror.record));
-            let Some(entry) = self.feed.entry(tp).filter(|_| at_stake) else {
-                continue;
-            };
-            let key = PartitionKey {
-                tp: tp.clone(),
-                topic_id: entry.topic_id,
-            };
-            match store.get_manifest(&key, entry.manifest_version).await {
-                Ok(m) => {
-                    out.insert(tp.clone(), m);
-                }
-                Err(e) => {
-                    tracing::warn!(partition = %tp, error = %e, "cannot read the source's manifest to tell what start would cut");
-                }
-            }
-        }
-        out
+        let at_stake: Vec<TopicPartition> = tps
+            .iter()
+            .filter(|tp| {
+                self.slots
+                    .get(*tp)
+                    .and_then(Slot::mirror)
+                    .is_some_and(|s| manifest::cut::at_stake(&s.mirror.record))
+            })
+            .cloned()
+            .collect();
+        self.bucket.read_each(&at_stake).await
     }
 
     /// `start`'s checks and pin changes on a mirror partition
@@ -1668,14 +1386,14 @@ impl Applier {
         use crate::command_plan::{Repin, StartInput, plan_start};
         let name = tp.to_string();
         let source = self.opts.source_cluster_id.clone();
-        let feed_topic_id = self.feed.entry(tp).map(|e| e.topic_id);
+        let feed_topic_id = self.bucket.entry(tp).map(|e| e.topic_id);
         let ctx = self.context(tp);
         let allowed = self.truncate_allowed();
-        let (mut env, slots) = self.env();
-        let slot = slots.get_mut(tp).and_then(Slot::mirror_mut)?;
         // Read the manifest again: `start` is how an operator says that
         // what failed (a corrupt manifest, say) was repaired.
-        slot.manifest = None;
+        self.bucket.forget(tp);
+        let (mut env, slots) = self.env();
+        let slot = slots.get_mut(tp).and_then(Slot::mirror_mut)?;
         let planned = {
             let local = slot.mirror.local_view();
             plan_start(&StartInput {
@@ -1756,28 +1474,49 @@ impl Applier {
     }
 }
 
-/// Manifests read at once when new partitions are discovered.
-const DISCOVER_CONCURRENCY: usize = 16;
-
 /// Rounds of scheduling per cycle: a partition's work that changed
 /// something is scheduled again, at most this many times.
 const MAX_ROUNDS: usize = 8;
+/// The group commit's view of the applier: steps route through the driver.
+impl crate::group_commit::Partitions for Applier {
+    fn slot(&mut self, tp: &TopicPartition) -> Option<&mut MirrorSlot> {
+        self.slot_mut(tp)
+    }
 
-/// Reads the manifest a feed entry names for `tp`, which must describe that
-/// partition with that topic id (see `Applier::discover`); the error, when it
-/// cannot be read, is what the partition waits for.
-async fn confirm_identity(
-    store: &ManifestStore,
-    tp: &TopicPartition,
-    topic_id: TopicId,
-    version: u64,
-) -> Result<PartitionManifest, String> {
-    let key = PartitionKey {
-        tp: tp.clone(),
-        topic_id,
-    };
-    store.get_manifest(&key, version).await.map_err(|e| {
-        tracing::warn!(partition = %tp, %topic_id, version, error = %e, "the change feed names a manifest that cannot be read; not starting the partition yet");
-        e.to_string()
-    })
+    fn failed(&mut self, tp: &TopicPartition, e: MirrorError) {
+        self.fail(tp, e);
+    }
+
+    /// Readers told of a cut, and MIRRORING, whose record write (at the
+    /// cycle's group commit) also carries what the preparation cleared in
+    /// the record.
+    fn prepared(&mut self, tp: &TopicPartition) {
+        self.tell_truncated(tp);
+        if let Some(slot) = self.slot_mut(tp) {
+            slot.persist_at_commit = true;
+        }
+        let moved = self.transition(tp, Event::Prepared);
+        if let Some(slot) = self.slot_mut(tp) {
+            slot.persist_at_commit = false;
+        }
+        if let Err(e) = moved {
+            tracing::debug!(partition = %tp, error = %e, "preparation finished in another state");
+            if let Some(slot) = self.slot_mut(tp)
+                && let Err(e) = slot.mirror.save()
+            {
+                tracing::warn!(partition = %tp, error = %e, "could not record the preparation");
+            }
+        }
+    }
+
+    fn stopped(&mut self, tp: &TopicPartition) {
+        self.tell_appended(tp);
+        if let Err(e) = self.transition(tp, Event::Stopped) {
+            tracing::debug!(partition = %tp, error = %e, "failover finished in another state");
+        }
+    }
+
+    fn stop_again(&mut self, tp: TopicPartition) {
+        self.changed.insert(tp);
+    }
 }

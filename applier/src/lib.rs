@@ -34,6 +34,7 @@
 //! - [`listener`]: the Kafka listener's configured limits and metrics.
 
 pub use manifest::applying;
+mod bucket_reader;
 pub mod command_plan;
 pub mod commands;
 pub mod config;
@@ -42,6 +43,7 @@ pub mod engine;
 pub mod error;
 pub mod feed;
 pub mod gaps;
+mod group_commit;
 pub mod group_sync;
 pub mod inventory;
 pub mod listener;

@@ -11,7 +11,9 @@
 //! counter). A live status that cannot be written for lack of space is
 //! written again once the disk reserve is released.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+
+use manifest::partition::PartitionManifest;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -171,7 +173,11 @@ pub(crate) fn status_rows(
 }
 
 /// The live numbers of every partition the feed names.
-pub(crate) fn live_status(slots: &Slots, head: Option<&Head>) -> LiveStatus {
+pub(crate) fn live_status(
+    slots: &Slots,
+    head: Option<&Head>,
+    manifests: &HashMap<TopicPartition, PartitionManifest>,
+) -> LiveStatus {
     let mut live = LiveStatus {
         written_at_ms: crate::mirror::now_ms(),
         ..LiveStatus::default()
@@ -182,7 +188,7 @@ pub(crate) fn live_status(slots: &Slots, head: Option<&Head>) -> LiveStatus {
             let slot = tp.as_ref().and_then(|tp| slots.get(tp));
             let mirror = slot.and_then(Slot::mirror);
             let lag_bytes = mirror
-                .and_then(|s| s.manifest.as_ref().map(|m| (m, &s.mirror)))
+                .and_then(|s| manifests.get(s.tp()).map(|m| (m, &s.mirror)))
                 .map(|(m, mirror)| {
                     let leo = mirror.log.log_end_offset();
                     m.inline_ranges_from(leo)

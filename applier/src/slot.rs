@@ -17,7 +17,6 @@
 //! - `retry_at_ms` is set only in a retryable FAILED.
 
 use kafkalog::TopicPartition;
-use manifest::partition::PartitionManifest;
 use manifest::state::PartitionState;
 
 use crate::mirror::Mirror;
@@ -27,9 +26,6 @@ use crate::mirror::Mirror;
 pub struct MirrorSlot {
     /// The partition, its log and its record.
     pub mirror: Mirror,
-    /// The latest manifest read for it (kept so that an unchanged feed
-    /// entry costs no GET).
-    pub(crate) manifest: Option<PartitionManifest>,
     /// Why it waits for the bucket (replication lag), when it does.
     pub(crate) waiting: Option<String>,
     /// When a retryable failure is retried (ms since the epoch).
@@ -53,7 +49,6 @@ impl MirrorSlot {
     pub(crate) fn new(mirror: Mirror) -> MirrorSlot {
         MirrorSlot {
             mirror,
-            manifest: None,
             waiting: None,
             retry_at_ms: None,
             guard_set: None,
