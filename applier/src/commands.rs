@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use manifest::state::Command;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Applier, CommandOutcome};
+use crate::command_plan::CommandOutcome;
 pub use crate::state_dir::commands_dir;
 use crate::state_dir::{is_request, request_path, response_path, serving_path};
 
@@ -172,70 +172,65 @@ pub fn hand_to_daemon(
     }
 }
 
-impl Applier {
-    /// Performs every pending command request and writes its response.
-    /// Returns how many were handled.
-    pub async fn process_command_requests(&mut self) -> usize {
-        let dir = commands_dir(&self.options().log_dir);
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            return 0;
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(is_request)
-            })
-            .collect();
-        paths.sort();
-        let mut handled = 0;
-        for path in paths {
-            let request: CommandRequest = match kafkalog::fsutil::read_bounded(
-                &path,
-                kafkalog::fsutil::MAX_SMALL_FILE_BYTES,
-            )
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            {
-                Some(r) => r,
-                None => {
-                    tracing::warn!(path = %path.display(), "ignoring an unreadable command request");
-                    let _ = std::fs::remove_file(&path);
-                    continue;
-                }
-            };
-            // Claim it first: a withdrawn request is not performed.
-            if std::fs::remove_file(&path).is_err() {
+/// The pending requests of the daemon holding `log_dir`, oldest first,
+/// each claimed (its file removed: a withdrawn request is not performed);
+/// an unreadable one is removed with a warning.
+pub fn claim_requests(log_dir: &Path) -> Vec<CommandRequest> {
+    let dir = commands_dir(log_dir);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(is_request)
+        })
+        .collect();
+    paths.sort();
+    let mut claimed = Vec::new();
+    for path in paths {
+        let request: CommandRequest = match kafkalog::fsutil::read_bounded(
+            &path,
+            kafkalog::fsutil::MAX_SMALL_FILE_BYTES,
+        )
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        {
+            Some(r) => r,
+            None => {
+                tracing::warn!(path = %path.display(), "ignoring an unreadable command request");
+                let _ = std::fs::remove_file(&path);
                 continue;
             }
-            tracing::info!(command = %request.command, topics = %request.topics.join(","), all = request.all, "operator command");
-            let outcomes = self
-                .command_allowing(
-                    request.command,
-                    &request.topics,
-                    request.all,
-                    request.allow_truncate,
-                )
-                .await;
-            let response = CommandResponse {
-                id: request.id.clone(),
-                outcomes,
-            };
-            match serde_json::to_vec(&response) {
-                Ok(bytes) => {
-                    if let Err(e) = kafkalog::fsutil::write_atomic(
-                        &response_path(&dir, &request.id),
-                        &bytes,
-                        true,
-                    ) {
-                        tracing::error!(error = %e, "could not write a command response");
-                    }
-                }
-                Err(e) => tracing::error!(error = %e, "could not encode a command response"),
-            }
-            handled += 1;
+        };
+        // Claim it first: a withdrawn request is not performed.
+        if std::fs::remove_file(&path).is_err() {
+            continue;
         }
-        handled
+        claimed.push(request);
+    }
+    claimed
+}
+
+/// Writes the response to request `id` (atomically), for the command
+/// waiting in [`hand_to_daemon`].
+pub fn respond(log_dir: &Path, id: &str, outcomes: Vec<CommandOutcome>) {
+    let response = CommandResponse {
+        id: id.to_string(),
+        outcomes,
+    };
+    match serde_json::to_vec(&response) {
+        Ok(bytes) => {
+            if let Err(e) = kafkalog::fsutil::write_atomic(
+                &response_path(&commands_dir(log_dir), id),
+                &bytes,
+                true,
+            ) {
+                tracing::error!(error = %e, "could not write a command response");
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "could not encode a command response"),
     }
 }
