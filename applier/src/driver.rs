@@ -78,26 +78,23 @@ pub(crate) struct Env<'a> {
 }
 
 /// An action that could not be performed, with why.
-#[derive(Debug)]
-struct ActionFailed {
+#[derive(Debug, thiserror::Error)]
+#[error("{action} failed: {error}")]
+pub(crate) struct ActionFailed {
+    /// The action.
     action: Action,
+    /// Why, in words (the guard's, the record's or the log's error).
     error: String,
-}
-
-impl std::fmt::Display for ActionFailed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} failed: {}", self.action, self.error)
-    }
 }
 
 /// A new mirror partition: performs [`state::initial`]'s actions (write
 /// guard, record, preparation queued). The guard and the record must both
 /// be written: a failure is returned and the partition is not a mirror.
-pub(crate) fn create(mirror: Mirror, env: &mut Env<'_>) -> Result<MirrorSlot, String> {
+pub(crate) fn create(mirror: Mirror, env: &mut Env<'_>) -> Result<MirrorSlot, ActionFailed> {
     let mut slot = MirrorSlot::new(mirror);
     let (initial, actions) = state::initial();
     slot.mirror.record.state = initial;
-    slot.perform(&actions, env).map_err(|e| e.to_string())?;
+    slot.perform(&actions, env)?;
     Ok(slot)
 }
 
@@ -107,9 +104,9 @@ impl MirrorSlot {
     /// the state's work scheduled, a retryable failure's retry scheduled
     /// from when it was recorded, and a STOPPED partition's epoch bump
     /// redone.
-    pub(crate) fn restart(&mut self, env: &mut Env<'_>) -> Result<(), String> {
+    pub(crate) fn restart(&mut self, env: &mut Env<'_>) -> Result<(), ActionFailed> {
         let actions = state::on_restart(&self.mirror.record.state);
-        self.perform(&actions, env).map_err(|e| e.to_string())
+        self.perform(&actions, env)
     }
 
     /// Applies `event` to the state machine and performs the actions. A
@@ -139,13 +136,12 @@ impl MirrorSlot {
         source_cluster_id: &str,
         topic_id: Option<kafkalog::TopicId>,
         env: &mut Env<'_>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ActionFailed> {
         self.mirror.record.source_cluster_id = source_cluster_id.to_string();
         if let Some(id) = topic_id {
             self.mirror.record.topic_id = id;
         }
         self.perform(&[Action::SetWriteGuard, Action::PersistState], env)
-            .map_err(|e| e.to_string())
     }
 
     /// Makes the guard match the state again if a change of it failed.

@@ -35,125 +35,28 @@
 //! them.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use bucket::store::{ManifestStore, StoreError};
-use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
+use kafkalog::{LogDir, TopicId, TopicPartition};
 use manifest::clock::{Clock, SystemClock};
 use manifest::layout::ClusterLayout;
 use manifest::partition::PartitionManifest;
 use manifest::state::{self, Command, Event, PartitionState};
 use manifest::topic_pattern::Selection;
 use object_store::ObjectStore;
-use regex::Regex;
 
 use crate::bucket_reader::BucketReader;
 use crate::driver::{Backoff, Env};
-use crate::error::MirrorError;
-use crate::mirror::{Mirror, MirrorContext, new_record, refuse_topic};
+use crate::error::{MirrorError, OpenError};
+use crate::mirror::{Mirror, MirrorContext};
 use crate::schedule::{CachedManifest, FeedEntry, PartitionView, View, Wait, Work, schedule};
 use crate::slot::{MirrorSlot, Slot};
 
-/// Default of [`ApplierOptions::download_memory`]: 16 MiB (with the
-/// applier's ~30 MiB of its own, peak RSS stays under 64 MiB).
-pub const DEFAULT_DOWNLOAD_MEMORY: u64 = 16 << 20;
-
-/// Settings of an applier.
-#[derive(Debug, Clone)]
-pub struct ApplierOptions {
-    /// The destination log dir.
-    pub log_dir: PathBuf,
-    /// The source cluster to mirror.
-    pub source_cluster_id: String,
-    /// This cluster's own id (for the loop check and failback's LME lookup).
-    pub local_cluster_id: Option<String>,
-    /// Key prefix in the bucket.
-    pub bucket_prefix: String,
-    /// The bucket and credential source, for error messages.
-    pub bucket_location: String,
-    /// Topics to start automatically (None: none).
-    pub topics: Option<Regex>,
-    /// Topics never started automatically.
-    pub exclude: Option<Regex>,
-    /// Objects downloaded ahead of the one being appended.
-    pub prefetch: usize,
-    /// Bytes of objects held in memory at once, downloaded or being
-    /// appended (at least one object, whatever its size).
-    pub download_memory: u64,
-    /// Objects larger than this are appended while they download (see
-    /// [`crate::mirror::STREAM_ABOVE`], the default).
-    pub stream_above: u64,
-    /// Destination topics with `remote.storage.enable=true`.
-    pub tiered_topics: Vec<String>,
-    /// First retry delay; doubles per retry up to [`ApplierOptions::max_backoff`].
-    pub base_backoff: Duration,
-    /// Longest retry delay.
-    pub max_backoff: Duration,
-    /// Size of the disk reserve (see [`crate::reserve`]); 0 disables it.
-    pub disk_reserve_bytes: u64,
-    /// Bytes per hour the scrub verifies once enabled
-    /// ([`Applier::enable_scrub`], `applier run`); 0: off.
-    pub scrub_bytes_per_hour: u64,
-    /// Starting a mirror may cut records of a partition's own (a plain
-    /// partition adopted, a stopped one started again): `--allow-truncate`
-    /// (`manifest::cut`). Without it such a start is refused.
-    pub allow_truncate: bool,
-}
-
-impl ApplierOptions {
-    /// Options with defaults for everything but the required settings.
-    pub fn new(log_dir: impl Into<PathBuf>, source_cluster_id: &str) -> ApplierOptions {
-        ApplierOptions {
-            log_dir: log_dir.into(),
-            source_cluster_id: source_cluster_id.to_string(),
-            local_cluster_id: None,
-            bucket_prefix: String::new(),
-            bucket_location: String::new(),
-            topics: None,
-            exclude: None,
-            prefetch: 4,
-            download_memory: DEFAULT_DOWNLOAD_MEMORY,
-            stream_above: crate::mirror::STREAM_ABOVE,
-            tiered_topics: Vec::new(),
-            base_backoff: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(60),
-            disk_reserve_bytes: crate::reserve::DEFAULT_RESERVE_BYTES,
-            scrub_bytes_per_hour: crate::scrub::DEFAULT_BYTES_PER_HOUR,
-            allow_truncate: false,
-        }
-    }
-}
-
-pub use crate::command_plan::CommandOutcome;
-
-/// What one cycle did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CycleReport {
-    /// Batches appended.
-    pub batches: u64,
-    /// Bytes appended.
-    pub bytes: u64,
-    /// Partitions that changed state.
-    pub transitions: u64,
-    /// Why the change feed could not be read, when it could not.
-    pub feed_error: Option<String>,
-}
-
-/// Mirror partitions that must stay on their source's segment boundaries:
-/// the destination never rolls by size or time on its own. Their fsyncs
-/// happen at each pass's flush, a roll's included (group commit:
-/// `FlushPolicy::OnFlush`).
-pub fn mirror_log_config() -> LogConfig {
-    LogConfig {
-        segment_bytes: u64::MAX,
-        segment_ms: None,
-        flush: kafkalog::FlushPolicy::OnFlush,
-        ..LogConfig::default()
-    }
-}
+pub use crate::options::{
+    ApplierOptions, CommandOutcome, CycleReport, DEFAULT_DOWNLOAD_MEMORY, mirror_log_config,
+};
 
 /// The applier over one log dir.
 #[derive(Debug)]
@@ -205,7 +108,7 @@ impl Applier {
     pub fn open(
         opts: ApplierOptions,
         store: Option<Arc<dyn ObjectStore>>,
-    ) -> anyhow::Result<Applier> {
+    ) -> Result<Applier, OpenError> {
         Applier::open_with_clock(opts, store, Arc::new(SystemClock))
     }
 
@@ -214,7 +117,7 @@ impl Applier {
         opts: ApplierOptions,
         store: Option<Arc<dyn ObjectStore>>,
         clock: Arc<dyn Clock>,
-    ) -> anyhow::Result<Applier> {
+    ) -> Result<Applier, OpenError> {
         // A dir a running Kafka broker owns is never written here.
         kafkalog::logdir::refuse_if_owned_by_broker(&opts.log_dir)?;
         let logdir = LogDir::open(&opts.log_dir)?;
@@ -271,9 +174,7 @@ impl Applier {
         for (tp, mirror) in opened {
             applier.restart_mirror(&tp, mirror);
         }
-        scope
-            .finish()
-            .context("making the mirror partitions' write guards durable")?;
+        scope.finish().map_err(OpenError::Guards)?;
         // An interrupted failover completes now, bucket or not.
         let stopping: Vec<_> = applier
             .mirror_slots()
@@ -316,26 +217,15 @@ impl Applier {
         self.restart_mirror(tp, opened);
     }
 
-    /// Opens a mirror partition's log and record (`None`: not a mirror),
-    /// its recovery and the cut of a range left unfinished done.
-    fn open_mirror_log(&self, tp: &TopicPartition) -> anyhow::Result<Option<Mirror>> {
-        let dir = self.logdir.root().join(tp.dir_name());
-        let Some(record) = partdir::record::read(&dir)? else {
-            return Ok(None);
-        };
-        let log = self.logdir.open_partition(tp, mirror_log_config())?;
-        let report = log.recovery_report();
-        if !report.is_clean() {
-            tracing::warn!(partition = %tp, recovery = %report, "recovered the local log");
-        }
-        let mut mirror = Mirror::new(tp.clone(), log, record, Arc::clone(&self.clock));
-        mirror.undo_partial_range()?;
-        Ok(Some(mirror))
+    /// Opens a mirror partition's log and record (`None`: not a mirror;
+    /// `crate::opening::open_existing`).
+    fn open_mirror_log(&self, tp: &TopicPartition) -> Result<Option<Mirror>, MirrorError> {
+        crate::opening::open_existing(&self.logdir, tp, &self.clock)
     }
 
     /// Puts an opened mirror partition in its slot, its state's actions
     /// performed again (`MirrorSlot::restart`).
-    fn restart_mirror(&mut self, tp: &TopicPartition, opened: anyhow::Result<Option<Mirror>>) {
+    fn restart_mirror(&mut self, tp: &TopicPartition, opened: Result<Option<Mirror>, MirrorError>) {
         let slot = match opened {
             Ok(None) => {
                 self.slots.remove(tp);
@@ -346,7 +236,7 @@ impl Applier {
                 let (mut env, _) = self.env();
                 match slot.restart(&mut env) {
                     Ok(()) => Slot::Mirror(Box::new(slot)),
-                    Err(e) => Slot::Unopened(e),
+                    Err(e) => Slot::Unopened(e.to_string()),
                 }
             }
             Err(e) => Slot::Unopened(e.to_string()),
@@ -560,7 +450,7 @@ impl Applier {
                 Ok(()) => adopted.push(tp),
                 Err(reason) => {
                     tracing::error!(partition = %tp, %reason, "not mirrored");
-                    self.slots.insert(tp, Slot::Refused(reason));
+                    self.slots.insert(tp, Slot::Refused(reason.to_string()));
                 }
             }
         }
@@ -583,67 +473,16 @@ impl Applier {
         tp: &TopicPartition,
         topic_id: TopicId,
         manifest: Option<PartitionManifest>,
-    ) -> Result<(), String> {
-        refuse_topic(tp).map_err(|e| e.to_string())?;
-        let mut record = new_record(&self.opts.source_cluster_id, topic_id, state::initial().0);
-        let allowed = self.truncate_allowed();
-        let mut cut = None;
-        if self.logdir.root().join(tp.dir_name()).is_dir() {
-            let local = crate::plan::local_summary(self.logdir.root(), tp)
-                .map_err(|e| format!("cannot read the local partition: {e:#}"))?;
-            // A partition that already holds records (the old primary
-            // coming back) is reconciled as a failback at its first
-            // preparation.
-            record.failback_pending = local.has_records();
-            if record.failback_pending {
-                cut = match &manifest {
-                    Some(m) => crate::mirror::check_cut(
-                        tp,
-                        &record,
-                        m,
-                        &local.view(),
-                        &self.context(tp),
-                        allowed,
-                    )
-                    .map_err(|refusal| refusal.to_string())?,
-                    None if allowed => None,
-                    None => {
-                        return Err(format!(
-                            "holds records of its own (up to offset {}) and the source's manifest is not known, so what mirroring would cut of them is not known; nothing was changed (give --allow-truncate to cut them on purpose)",
-                            local.log_end
-                        ));
-                    }
-                };
-                record.truncate_allowed = allowed;
-                record.pending_cut = cut;
-            }
-        }
-        let log =
-            match self
-                .logdir
-                .open_or_create_partition(tp, Some(topic_id), mirror_log_config())
-            {
-                Ok(log) => log,
-                Err(kafkalog::Error::TopicIdMismatch {
-                    found, expected, ..
-                }) => {
-                    return Err(MirrorError::Refused {
-                        tp: tp.clone(),
-                        refusal: manifest::reconcile::Refusal::InconsistentTopicId {
-                            local: found,
-                            source_id: expected,
-                        },
-                    }
-                    .to_string());
-                }
-                Err(e) => return Err(e.to_string()),
-            };
-        // As the log opened it (recovery may have cut a torn tail).
-        record.failback_pending = log.log_end_offset() > log.log_start_offset();
-        if let Some(cut) = cut {
-            tracing::warn!(partition = %tp, %cut, "adopting a partition with records of its own: its first preparation cuts them (--allow-truncate)");
-        }
-        let mirror = Mirror::new(tp.clone(), log, record, Arc::clone(&self.clock));
+    ) -> Result<(), crate::opening::AdoptError> {
+        let ctx = self.context(tp);
+        let adoption = crate::opening::Adoption {
+            logdir: &self.logdir,
+            source: &self.opts.source_cluster_id,
+            allowed: self.truncate_allowed(),
+            ctx: &ctx,
+            clock: &self.clock,
+        };
+        let mirror = crate::opening::adopt(&adoption, tp, topic_id, manifest.as_ref())?;
         let (mut env, _) = self.env();
         let slot = crate::driver::create(mirror, &mut env)?;
         if let Some(m) = manifest {
@@ -1256,6 +1095,7 @@ impl Applier {
                 error: None,
             },
             Err(reason) => {
+                let reason = reason.to_string();
                 self.slots.insert(tp.clone(), Slot::Refused(reason.clone()));
                 CommandOutcome {
                     partition: name,

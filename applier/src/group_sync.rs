@@ -42,6 +42,7 @@ use std::path::Path;
 use bucket::store::ManifestStore;
 use manifest::groups::GroupsPointer;
 
+use crate::error::StateFileError;
 use crate::slot::Slot;
 
 /// How often a pass runs when nothing else calls for one.
@@ -107,23 +108,34 @@ pub struct SyncRecord {
 
 impl SyncRecord {
     /// Reads the record of `log_dir` (`None` when there is none).
-    pub fn read(log_dir: &std::path::Path) -> anyhow::Result<Option<SyncRecord>> {
+    pub fn read(log_dir: &Path) -> Result<Option<SyncRecord>, StateFileError> {
         let path = crate::state_dir::group_sync_path(log_dir);
         match kafkalog::fsutil::read_optional(&path)? {
             None => Ok(None),
-            Some(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| anyhow::anyhow!("{}: not a group sync record: {e}", path.display())),
+            Some(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|source| StateFileError::Damaged {
+                        path,
+                        what: "group sync record",
+                        source,
+                    })
+            }
         }
     }
 
-    fn write(&self, log_dir: &std::path::Path) -> anyhow::Result<()> {
+    fn write(&self, log_dir: &Path) -> Result<(), StateFileError> {
         let path = crate::state_dir::group_sync_path(log_dir);
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir).map_err(|source| StateFileError::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
         }
-        let bytes = serde_json::to_vec(self)?;
+        let bytes = serde_json::to_vec(self).map_err(|source| StateFileError::Encode {
+            path: path.clone(),
+            source,
+        })?;
         kafkalog::fsutil::write_atomic(&path, &bytes, true)?;
         Ok(())
     }

@@ -50,6 +50,8 @@ pub mod listener;
 mod live;
 pub mod metrics;
 pub mod mirror;
+mod opening;
+mod options;
 pub mod plan;
 pub mod repair;
 pub mod reserve;

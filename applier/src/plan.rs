@@ -33,6 +33,25 @@ use crate::schedule::{self, CachedManifest, FeedEntry, PartitionView, Work};
 use manifest::feed::HeadEntry;
 use manifest::topic_pattern::Selection;
 
+/// Why `applier plan` could not plan (one partition's unreadable files
+/// are a row, not an error).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// The log dir does not exist.
+    #[error("log dir {} does not exist", .0.display())]
+    NoLogDir(std::path::PathBuf),
+    /// Listing the log dir failed.
+    #[error(transparent)]
+    LogDir(#[from] kafkalog::Error),
+    /// A mirror record cannot be read.
+    #[error(transparent)]
+    Record(#[from] partdir::record::MirrorRecordError),
+    /// The bucket (the feed or a manifest) could not be read.
+    #[error(transparent)]
+    Store(#[from] bucket::store::StoreError),
+}
+
 /// What `start`/`once` would run on a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -117,7 +136,10 @@ impl LocalSummary {
 }
 
 /// Reads `tp` of log dir `root` (no lock, nothing written).
-pub(crate) fn local_summary(root: &Path, tp: &TopicPartition) -> anyhow::Result<LocalSummary> {
+pub(crate) fn local_summary(
+    root: &Path,
+    tp: &TopicPartition,
+) -> Result<LocalSummary, kafkalog::Error> {
     let r = PartitionReader::open(root, tp)?;
     let segments = r.segments()?;
     let log_starts = checkpoint::read_offset_checkpoint(&root.join(LOG_START_OFFSET_CHECKPOINT))?;
@@ -150,10 +172,10 @@ pub(crate) fn local_summary(root: &Path, tp: &TopicPartition) -> anyhow::Result<
 pub async fn plan_all(
     opts: &ApplierOptions,
     store: &ManifestStore,
-) -> anyhow::Result<Vec<PartitionPlan>> {
+) -> Result<Vec<PartitionPlan>, PlanError> {
     let root = &opts.log_dir;
     if !root.is_dir() {
-        anyhow::bail!("log dir {} does not exist", root.display());
+        return Err(PlanError::NoLogDir(root.clone()));
     }
     // The feed read as the applier's first poll reads it.
     let mut feed = crate::feed::FeedReader::default();
@@ -195,7 +217,10 @@ pub async fn plan_all(
                         partition: tp.to_string(),
                         state: state.map(|s| s.as_str().to_string()),
                         action: PlanAction::None,
-                        summary: format!("cannot read the local partition: {e:#}"),
+                        summary: format!(
+                            "cannot read the local partition: {}",
+                            crate::error::in_words(&e)
+                        ),
                         log_end_offset: None,
                         plan: None,
                         fetch_objects: 0,
