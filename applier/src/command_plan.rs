@@ -140,6 +140,55 @@ pub struct StartPlan {
     pub cut: Option<Cut>,
 }
 
+/// Why `start` refuses a mirror partition (nothing was changed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartRefusal {
+    /// PREPARING for another source, its log holding records of another
+    /// topic id.
+    #[error(
+        "holds records of topic id {local} (offsets {log_start}..{last}), not of {configured}'s topic id {id}: a mirror of {configured} cannot adopt them; nothing was changed"
+    )]
+    OtherTopicId {
+        /// The local log's topic id.
+        local: TopicId,
+        /// The local log start.
+        log_start: i64,
+        /// The local log's last offset.
+        last: i64,
+        /// The configured source.
+        configured: String,
+        /// The feed's topic id.
+        id: TopicId,
+    },
+    /// MIRRORING or PAUSED for another source.
+    #[error(
+        "mirrors source cluster {pinned}, not {configured}: a partition that has begun mirroring keeps its source; run `applier stop` (failover) first, then `applier start` to mirror {configured}"
+    )]
+    KeepsSource {
+        /// The pinned source.
+        pinned: String,
+        /// The configured source.
+        configured: String,
+    },
+    /// Its preparation would cut records of its own (or is refused).
+    #[error("{0}")]
+    WouldCut(manifest::reconcile::Refusal),
+    /// Records of its own are at stake and the source's manifest cannot
+    /// be read.
+    #[error(
+        "{state} with records of its own up to offset {log_end}, and the source's manifest of {tp} cannot be read, so what start would cut is not known; nothing was changed (let the source ship it first, or give --allow-truncate to cut on purpose)"
+    )]
+    CutUnknown {
+        /// Its state.
+        state: PartitionState,
+        /// The local log end.
+        log_end: i64,
+        /// The partition.
+        tp: TopicPartition,
+    },
+}
+
 /// What `start` looks at for one mirror partition.
 #[derive(Debug, Clone, Copy)]
 pub struct StartInput<'a> {
@@ -164,9 +213,8 @@ pub struct StartInput<'a> {
 
 /// `start`'s plan for a mirror partition, or why it is refused (see the
 /// module doc).
-pub fn plan_start(i: &StartInput<'_>) -> Result<StartPlan, String> {
+pub fn plan_start(i: &StartInput<'_>) -> Result<StartPlan, StartRefusal> {
     use PartitionState as S;
-    let name = i.tp.to_string();
     let source = i.source;
     let pinned = i.record.source_cluster_id.as_str();
     let other_source = !source.is_empty() && pinned != source;
@@ -179,15 +227,19 @@ pub fn plan_start(i: &StartInput<'_>) -> Result<StartPlan, String> {
         && let Some(local) = i.local.topic_id.filter(|local| *local != id)
         && log_end > log_start
     {
-        return Err(format!(
-            "holds records of topic id {local} (offsets {log_start}..{}), not of {source}'s topic id {id}: a mirror of {source} cannot adopt them; nothing was changed",
-            log_end - 1
-        ));
+        return Err(StartRefusal::OtherTopicId {
+            local,
+            log_start,
+            last: log_end - 1,
+            configured: source.to_string(),
+            id,
+        });
     }
     if matches!(state, S::Mirroring | S::Paused) && other_source {
-        return Err(format!(
-            "mirrors source cluster {pinned}, not {source}: a partition that has begun mirroring keeps its source; run `applier stop` (failover) first, then `applier start` to mirror {source}"
-        ));
+        return Err(StartRefusal::KeepsSource {
+            pinned: pinned.to_string(),
+            configured: source.to_string(),
+        });
     }
     if !repins {
         return Ok(StartPlan {
@@ -206,12 +258,14 @@ pub fn plan_start(i: &StartInput<'_>) -> Result<StartPlan, String> {
         }
         cut = match i.manifest {
             Some(m) => crate::mirror::check_cut(i.tp, &would, m, i.local, i.ctx, i.allowed)
-                .map_err(|refusal| refusal.to_string())?,
+                .map_err(StartRefusal::WouldCut)?,
             None if i.allowed || !manifest::cut::unknown_cut_at_stake(&would, log_end) => None,
             None => {
-                return Err(format!(
-                    "{state} with records of its own up to offset {log_end}, and the source's manifest of {name} cannot be read, so what start would cut is not known; nothing was changed (let the source ship it first, or give --allow-truncate to cut on purpose)"
-                ));
+                return Err(StartRefusal::CutUnknown {
+                    state,
+                    log_end,
+                    tp: i.tp.clone(),
+                });
             }
         };
     }
@@ -368,6 +422,7 @@ mod tests {
             ctx: &c,
             allowed,
         })
+        .map_err(|e| e.to_string())
     }
 
     #[test]

@@ -1,38 +1,41 @@
-//! The applier's loop over all mirror partitions.
+//! The applier: the one file that owns `impl Applier` and wires the
+//! executors together.
 //!
-//! One cycle: read the change feed (one GET when nothing changed), start
-//! mirroring partitions that match the include pattern and have no mirror
-//! state yet, then step every partition according to its state until
-//! nothing more can be done now: PREPARING runs preparation, MIRRORING
-//! applies the latest manifest, STOPPING completes failover, a retryable
-//! FAILED retries when its backoff is due. STOPPED and FAILED partitions
-//! are never restarted without an operator's `start`.
+//! One cycle ([`Applier::run_once`]): the feed read (`bucket_reader`: one
+//! GET when nothing changed), partitions that cannot be opened opened again
+//! (`opening`), partitions the selection picks adopted (`discover`), then
+//! the partitions that changed since the last cycle viewed as values and
+//! scheduled (`schedule::schedule`), their work run in rounds
+//! (preparations together through `group_commit::prepare_many`, then each
+//! partition's apply, failover or retry), the cycle's group commit
+//! (`group_commit::commit_applied`), the group offsets sync
+//! (`group_sync`), the root checkpoints, the scrub, and the live status
+//! and metrics (`live`). Operator commands are planned by `command_plan`
+//! and performed here (`group_commit::failover_many` for stops).
 //!
-//! Records of a partition's own (a plain partition with records that the
-//! include pattern or `start` would adopt, a STOPPED one that `start`
-//! resumes) are cut only with `allow_truncate` (`--allow-truncate`):
-//! without it the adoption or start is refused before anything is
-//! written (`manifest::cut`), and `once` exits 1 naming it. A log dir
-//! whose `.lock` a running broker holds is never opened
-//! (`kafkalog::logdir::posix_lock_holder`).
-//!
-//! Every partition has one [`Slot`] (`slot`); every transition goes
-//! through the driver (`driver`), which performs the actions
-//! `manifest::state::next` returns and queues each state's work; this
-//! module runs that work (preparation, fetching, failover, retries when
-//! due by the injectable clock). Decisions about the local log are plans
-//! from `manifest::reconcile`, executed by `mirror`. The feed is read by
-//! `feed`. A failure is isolated to its partition.
-//!
-//! What an idle cycle costs: one GET (the next feed head), no partition
-//! walk when the head did not change (`discover` runs on a new head, or
-//! while a partition it found is waiting for its manifest), the live status
-//! and the metrics rebuilt only when something they show changed (a new
-//! head, an append, a transition, a failure, a command) or their refresh is
-//! due (live status: every 30 s; metrics: every cycle while a partition
-//! lags, since its lag in seconds grows, else every 10 s), and the log
-//! dir's root checkpoints written once per cycle, only when a flush changed
-//! them.
+//! Invariants:
+//! - Every state change goes through the driver (`driver`), which performs
+//!   the actions `manifest::state::next` returns; the work a partition has
+//!   is derived from its state by the schedule, never stored beside it.
+//! - An idle cycle does no work per partition: `changed` is empty after a
+//!   settled cycle, and only a feed change, a command, a producer's append
+//!   to a mirror, a transition whose actions wake its partition, a failure
+//!   or a partition the last schedule left unsettled (a retry to wait for,
+//!   the bucket to wait for) put one back.
+//! - Records of a partition's own (a plain partition adopted, a STOPPED one
+//!   started again) are cut only with `--allow-truncate`: otherwise the
+//!   adoption or start is refused before anything is written
+//!   (`manifest::cut`). A log dir whose `.lock` a running broker holds is
+//!   never opened.
+//! - A failure is isolated to its partition (FAILED, or waiting for the
+//!   bucket); STOPPED and FAILED partitions are never restarted without an
+//!   operator's `start` (a retryable failure retries from FAILED by itself).
+//! - The applier is the log dir's single writer: producers' appends from a
+//!   gateway (`serving`) and the group offsets sync write through it.
+
+// `MirrorError` carries the store's and the log's errors by value; it is
+// built only on the failure path, where its size costs nothing measurable.
+#![allow(clippy::result_large_err)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -51,7 +54,7 @@ use crate::bucket_reader::BucketReader;
 use crate::driver::{Backoff, Env};
 use crate::error::{MirrorError, OpenError};
 use crate::mirror::{Mirror, MirrorContext};
-use crate::schedule::{CachedManifest, FeedEntry, PartitionView, View, Wait, Work, schedule};
+use crate::schedule::{PartitionView, View, Wait, Work, schedule};
 use crate::slot::{MirrorSlot, Slot};
 
 pub use crate::options::{
@@ -533,30 +536,18 @@ impl Applier {
     /// One mirror partition as a value.
     fn partition_view(&self, slot: &MirrorSlot) -> PartitionView {
         let m = &slot.mirror;
-        let failure = m.record.state.failure();
         PartitionView {
-            state: slot.state(),
-            retryable: failure.is_some_and(|f| f.retryable),
-            retries: m.record.state.retries(),
-            topic_id: m.record.topic_id,
-            applied_version: m.record.applied_manifest_version,
-            stop_epoch: m.record.stop_epoch,
-            log_start: m.log.log_start_offset(),
-            log_end: m.log.log_end_offset(),
-            feed: self.bucket.entry(slot.tp()).map(|e| FeedEntry {
-                topic_id: e.topic_id,
-                manifest_version: e.manifest_version,
-            }),
-            cached: self.bucket.cached(slot.tp()).map(|c| CachedManifest {
-                version: c.version,
-                topic_id: c.topic_id,
-                shipped_end_offset: c.shipped_end_offset,
-            }),
             retry_at_ms: slot.retry_at_ms,
             guard: slot.guard_set,
             action_error: slot.action_error.is_some(),
             waiting: slot.waiting.clone(),
             uncommitted: m.unflushed || m.record_dirty,
+            ..PartitionView::of_record(
+                &m.record,
+                (m.log.log_start_offset(), m.log.log_end_offset()),
+                self.bucket.entry(slot.tp()),
+                self.bucket.cached(slot.tp()),
+            )
         }
     }
 
@@ -624,7 +615,7 @@ impl Applier {
         let Some(store) = self.bucket.store().cloned() else {
             return false;
         };
-        if !self.reserve.restore() && !self.reserve.allows_appends() {
+        if !self.reserve.write_if_not_held() && !self.reserve.allows_appends() {
             let e = MirrorError::DiskReserve {
                 tp: tp.clone(),
                 path: self.reserve.path().to_path_buf(),
@@ -1235,7 +1226,7 @@ impl Applier {
         };
         let plan = match planned {
             Ok(p) => p,
-            Err(why) => return Some(why),
+            Err(why) => return Some(why.to_string()),
         };
         if let Some(id) = plan.write_topic_id
             && let Err(e) = slot.mirror.log.replace_topic_id(id)

@@ -191,6 +191,10 @@ pub struct GroupOffsetsSync {
     pub clamped: u64,
 }
 
+/// Appends one batch to a `__consumer_offsets` partition and flushes it
+/// (the log dir's single writer); the error in words.
+pub(crate) type WriteOffsets<'a> = dyn FnMut(&TopicPartition, &mut [u8]) -> Result<(), String> + 'a;
+
 /// What one pass reads and where it writes: plain values from the
 /// applier.
 pub(crate) struct Pass<'a> {
@@ -210,7 +214,7 @@ pub(crate) struct Pass<'a> {
     pub(crate) moved: bool,
     /// Appends one batch to a `__consumer_offsets` partition and flushes
     /// it (the log dir's single writer).
-    pub(crate) write: &'a mut dyn FnMut(&TopicPartition, &mut [u8]) -> Result<(), String>,
+    pub(crate) write: &'a mut WriteOffsets<'a>,
 }
 
 impl GroupOffsetsSync {
@@ -234,7 +238,7 @@ impl GroupOffsetsSync {
             write,
         } = p;
         if self.record.is_none() {
-            let loaded = match SyncRecord::read(&log_dir) {
+            let loaded = match SyncRecord::read(log_dir) {
                 Ok(r) => r.filter(|r| r.source_cluster_id == source_cluster),
                 Err(e) => {
                     tracing::warn!(error = %e, "the group sync record is unreadable: starting it again (the offsets in __consumer_offsets stay)");
@@ -366,7 +370,7 @@ impl GroupOffsetsSync {
         record: &mut SyncRecord,
         coordinator: &Coordinator,
         slots: &BTreeMap<TopicPartition, Slot>,
-        write: &mut dyn FnMut(&TopicPartition, &mut [u8]) -> Result<(), String>,
+        write: &mut WriteOffsets<'_>,
     ) -> Result<(), String> {
         let source = record.source_cluster_id.clone();
         let state = record.state();
@@ -534,7 +538,7 @@ fn epoch_before(slots: &BTreeMap<TopicPartition, Slot>, tp: &TopicPartition, off
 /// Appends one batch of `group`'s commits to its `__consumer_offsets`
 /// partition through `write`.
 fn write_offsets(
-    write: &mut dyn FnMut(&TopicPartition, &mut [u8]) -> Result<(), String>,
+    write: &mut WriteOffsets<'_>,
     group: &str,
     commits: &[(String, i32, Option<Committed>)],
     now_ms: i64,

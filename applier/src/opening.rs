@@ -12,6 +12,10 @@
 //! - a partition that already holds records is adopted as a failback
 //!   (`failback_pending`), judged on the log as recovery left it.
 
+// `MirrorError` carries the store's and the log's errors by value; it is
+// built only on the failure path, where its size costs nothing measurable.
+#![allow(clippy::result_large_err)]
+
 use std::sync::Arc;
 
 use kafkalog::{LogDir, TopicId, TopicPartition};

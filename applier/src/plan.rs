@@ -29,8 +29,7 @@ use serde::Serialize;
 
 use crate::engine::ApplierOptions;
 use crate::mirror::new_record;
-use crate::schedule::{self, CachedManifest, FeedEntry, PartitionView, Work};
-use manifest::feed::HeadEntry;
+use crate::schedule::{self, PartitionView, Work};
 use manifest::topic_pattern::Selection;
 
 /// Why `applier plan` could not plan (one partition's unreadable files
@@ -249,7 +248,10 @@ pub async fn plan_all(
         // The applier's own schedule on the partition as read from disk
         // (`crate::schedule`), or, where it has no work, what `start` does.
         let work = record.as_ref().map(|r| {
-            let view = disk_view(r, local.as_ref(), entry);
+            // As read from disk: no manifest held, no retry scheduled
+            // (`once` makes every retry due; `plan` shows what it would do).
+            let bounds = local.as_ref().map_or((0, 0), |l| (l.log_start, l.log_end));
+            let view = PartitionView::of_record(r, bounds, entry, None);
             schedule::plan_partition(&view, true, crate::mirror::now_ms()).work
         });
         let action = match (state, &work) {
@@ -421,38 +423,6 @@ pub async fn plan_all(
         out.push(row);
     }
     Ok(out)
-}
-
-/// A mirror partition as the schedule sees it, read from disk: its record,
-/// its local log and the feed's entry (no manifest is in memory, no retry
-/// is scheduled: `once` makes every retry due, and `plan` shows what it
-/// would do).
-fn disk_view(
-    record: &MirrorRecord,
-    local: Option<&LocalSummary>,
-    entry: Option<&HeadEntry>,
-) -> PartitionView {
-    let failure = record.state.failure();
-    PartitionView {
-        state: record.state.state(),
-        retryable: failure.is_some_and(|f| f.retryable),
-        retries: record.state.retries(),
-        topic_id: record.topic_id,
-        applied_version: record.applied_manifest_version,
-        stop_epoch: record.stop_epoch,
-        log_start: local.map_or(0, |l| l.log_start),
-        log_end: local.map_or(0, |l| l.log_end),
-        feed: entry.map(|e| FeedEntry {
-            topic_id: e.topic_id,
-            manifest_version: e.manifest_version,
-        }),
-        cached: None::<CachedManifest>,
-        retry_at_ms: None,
-        guard: Some(record.state.state() != PartitionState::Stopped),
-        action_error: false,
-        waiting: None,
-        uncommitted: false,
-    }
 }
 
 /// Objects (inline ranges and paged ranges, counted by page) and bytes of

@@ -33,6 +33,9 @@
 use std::collections::BTreeMap;
 
 use kafkalog::{TopicId, TopicPartition};
+use manifest::feed::HeadEntry;
+use manifest::mirror_state::MirrorRecord;
+use manifest::partition::PartitionManifest;
 use manifest::state::PartitionState;
 
 /// The feed's entry for a partition, as far as scheduling needs it.
@@ -91,6 +94,46 @@ pub struct PartitionView {
     /// Appended or changed in memory and not yet made durable by a group
     /// commit.
     pub uncommitted: bool,
+}
+
+impl PartitionView {
+    /// The view of a partition with `record` whose local log spans
+    /// `log_start..log_end`, given the feed's `entry` and the manifest
+    /// held; what only a running applier knows (retry time, guard, action
+    /// error, waiting, uncommitted writes) is as after a clean open: the
+    /// caller sets it.
+    pub fn of_record(
+        record: &MirrorRecord,
+        (log_start, log_end): (i64, i64),
+        entry: Option<&HeadEntry>,
+        cached: Option<&PartitionManifest>,
+    ) -> PartitionView {
+        let state = record.state.state();
+        PartitionView {
+            state,
+            retryable: record.state.failure().is_some_and(|f| f.retryable),
+            retries: record.state.retries(),
+            topic_id: record.topic_id,
+            applied_version: record.applied_manifest_version,
+            stop_epoch: record.stop_epoch,
+            log_start,
+            log_end,
+            feed: entry.map(|e| FeedEntry {
+                topic_id: e.topic_id,
+                manifest_version: e.manifest_version,
+            }),
+            cached: cached.map(|c| CachedManifest {
+                version: c.version,
+                topic_id: c.topic_id,
+                shipped_end_offset: c.shipped_end_offset,
+            }),
+            retry_at_ms: None,
+            guard: Some(state != PartitionState::Stopped),
+            action_error: false,
+            waiting: None,
+            uncommitted: false,
+        }
+    }
 }
 
 /// A snapshot of what scheduling needs.
