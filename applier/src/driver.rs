@@ -1,7 +1,9 @@
 //! The state-machine driver: the one place that performs the
 //! [`Action`]s of `manifest::state`, for a new mirror ([`create`]), a mirror
 //! opened after a restart ([`MirrorSlot::restart`]) and every transition
-//! ([`MirrorSlot::drive`]).
+//! ([`MirrorSlot::drive`]), and the pin changes of `start`'s plan
+//! (`crate::command_plan::plan_start`, [`MirrorSlot::perform_start`])
+//! before its transition.
 //!
 //! What each action does here:
 //!
@@ -32,6 +34,10 @@
 //! - A STOPPED partition opened after a restart has its leader epoch at
 //!   least at the recorded stop epoch (`RaiseEpochToStop`: the failover's
 //!   epoch bump is idempotent and redone).
+
+// `StartError` carries the log's error by value; it is built only on the
+// failure path, where its size costs nothing measurable.
+#![allow(clippy::result_large_err)]
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -85,6 +91,35 @@ pub(crate) struct ActionFailed {
     action: Action,
     /// Why, in words (the guard's, the record's or the log's error).
     error: String,
+}
+
+/// Why a `start` of a mirror partition was refused or failed before its
+/// transition.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum StartError {
+    /// The plan refused it (nothing changed).
+    #[error(transparent)]
+    Refused(#[from] crate::command_plan::StartRefusal),
+    /// The topic id that goes with the pin could not be written.
+    #[error("could not write topic id {id} for {tp}: {source}")]
+    TopicId {
+        /// The partition.
+        tp: kafkalog::TopicPartition,
+        /// The topic id.
+        id: kafkalog::TopicId,
+        /// The log's error.
+        #[source]
+        source: kafkalog::Error,
+    },
+    /// The new pin's guard or record could not be written.
+    #[error("could not pin source cluster {source_cluster}: {failed}")]
+    Repin {
+        /// The configured source.
+        source_cluster: String,
+        /// The action that failed.
+        failed: ActionFailed,
+    },
 }
 
 /// A new mirror partition: performs [`state::initial`]'s actions (write
@@ -142,6 +177,61 @@ impl MirrorSlot {
             self.mirror.record.topic_id = id;
         }
         self.perform(&[Action::SetWriteGuard, Action::PersistState], env)
+    }
+
+    /// Performs `start`'s plan (`crate::command_plan::plan_start`) before
+    /// its transition: the topic id that goes with a pin written into an
+    /// empty log, the cut the preparation may make recorded, and the pin
+    /// changed in the record (the transition persists it) or now
+    /// ([`MirrorSlot::repin`]).
+    pub(crate) fn perform_start(
+        &mut self,
+        plan: &crate::command_plan::StartPlan,
+        source: &str,
+        feed_topic_id: Option<kafkalog::TopicId>,
+        allowed: bool,
+        env: &mut Env<'_>,
+    ) -> Result<(), StartError> {
+        use crate::command_plan::Repin;
+        if let Some(id) = plan.write_topic_id {
+            self.mirror
+                .log
+                .replace_topic_id(id)
+                .map_err(|source| StartError::TopicId {
+                    tp: self.tp().clone(),
+                    id,
+                    source,
+                })?;
+        }
+        if plan.records_cut {
+            self.mirror.record.pending_cut = plan.cut;
+            self.mirror.record.truncate_allowed = allowed;
+            if let Some(cut) = plan.cut {
+                tracing::warn!(partition = %self.tp(), %cut, "start accepted with --allow-truncate: the preparation cuts these records");
+            }
+        }
+        match plan.repin {
+            Repin::Keep => {}
+            // A new start pins the configured source (failback mirrors the
+            // other direction); the transition persists it.
+            Repin::InRecord => {
+                self.mirror.record.source_cluster_id = source.to_string();
+                if let Some(id) = feed_topic_id {
+                    self.mirror.record.topic_id = id;
+                }
+            }
+            // Nothing mirrored yet: the operator corrects the pin.
+            Repin::Now => {
+                let pinned = self.mirror.record.source_cluster_id.clone();
+                self.repin(source, feed_topic_id, env)
+                    .map_err(|failed| StartError::Repin {
+                        source_cluster: source.to_string(),
+                        failed,
+                    })?;
+                tracing::info!(partition = %self.tp(), from = %pinned, to = %source, "start replaced the source pin of a partition not yet mirroring");
+            }
+        }
+        Ok(())
     }
 
     /// Makes the guard match the state again if a change of it failed.

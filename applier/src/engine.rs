@@ -1124,9 +1124,9 @@ impl Applier {
         let mut refused: BTreeMap<TopicPartition, String> = BTreeMap::new();
         for tp in tps {
             if command == Command::Start
-                && let Some(why) = self.before_start(tp, manifests.get(tp))
+                && let Err(why) = self.before_start(tp, manifests.get(tp))
             {
-                refused.insert(tp.clone(), why);
+                refused.insert(tp.clone(), why.to_string());
                 continue;
             }
             if let Err(e) = self.transition(tp, Event::from(command)) {
@@ -1199,9 +1199,8 @@ impl Applier {
         &mut self,
         tp: &TopicPartition,
         manifest: Option<&PartitionManifest>,
-    ) -> Option<String> {
-        use crate::command_plan::{Repin, StartInput, plan_start};
-        let name = tp.to_string();
+    ) -> Result<(), crate::driver::StartError> {
+        use crate::command_plan::{StartInput, plan_start};
         let source = self.opts.source_cluster_id.clone();
         let feed_topic_id = self.bucket.entry(tp).map(|e| e.topic_id);
         let ctx = self.context(tp);
@@ -1210,8 +1209,10 @@ impl Applier {
         // what failed (a corrupt manifest, say) was repaired.
         self.bucket.forget(tp);
         let (mut env, slots) = self.env();
-        let slot = slots.get_mut(tp).and_then(Slot::mirror_mut)?;
-        let planned = {
+        let Some(slot) = slots.get_mut(tp).and_then(Slot::mirror_mut) else {
+            return Ok(());
+        };
+        let plan = {
             let local = slot.mirror.local_view();
             plan_start(&StartInput {
                 tp,
@@ -1222,44 +1223,9 @@ impl Applier {
                 manifest,
                 ctx: &ctx,
                 allowed,
-            })
+            })?
         };
-        let plan = match planned {
-            Ok(p) => p,
-            Err(why) => return Some(why.to_string()),
-        };
-        if let Some(id) = plan.write_topic_id
-            && let Err(e) = slot.mirror.log.replace_topic_id(id)
-        {
-            return Some(format!("could not write topic id {id} for {name}: {e}"));
-        }
-        if plan.records_cut {
-            slot.mirror.record.pending_cut = plan.cut;
-            slot.mirror.record.truncate_allowed = allowed;
-            if let Some(cut) = plan.cut {
-                tracing::warn!(partition = %name, %cut, "start accepted with --allow-truncate: the preparation cuts these records");
-            }
-        }
-        match plan.repin {
-            Repin::Keep => {}
-            // A new start pins the configured source (failback mirrors the
-            // other direction); the transition persists it.
-            Repin::InRecord => {
-                slot.mirror.record.source_cluster_id = source;
-                if let Some(id) = feed_topic_id {
-                    slot.mirror.record.topic_id = id;
-                }
-            }
-            // Nothing mirrored yet: the operator corrects the pin.
-            Repin::Now => {
-                let pinned = slot.mirror.record.source_cluster_id.clone();
-                if let Err(e) = slot.repin(&source, feed_topic_id, &mut env) {
-                    return Some(format!("could not pin source cluster {source}: {e}"));
-                }
-                tracing::info!(partition = %name, from = %pinned, to = %source, "start replaced the source pin of a partition not yet mirroring");
-            }
-        }
-        None
+        slot.perform_start(&plan, &source, feed_topic_id, allowed, &mut env)
     }
 }
 
