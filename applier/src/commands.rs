@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use manifest::state::Command;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Applier, CommandOutcome};
+use crate::command_plan::CommandOutcome;
 pub use crate::state_dir::commands_dir;
 use crate::state_dir::{is_request, request_path, response_path, serving_path};
 
@@ -108,6 +108,57 @@ pub struct CommandResponse {
     pub outcomes: Vec<CommandOutcome>,
 }
 
+/// Why a command could not be handed to the daemon holding the log dir.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HandOffError {
+    /// `applier serve` holds it: it takes no commands.
+    #[error(
+        "{} is held by `applier serve` (pid {pid}), which takes no operator commands; nothing changed. \
+         Stop it (kill {pid}), run `applier {command}` again (it then performs the transition itself) and start `serve` again, \
+         or serve the log dir with `applier run --kafka-listen`, which takes commands",
+        log_dir.display()
+    )]
+    Serving {
+        /// The log dir.
+        log_dir: PathBuf,
+        /// The `serve` process.
+        pid: u32,
+        /// The command.
+        command: &'static str,
+    },
+    /// The daemon did not answer in time.
+    #[error(
+        "the applier daemon holding {} did not answer within {}{}; if it is hung, stop it (kill) and run the command again: it then performs the transition itself",
+        log_dir.display(),
+        humantime::format_duration(*timeout),
+        if *withdrawn { " (request withdrawn, nothing changed)" } else { " (it picked the request up; check `applier status`)" }
+    )]
+    NoAnswer {
+        /// The log dir.
+        log_dir: PathBuf,
+        /// How long the command waited.
+        timeout: Duration,
+        /// Whether the request was withdrawn (nothing changed).
+        withdrawn: bool,
+    },
+    /// The commands directory could not be created.
+    #[error("creating {}: {source}", path.display())]
+    Io {
+        /// The directory.
+        path: PathBuf,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A request or response could not be encoded or decoded.
+    #[error("a command request or response: {0}")]
+    Json(#[source] serde_json::Error),
+    /// Writing the request failed.
+    #[error(transparent)]
+    Write(#[from] kafkalog::Error),
+}
+
 /// Hands a request to the daemon holding `log_dir` and waits for its
 /// response up to `timeout`.
 pub fn hand_to_daemon(
@@ -117,20 +168,19 @@ pub fn hand_to_daemon(
     all: bool,
     allow_truncate: bool,
     timeout: Duration,
-) -> anyhow::Result<Vec<CommandOutcome>> {
+) -> Result<Vec<CommandOutcome>, HandOffError> {
     if let Some(serve) = ServeMarker::read(log_dir) {
-        anyhow::bail!(
-            "{} is held by `applier serve` (pid {}), which takes no operator commands; nothing changed. \
-             Stop it (kill {}), run `applier {}` again (it then performs the transition itself) and start `serve` again, \
-             or serve the log dir with `applier run --kafka-listen`, which takes commands",
-            log_dir.display(),
-            serve.pid,
-            serve.pid,
-            command.as_str()
-        );
+        return Err(HandOffError::Serving {
+            log_dir: log_dir.to_path_buf(),
+            pid: serve.pid,
+            command: command.as_str(),
+        });
     }
     let dir = commands_dir(log_dir);
-    std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir_all(&dir).map_err(|source| HandOffError::Io {
+        path: dir.clone(),
+        source,
+    })?;
     let id = bucket::upload_id::fresh_string();
     let request = CommandRequest {
         id: id.clone(),
@@ -141,7 +191,7 @@ pub fn hand_to_daemon(
     };
     kafkalog::fsutil::write_atomic(
         &request_path(&dir, &id),
-        &serde_json::to_vec(&request)?,
+        &serde_json::to_vec(&request).map_err(HandOffError::Json)?,
         true,
     )?;
     let deadline = Instant::now() + timeout;
@@ -150,92 +200,83 @@ pub fn hand_to_daemon(
             &response_path(&dir, &id),
             kafkalog::fsutil::MAX_SMALL_FILE_BYTES,
         ) {
-            let response: CommandResponse = serde_json::from_slice(&bytes)?;
+            let response: CommandResponse =
+                serde_json::from_slice(&bytes).map_err(HandOffError::Json)?;
             let _ = std::fs::remove_file(response_path(&dir, &id));
             return Ok(response.outcomes);
         }
         if Instant::now() >= deadline {
             // Withdraw the request so a late daemon does not act on it.
             let withdrawn = std::fs::remove_file(request_path(&dir, &id)).is_ok();
-            anyhow::bail!(
-                "the applier daemon holding {} did not answer within {}{}; if it is hung, stop it (kill) and run the command again: it then performs the transition itself",
-                log_dir.display(),
-                humantime::format_duration(timeout),
-                if withdrawn {
-                    " (request withdrawn, nothing changed)"
-                } else {
-                    " (it picked the request up; check `applier status`)"
-                }
-            );
+            return Err(HandOffError::NoAnswer {
+                log_dir: log_dir.to_path_buf(),
+                timeout,
+                withdrawn,
+            });
         }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
-impl Applier {
-    /// Performs every pending command request and writes its response.
-    /// Returns how many were handled.
-    pub async fn process_command_requests(&mut self) -> usize {
-        let dir = commands_dir(&self.options().log_dir);
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            return 0;
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(is_request)
-            })
-            .collect();
-        paths.sort();
-        let mut handled = 0;
-        for path in paths {
-            let request: CommandRequest = match kafkalog::fsutil::read_bounded(
-                &path,
-                kafkalog::fsutil::MAX_SMALL_FILE_BYTES,
-            )
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            {
-                Some(r) => r,
-                None => {
-                    tracing::warn!(path = %path.display(), "ignoring an unreadable command request");
-                    let _ = std::fs::remove_file(&path);
-                    continue;
-                }
-            };
-            // Claim it first: a withdrawn request is not performed.
-            if std::fs::remove_file(&path).is_err() {
+/// The pending requests of the daemon holding `log_dir`, oldest first,
+/// each claimed (its file removed: a withdrawn request is not performed);
+/// an unreadable one is removed with a warning.
+pub fn claim_requests(log_dir: &Path) -> Vec<CommandRequest> {
+    let dir = commands_dir(log_dir);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(is_request)
+        })
+        .collect();
+    paths.sort();
+    let mut claimed = Vec::new();
+    for path in paths {
+        let request: CommandRequest = match kafkalog::fsutil::read_bounded(
+            &path,
+            kafkalog::fsutil::MAX_SMALL_FILE_BYTES,
+        )
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        {
+            Some(r) => r,
+            None => {
+                tracing::warn!(path = %path.display(), "ignoring an unreadable command request");
+                let _ = std::fs::remove_file(&path);
                 continue;
             }
-            tracing::info!(command = %request.command, topics = %request.topics.join(","), all = request.all, "operator command");
-            let outcomes = self
-                .command_allowing(
-                    request.command,
-                    &request.topics,
-                    request.all,
-                    request.allow_truncate,
-                )
-                .await;
-            let response = CommandResponse {
-                id: request.id.clone(),
-                outcomes,
-            };
-            match serde_json::to_vec(&response) {
-                Ok(bytes) => {
-                    if let Err(e) = kafkalog::fsutil::write_atomic(
-                        &response_path(&dir, &request.id),
-                        &bytes,
-                        true,
-                    ) {
-                        tracing::error!(error = %e, "could not write a command response");
-                    }
-                }
-                Err(e) => tracing::error!(error = %e, "could not encode a command response"),
-            }
-            handled += 1;
+        };
+        // Claim it first: a withdrawn request is not performed.
+        if std::fs::remove_file(&path).is_err() {
+            continue;
         }
-        handled
+        claimed.push(request);
+    }
+    claimed
+}
+
+/// Writes the response to request `id` (atomically), for the command
+/// waiting in [`hand_to_daemon`].
+pub fn respond(log_dir: &Path, id: &str, outcomes: Vec<CommandOutcome>) {
+    let response = CommandResponse {
+        id: id.to_string(),
+        outcomes,
+    };
+    match serde_json::to_vec(&response) {
+        Ok(bytes) => {
+            if let Err(e) = kafkalog::fsutil::write_atomic(
+                &response_path(&commands_dir(log_dir), id),
+                &bytes,
+                true,
+            ) {
+                tracing::error!(error = %e, "could not write a command response");
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "could not encode a command response"),
     }
 }

@@ -1,7 +1,9 @@
 //! The state-machine driver: the one place that performs the
 //! [`Action`]s of `manifest::state`, for a new mirror ([`create`]), a mirror
 //! opened after a restart ([`MirrorSlot::restart`]) and every transition
-//! ([`MirrorSlot::drive`]).
+//! ([`MirrorSlot::drive`]), and the pin changes of `start`'s plan
+//! (`crate::command_plan::plan_start`, [`MirrorSlot::perform_start`])
+//! before its transition.
 //!
 //! What each action does here:
 //!
@@ -9,15 +11,15 @@
 //! | --- | --- |
 //! | `SetWriteGuard` / `ClearWriteGuard` | the guard file in the partition dir |
 //! | `PersistState` | the mirror record, written atomically (the disk reserve is released once on a full disk); after a preparation run for many partitions together, left to the cycle's group commit (`persist_at_commit`) |
-//! | `RunPreparation` / `RunFailover` | the work is queued on the slot (`pending`); the engine runs it and reports `Prepared` / `Stopped` or `Error` |
-//! | `CancelPreparation` | the queued preparation is dropped (nothing runs concurrently here) |
-//! | `StartFetching` / `StopFetching` | the slot's `fetching` flag, which the engine's MIRRORING step obeys |
-//! | `ScheduleRetry { retry_count }` | `retry_at_ms` = the failure's time + [`Backoff::delay`]; after a restart the failure's time is the record's, so a restarting process (`applier once` from cron) retries once it is due |
+//! | `StageStop` | the stop's LME, offset and epoch put in the record in memory (`Mirror::plan_stop_in_record`), for the `PersistState` that follows |
+//! | `RunPreparation` / `RunFailover` / `StartFetching` | the partition joins the schedule's wake set ([`Env::wake`]): the next round of the cycle schedules it, and `crate::schedule` derives its work from the state (PREPARING prepares, STOPPING fails over, MIRRORING applies); the engine reports `Prepared` / `Stopped` or `Error` |
+//! | `CancelPreparation` / `StopFetching` | the partition leaves the wake set: nothing runs concurrently here, so no work is in flight to wait for, and its new state schedules none |
+//! | `ScheduleRetry { retry_count }` | `retry_at_ms` = the failure's time + [`Backoff::delay`], and the partition joins the wake set (the schedule retries it once due); after a restart the failure's time is the record's, so a restarting process (`applier once` from cron) retries once it is due |
 //! | `CancelRetry` | `retry_at_ms` cleared |
+//! | `RaiseEpochToStop` | the log's leader epoch raised to the record's stop epoch (none recorded: nothing to raise) |
 //!
-//! An event that reports work (`Prepared`, `Stopped`, `Error`) ends the
-//! work queued for it, so a FAILED partition never runs its old state's
-//! work.
+//! Nothing is stored that the state says: a partition fetches exactly in
+//! MIRRORING, prepares in PREPARING and fails over in STOPPING.
 //!
 //! Invariants:
 //! - The state in memory is the state [`state::next`] returned, whether or
@@ -30,16 +32,23 @@
 //!   state but STOPPED): a guard change that failed is made again at the
 //!   next drive or [`MirrorSlot::reconcile_guard`].
 //! - A STOPPED partition opened after a restart has its leader epoch at
-//!   least at the recorded stop epoch (the failover's epoch bump is
-//!   idempotent and redone).
+//!   least at the recorded stop epoch (`RaiseEpochToStop`: the failover's
+//!   epoch bump is idempotent and redone).
 
+// `StartError` carries the log's error by value; it is built only on the
+// failure path, where its size costs nothing measurable.
+#![allow(clippy::result_large_err)]
+
+use std::collections::BTreeSet;
 use std::time::Duration;
+
+use kafkalog::TopicPartition;
 
 use manifest::state::{self, Action, Event, MirrorState, PartitionState, TransitionError};
 
 use crate::mirror::{Mirror, guard_reason};
 use crate::reserve::DiskReserve;
-use crate::slot::{MirrorSlot, Work};
+use crate::slot::MirrorSlot;
 
 /// Exponential backoff with jitter for retryable failures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,49 +78,70 @@ pub(crate) struct Env<'a> {
     pub(crate) backoff: Backoff,
     /// The disk reserve, released once to record a full disk's failure.
     pub(crate) reserve: &'a mut DiskReserve,
+    /// The partitions the schedule looks at next (the engine's changed
+    /// set).
+    pub(crate) wake: &'a mut BTreeSet<TopicPartition>,
 }
 
 /// An action that could not be performed, with why.
-#[derive(Debug)]
-struct ActionFailed {
+#[derive(Debug, thiserror::Error)]
+#[error("{action} failed: {error}")]
+pub(crate) struct ActionFailed {
+    /// The action.
     action: Action,
+    /// Why, in words (the guard's, the record's or the log's error).
     error: String,
 }
 
-impl std::fmt::Display for ActionFailed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} failed: {}", self.action, self.error)
-    }
+/// Why a `start` of a mirror partition was refused or failed before its
+/// transition.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum StartError {
+    /// The plan refused it (nothing changed).
+    #[error(transparent)]
+    Refused(#[from] crate::command_plan::StartRefusal),
+    /// The topic id that goes with the pin could not be written.
+    #[error("could not write topic id {id} for {tp}: {source}")]
+    TopicId {
+        /// The partition.
+        tp: kafkalog::TopicPartition,
+        /// The topic id.
+        id: kafkalog::TopicId,
+        /// The log's error.
+        #[source]
+        source: kafkalog::Error,
+    },
+    /// The new pin's guard or record could not be written.
+    #[error("could not pin source cluster {source_cluster}: {failed}")]
+    Repin {
+        /// The configured source.
+        source_cluster: String,
+        /// The action that failed.
+        failed: ActionFailed,
+    },
 }
 
 /// A new mirror partition: performs [`state::initial`]'s actions (write
 /// guard, record, preparation queued). The guard and the record must both
 /// be written: a failure is returned and the partition is not a mirror.
-pub(crate) fn create(mirror: Mirror, env: &mut Env<'_>) -> Result<MirrorSlot, String> {
+pub(crate) fn create(mirror: Mirror, env: &mut Env<'_>) -> Result<MirrorSlot, ActionFailed> {
     let mut slot = MirrorSlot::new(mirror);
     let (initial, actions) = state::initial();
     slot.mirror.record.state = initial;
-    slot.perform(&actions, env).map_err(|e| e.to_string())?;
+    slot.perform(&actions, env)?;
     Ok(slot)
 }
 
 impl MirrorSlot {
     /// Brings the world back in line with the persisted state after a
     /// restart ([`state::on_restart`]): the guard as the state wants it,
-    /// the state's work queued, a retryable failure's retry scheduled from
-    /// when it was recorded, and a STOPPED partition's epoch bump redone.
-    pub(crate) fn restart(&mut self, env: &mut Env<'_>) -> Result<(), String> {
+    /// the state's work scheduled, a retryable failure's retry scheduled
+    /// from when it was recorded, and a STOPPED partition's epoch bump
+    /// redone.
+    pub(crate) fn restart(&mut self, env: &mut Env<'_>) -> Result<(), ActionFailed> {
         let actions = state::on_restart(&self.mirror.record.state);
-        self.perform(&actions, env).map_err(|e| e.to_string())?;
-        if self.state() == PartitionState::Stopped
-            && let Some(e) = self.mirror.record.stop_epoch
-        {
-            self.mirror
-                .log
-                .bump_epoch(e)
-                .map_err(|e| format!("raising the leader epoch to the stop epoch: {e}"))?;
-        }
-        Ok(())
+        self.perform(&actions, env)
     }
 
     /// Applies `event` to the state machine and performs the actions. A
@@ -122,21 +152,8 @@ impl MirrorSlot {
         event: Event,
         env: &mut Env<'_>,
     ) -> Result<PartitionState, TransitionError> {
-        // An event that reports work (prepared, stopped, an error) ends
-        // the work queued for it; the actions may queue the next.
-        let reports_work = matches!(
-            event,
-            Event::Prepared | Event::Stopped | Event::Error { .. }
-        );
         let (next, actions) = state::next(&self.mirror.record.state, event)?;
-        if reports_work {
-            self.pending = None;
-        }
         self.mirror.record.state = next;
-        if self.state() == PartitionState::Stopping && actions.contains(&Action::RunFailover) {
-            // The stop's LME goes in the same write as STOPPING.
-            self.mirror.plan_stop_in_record();
-        }
         if let Err(failed) = self.perform(&actions, env) {
             tracing::error!(partition = %self.tp(), error = %failed, "a state action failed");
             self.record_action_failure(failed, env);
@@ -154,13 +171,67 @@ impl MirrorSlot {
         source_cluster_id: &str,
         topic_id: Option<kafkalog::TopicId>,
         env: &mut Env<'_>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ActionFailed> {
         self.mirror.record.source_cluster_id = source_cluster_id.to_string();
         if let Some(id) = topic_id {
             self.mirror.record.topic_id = id;
         }
         self.perform(&[Action::SetWriteGuard, Action::PersistState], env)
-            .map_err(|e| e.to_string())
+    }
+
+    /// Performs `start`'s plan (`crate::command_plan::plan_start`) before
+    /// its transition: the topic id that goes with a pin written into an
+    /// empty log, the cut the preparation may make recorded, and the pin
+    /// changed in the record (the transition persists it) or now
+    /// ([`MirrorSlot::repin`]).
+    pub(crate) fn perform_start(
+        &mut self,
+        plan: &crate::command_plan::StartPlan,
+        source: &str,
+        feed_topic_id: Option<kafkalog::TopicId>,
+        allowed: bool,
+        env: &mut Env<'_>,
+    ) -> Result<(), StartError> {
+        use crate::command_plan::Repin;
+        if let Some(id) = plan.write_topic_id {
+            self.mirror
+                .log
+                .replace_topic_id(id)
+                .map_err(|source| StartError::TopicId {
+                    tp: self.tp().clone(),
+                    id,
+                    source,
+                })?;
+        }
+        if plan.records_cut {
+            self.mirror.record.pending_cut = plan.cut;
+            self.mirror.record.truncate_allowed = allowed;
+            if let Some(cut) = plan.cut {
+                tracing::warn!(partition = %self.tp(), %cut, "start accepted with --allow-truncate: the preparation cuts these records");
+            }
+        }
+        match plan.repin {
+            Repin::Keep => {}
+            // A new start pins the configured source (failback mirrors the
+            // other direction); the transition persists it.
+            Repin::InRecord => {
+                self.mirror.record.source_cluster_id = source.to_string();
+                if let Some(id) = feed_topic_id {
+                    self.mirror.record.topic_id = id;
+                }
+            }
+            // Nothing mirrored yet: the operator corrects the pin.
+            Repin::Now => {
+                let pinned = self.mirror.record.source_cluster_id.clone();
+                self.repin(source, feed_topic_id, env)
+                    .map_err(|failed| StartError::Repin {
+                        source_cluster: source.to_string(),
+                        failed,
+                    })?;
+                tracing::info!(partition = %self.tp(), from = %pinned, to = %source, "start replaced the source pin of a partition not yet mirroring");
+            }
+        }
+        Ok(())
     }
 
     /// Makes the guard match the state again if a change of it failed.
@@ -214,26 +285,16 @@ impl MirrorSlot {
             let result = match action {
                 Action::PersistState => self.persist(env),
                 Action::SetWriteGuard | Action::ClearWriteGuard => self.perform_one(action),
-                Action::RunPreparation => {
-                    self.pending = Some(Work::Prepare);
+                Action::StageStop => {
+                    self.mirror.plan_stop_in_record();
                     Ok(())
                 }
-                Action::RunFailover => {
-                    self.pending = Some(Work::Failover);
+                Action::RunPreparation | Action::RunFailover | Action::StartFetching => {
+                    env.wake.insert(self.tp().clone());
                     Ok(())
                 }
-                Action::CancelPreparation => {
-                    if self.pending == Some(Work::Prepare) {
-                        self.pending = None;
-                    }
-                    Ok(())
-                }
-                Action::StartFetching => {
-                    self.fetching = true;
-                    Ok(())
-                }
-                Action::StopFetching => {
-                    self.fetching = false;
+                Action::CancelPreparation | Action::StopFetching => {
+                    env.wake.remove(self.tp());
                     Ok(())
                 }
                 Action::ScheduleRetry { retry_count } => {
@@ -243,8 +304,18 @@ impl MirrorSlot {
                     self.retry_at_ms = Some(
                         failed_at.saturating_add(delay.as_millis().min(i64::MAX as u128) as i64),
                     );
+                    env.wake.insert(self.tp().clone());
                     Ok(())
                 }
+                Action::RaiseEpochToStop => match self.mirror.record.stop_epoch {
+                    Some(epoch) => self
+                        .mirror
+                        .log
+                        .bump_epoch(epoch)
+                        .map(|_raised| ())
+                        .map_err(|e| e.to_string()),
+                    None => Ok(()),
+                },
                 Action::CancelRetry => {
                     self.retry_at_ms = None;
                     Ok(())
@@ -291,18 +362,6 @@ impl MirrorSlot {
         }
     }
 
-    /// Whether a retryable failure's retry is due at `now_ms`. A retryable
-    /// FAILED always has a retry time (scheduled by its transition or its
-    /// restart).
-    pub(crate) fn retry_due(&self, now_ms: i64) -> bool {
-        self.mirror
-            .record
-            .state
-            .failure()
-            .is_some_and(|f| f.retryable)
-            && self.retry_at_ms.is_some_and(|at| now_ms >= at)
-    }
-
     /// The state the record holds (for tests and status).
     pub fn mirror_state(&self) -> &MirrorState {
         &self.mirror.record.state
@@ -324,6 +383,7 @@ mod tests {
         clock: ManualClock,
         clock_dyn: Arc<dyn Clock>,
         reserve: DiskReserve,
+        wake: BTreeSet<TopicPartition>,
     }
 
     impl Fixture {
@@ -338,6 +398,7 @@ mod tests {
                 clock_dyn: Arc::new(clock.clone()),
                 clock,
                 reserve,
+                wake: BTreeSet::new(),
             }
         }
 
@@ -348,7 +409,13 @@ mod tests {
                     max: Duration::from_secs(60),
                 },
                 reserve: &mut self.reserve,
+                wake: &mut self.wake,
             }
+        }
+
+        /// Whether the slot's work was scheduled (and takes it off).
+        fn woken(&mut self, slot: &MirrorSlot) -> bool {
+            self.wake.remove(slot.tp())
         }
 
         fn mirror(&self) -> Mirror {
@@ -374,6 +441,28 @@ mod tests {
         }
     }
 
+    /// The schedule's rule for a retry (`crate::schedule`), on a slot.
+    fn retry_due(slot: &MirrorSlot, now_ms: i64) -> bool {
+        let view = crate::schedule::PartitionView {
+            state: slot.state(),
+            retryable: slot.mirror_state().failure().is_some_and(|f| f.retryable),
+            retries: slot.mirror_state().retries(),
+            topic_id: ID,
+            applied_version: 0,
+            stop_epoch: None,
+            log_start: 0,
+            log_end: 0,
+            feed: None,
+            cached: None,
+            retry_at_ms: slot.retry_at_ms,
+            guard: Some(true),
+            action_error: false,
+            waiting: None,
+            uncommitted: false,
+        };
+        crate::schedule::plan_partition(&view, true, now_ms).work == crate::schedule::Work::Retry
+    }
+
     fn error(retryable: bool) -> Event {
         Event::Error {
             message: "object store unavailable".into(),
@@ -388,8 +477,7 @@ mod tests {
         let slot = create(m, &mut f.env()).expect("create");
         assert!(f.guarded(&slot));
         assert_eq!(f.recorded(&slot), PartitionState::Preparing);
-        assert_eq!(slot.pending, Some(Work::Prepare));
-        assert!(!slot.fetching);
+        assert!(f.woken(&slot), "its preparation is scheduled");
     }
 
     #[test]
@@ -397,34 +485,34 @@ mod tests {
         let mut f = Fixture::new();
         let m = f.mirror();
         let mut slot = create(m, &mut f.env()).expect("create");
-        slot.pending = None; // the engine took the preparation and ran it
+        assert!(f.woken(&slot));
         assert_eq!(
             slot.drive(Event::Prepared, &mut f.env()),
             Ok(PartitionState::Mirroring)
         );
-        assert!(slot.fetching);
+        assert!(f.woken(&slot), "fetching is scheduled");
         assert_eq!(f.recorded(&slot), PartitionState::Mirroring);
+        f.wake.insert(slot.tp().clone());
         slot.drive(Event::Pause, &mut f.env()).expect("pause");
-        assert!(!slot.fetching, "pause stops fetching");
+        assert!(!f.woken(&slot), "pause takes it off the schedule");
         assert!(f.guarded(&slot));
         slot.drive(Event::Resume, &mut f.env()).expect("resume");
-        assert!(slot.fetching);
+        assert!(f.woken(&slot));
         slot.drive(Event::Stop, &mut f.env()).expect("stop");
         assert_eq!(slot.state(), PartitionState::Stopping);
-        assert!(!slot.fetching);
-        assert_eq!(slot.pending, Some(Work::Failover));
+        assert!(f.woken(&slot), "the failover is scheduled");
         assert!(f.guarded(&slot), "still read-only while STOPPING");
-        slot.pending = None;
         slot.drive(Event::Stopped, &mut f.env()).expect("stopped");
         assert!(!f.guarded(&slot), "STOPPED is writable");
         assert_eq!(f.recorded(&slot), PartitionState::Stopped);
         // Start again: guarded before anything else, preparation queued.
         slot.drive(Event::Start, &mut f.env()).expect("start");
         assert!(f.guarded(&slot));
-        assert_eq!(slot.pending, Some(Work::Prepare));
-        // A stop during PREPARING cancels the queued preparation.
+        assert!(f.woken(&slot), "preparation scheduled");
+        // A stop during PREPARING: the failover is scheduled instead.
         slot.drive(Event::Stop, &mut f.env()).expect("stop");
-        assert_eq!(slot.pending, Some(Work::Failover));
+        assert_eq!(slot.state(), PartitionState::Stopping);
+        assert!(f.woken(&slot));
     }
 
     #[test]
@@ -432,12 +520,14 @@ mod tests {
         let mut f = Fixture::new();
         let m = f.mirror();
         let mut slot = create(m, &mut f.env()).expect("create");
-        assert_eq!(slot.pending, Some(Work::Prepare));
+        assert!(f.woken(&slot));
         // Preparation could not even read its manifest (a corrupt one).
         slot.drive(error(false), &mut f.env()).expect("error");
         assert_eq!(slot.state(), PartitionState::Failed);
-        assert_eq!(slot.pending, None, "FAILED runs no preparation");
-        assert!(!slot.fetching);
+        assert!(
+            !f.woken(&slot),
+            "a FAILED partition that is not retried has no work"
+        );
     }
 
     #[test]
@@ -454,7 +544,7 @@ mod tests {
             "cannot resume: partition is PREPARING, not PAUSED"
         );
         assert_eq!(slot.mirror_state(), &before);
-        assert_eq!(slot.pending, Some(Work::Prepare));
+        assert_eq!(slot.state(), PartitionState::Preparing);
     }
 
     #[test]
@@ -462,31 +552,29 @@ mod tests {
         let mut f = Fixture::new();
         let m = f.mirror();
         let mut slot = create(m, &mut f.env()).expect("create");
-        slot.pending = None;
         slot.drive(error(true), &mut f.env()).expect("error");
         assert_eq!(slot.state(), PartitionState::Failed);
         let now = f.clock.now_ms();
-        assert!(!slot.retry_due(now), "not at once");
+        assert!(!retry_due(&slot, now), "not at once");
         // Retry 0: 1 s with a jitter in [0.75, 1.25).
-        assert!(!slot.retry_due(now + 749));
-        assert!(slot.retry_due(now + 1250));
+        assert!(!retry_due(&slot, now + 749));
+        assert!(retry_due(&slot, now + 1250));
         f.clock.advance(Duration::from_millis(1250));
         slot.drive(Event::RetryDue, &mut f.env()).expect("retry");
         assert_eq!(slot.state(), PartitionState::Preparing);
-        assert_eq!(slot.pending, Some(Work::Prepare));
+        assert!(f.woken(&slot));
         assert_eq!(slot.mirror_state().retries(), 1);
         // It fails again: retry 1 waits about 2 s.
-        slot.pending = None;
         slot.drive(error(true), &mut f.env()).expect("error");
         let now = f.clock.now_ms();
-        assert!(!slot.retry_due(now + 1499));
-        assert!(slot.retry_due(now + 2500));
+        assert!(!retry_due(&slot, now + 1499));
+        assert!(retry_due(&slot, now + 2500));
         // A non-retryable failure is never due.
         let mut f = Fixture::new();
         let m = f.mirror();
         let mut slot = create(m, &mut f.env()).expect("create");
         slot.drive(error(false), &mut f.env()).expect("error");
-        assert!(!slot.retry_due(i64::MAX));
+        assert!(!retry_due(&slot, i64::MAX));
     }
 
     #[test]
@@ -494,7 +582,6 @@ mod tests {
         let mut f = Fixture::new();
         let m = f.mirror();
         let mut slot = create(m, &mut f.env()).expect("create");
-        slot.pending = None;
         slot.drive(error(true), &mut f.env()).expect("error");
         let failed_at = f.clock.now_ms();
         // The process restarts 10 minutes later: the retry is due at once.
@@ -510,7 +597,7 @@ mod tests {
             .expect("record");
         let mut slot = MirrorSlot::new(Mirror::new(tp, log, record, Arc::clone(&f.clock_dyn)));
         slot.restart(&mut f.env()).expect("restart");
-        assert!(slot.retry_due(f.clock.now_ms()));
+        assert!(retry_due(&slot, f.clock.now_ms()));
         assert!(slot.retry_at_ms.is_some_and(|at| at <= failed_at + 1250));
         assert!(f.guarded(&slot), "FAILED stays read-only");
     }
@@ -535,7 +622,6 @@ mod tests {
         let mut f = Fixture::new();
         let m = f.mirror();
         let mut slot = create(m, &mut f.env()).expect("create");
-        slot.pending = None;
         // The record cannot be written: its dir is gone.
         let dir = slot.mirror.log.dir().to_path_buf();
         std::fs::remove_dir_all(&dir).expect("remove");
@@ -556,6 +642,5 @@ mod tests {
             slot.mirror.unsaved.is_some(),
             "status says the record is older"
         );
-        assert!(!slot.fetching);
     }
 }

@@ -1,211 +1,99 @@
-//! The applier's loop over all mirror partitions.
+//! The applier: the one file that owns `impl Applier` and wires the
+//! executors together.
 //!
-//! One cycle: read the change feed (one GET when nothing changed), start
-//! mirroring partitions that match the include pattern and have no mirror
-//! state yet, then step every partition according to its state until
-//! nothing more can be done now: PREPARING runs preparation, MIRRORING
-//! applies the latest manifest, STOPPING completes failover, a retryable
-//! FAILED retries when its backoff is due. STOPPED and FAILED partitions
-//! are never restarted without an operator's `start`.
+//! One cycle ([`Applier::run_once`]): the feed read (`bucket_reader`: one
+//! GET when nothing changed), partitions that cannot be opened opened again
+//! (`opening`), partitions the selection picks adopted (`discover`), then
+//! the partitions that changed since the last cycle viewed as values and
+//! scheduled (`schedule::schedule`), their work run in rounds
+//! (preparations together through `group_commit::prepare_many`, then each
+//! partition's apply, failover or retry), the cycle's group commit
+//! (`group_commit::commit_applied`), the group offsets sync
+//! (`group_sync`), the root checkpoints, the scrub, and the live status
+//! and metrics (`live`). Operator commands are planned by `command_plan`
+//! and performed here (`group_commit::failover_many` for stops).
 //!
-//! Records of a partition's own (a plain partition with records that the
-//! include pattern or `start` would adopt, a STOPPED one that `start`
-//! resumes) are cut only with `allow_truncate` (`--allow-truncate`):
-//! without it the adoption or start is refused before anything is
-//! written (`manifest::cut`), and `once` exits 1 naming it. A log dir
-//! whose `.lock` a running broker holds is never opened
-//! (`kafkalog::logdir::posix_lock_holder`).
-//!
-//! Every partition has one [`Slot`] (`slot`); every transition goes
-//! through the driver (`driver`), which performs the actions
-//! `manifest::state::next` returns and queues each state's work; this
-//! module runs that work (preparation, fetching, failover, retries when
-//! due by the injectable clock). Decisions about the local log are plans
-//! from `manifest::reconcile`, executed by `mirror`. The feed is read by
-//! `feed`. A failure is isolated to its partition.
-//!
-//! What an idle cycle costs: one GET (the next feed head), no partition
-//! walk when the head did not change (`discover` runs on a new head, or
-//! while a partition it found is waiting for its manifest), the live status
-//! and the metrics rebuilt only when something they show changed (a new
-//! head, an append, a transition, a failure, a command) or their refresh is
-//! due (live status: every 30 s; metrics: every cycle while a partition
-//! lags, since its lag in seconds grows, else every 10 s), and the log
-//! dir's root checkpoints written once per cycle, only when a flush changed
-//! them.
+//! Invariants:
+//! - Every state change goes through the driver (`driver`), which performs
+//!   the actions `manifest::state::next` returns; the work a partition has
+//!   is derived from its state by the schedule, never stored beside it.
+//! - An idle cycle does no work per partition: `changed` is empty after a
+//!   settled cycle, and only a feed change, a command, a producer's append
+//!   to a mirror, a transition whose actions wake its partition, a failure
+//!   or a partition the last schedule left unsettled (a retry to wait for,
+//!   the bucket to wait for) put one back.
+//! - Records of a partition's own (a plain partition adopted, a STOPPED one
+//!   started again) are cut only with `--allow-truncate`: otherwise the
+//!   adoption or start is refused before anything is written
+//!   (`manifest::cut`). A log dir whose `.lock` a running broker holds is
+//!   never opened.
+//! - A failure is isolated to its partition (FAILED, or waiting for the
+//!   bucket); STOPPED and FAILED partitions are never restarted without an
+//!   operator's `start` (a retryable failure retries from FAILED by itself).
+//! - The applier is the log dir's single writer: producers' appends from a
+//!   gateway (`serving`) and the group offsets sync write through it.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+// `MirrorError` carries the store's and the log's errors by value; it is
+// built only on the failure path, where its size costs nothing measurable.
+#![allow(clippy::result_large_err)]
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use bucket::store::{ManifestStore, StoreError};
-use futures::StreamExt;
-use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
+use kafkalog::{LogDir, TopicId, TopicPartition};
 use manifest::clock::{Clock, SystemClock};
-use manifest::layout::{ClusterLayout, PartitionKey};
+use manifest::layout::ClusterLayout;
 use manifest::partition::PartitionManifest;
 use manifest::state::{self, Command, Event, PartitionState};
 use manifest::topic_pattern::Selection;
 use object_store::ObjectStore;
-use regex::Regex;
 
+use crate::bucket_reader::BucketReader;
 use crate::driver::{Backoff, Env};
-use crate::error::MirrorError;
-use crate::feed::FeedReader;
-use crate::mirror::{Mirror, MirrorContext, new_record, refuse_topic};
-use crate::slot::{MirrorSlot, Slot, Work};
-use crate::status::{LivePartition, LiveStatus};
+use crate::error::{MirrorError, OpenError};
+use crate::mirror::{Mirror, MirrorContext};
+use crate::schedule::{PartitionView, View, Wait, Work, schedule};
+use crate::slot::{MirrorSlot, Slot};
 
-/// Default of [`ApplierOptions::download_memory`]: 16 MiB (with the
-/// applier's ~30 MiB of its own, peak RSS stays under 64 MiB).
-pub const DEFAULT_DOWNLOAD_MEMORY: u64 = 16 << 20;
-
-/// Settings of an applier.
-#[derive(Debug, Clone)]
-pub struct ApplierOptions {
-    /// The destination log dir.
-    pub log_dir: PathBuf,
-    /// The source cluster to mirror.
-    pub source_cluster_id: String,
-    /// This cluster's own id (for the loop check and failback's LME lookup).
-    pub local_cluster_id: Option<String>,
-    /// Key prefix in the bucket.
-    pub bucket_prefix: String,
-    /// The bucket and credential source, for error messages.
-    pub bucket_location: String,
-    /// Topics to start automatically (None: none).
-    pub topics: Option<Regex>,
-    /// Topics never started automatically.
-    pub exclude: Option<Regex>,
-    /// Objects downloaded ahead of the one being appended.
-    pub prefetch: usize,
-    /// Bytes of objects held in memory at once, downloaded or being
-    /// appended (at least one object, whatever its size).
-    pub download_memory: u64,
-    /// Objects larger than this are appended while they download (see
-    /// [`crate::mirror::STREAM_ABOVE`], the default).
-    pub stream_above: u64,
-    /// Destination topics with `remote.storage.enable=true`.
-    pub tiered_topics: Vec<String>,
-    /// First retry delay; doubles per retry up to [`ApplierOptions::max_backoff`].
-    pub base_backoff: Duration,
-    /// Longest retry delay.
-    pub max_backoff: Duration,
-    /// Size of the disk reserve (see [`crate::reserve`]); 0 disables it.
-    pub disk_reserve_bytes: u64,
-    /// Bytes per hour the scrub verifies once enabled
-    /// ([`Applier::enable_scrub`], `applier run`); 0: off.
-    pub scrub_bytes_per_hour: u64,
-    /// Starting a mirror may cut records of a partition's own (a plain
-    /// partition adopted, a stopped one started again): `--allow-truncate`
-    /// (`manifest::cut`). Without it such a start is refused.
-    pub allow_truncate: bool,
-}
-
-impl ApplierOptions {
-    /// Options with defaults for everything but the required settings.
-    pub fn new(log_dir: impl Into<PathBuf>, source_cluster_id: &str) -> ApplierOptions {
-        ApplierOptions {
-            log_dir: log_dir.into(),
-            source_cluster_id: source_cluster_id.to_string(),
-            local_cluster_id: None,
-            bucket_prefix: String::new(),
-            bucket_location: String::new(),
-            topics: None,
-            exclude: None,
-            prefetch: 4,
-            download_memory: DEFAULT_DOWNLOAD_MEMORY,
-            stream_above: crate::mirror::STREAM_ABOVE,
-            tiered_topics: Vec::new(),
-            base_backoff: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(60),
-            disk_reserve_bytes: crate::reserve::DEFAULT_RESERVE_BYTES,
-            scrub_bytes_per_hour: crate::scrub::DEFAULT_BYTES_PER_HOUR,
-            allow_truncate: false,
-        }
-    }
-}
-
-/// The outcome of one command on one partition.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct CommandOutcome {
-    /// The partition.
-    pub partition: String,
-    /// Its state afterwards, when the command was accepted.
-    pub state: Option<String>,
-    /// Why it was refused.
-    pub error: Option<String>,
-}
-
-/// What one cycle did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CycleReport {
-    /// Batches appended.
-    pub batches: u64,
-    /// Bytes appended.
-    pub bytes: u64,
-    /// Partitions that changed state.
-    pub transitions: u64,
-    /// Why the change feed could not be read, when it could not.
-    pub feed_error: Option<String>,
-}
-
-/// How often the live status is rewritten when nothing changed.
-const LIVE_REFRESH: Duration = Duration::from_secs(30);
-
-/// How often the metrics are re-rendered when nothing changed and no
-/// partition lags (for `segmirror_applier_cycles_total`).
-const METRICS_REFRESH: Duration = Duration::from_secs(10);
-
-/// Mirror partitions that must stay on their source's segment boundaries:
-/// the destination never rolls by size or time on its own. Their fsyncs
-/// happen at each pass's flush, a roll's included (group commit:
-/// `FlushPolicy::OnFlush`).
-pub fn mirror_log_config() -> LogConfig {
-    LogConfig {
-        segment_bytes: u64::MAX,
-        segment_ms: None,
-        flush: kafkalog::FlushPolicy::OnFlush,
-        ..LogConfig::default()
-    }
-}
+pub use crate::options::{
+    ApplierOptions, CommandOutcome, CycleReport, DEFAULT_DOWNLOAD_MEMORY, mirror_log_config,
+};
 
 /// The applier over one log dir.
 #[derive(Debug)]
 pub struct Applier {
     opts: ApplierOptions,
     pub(crate) logdir: LogDir,
-    store: Option<ManifestStore>,
-    feed: FeedReader,
+    /// The bucket: the feed, the manifests and the ones held.
+    bucket: BucketReader,
     pub(crate) slots: BTreeMap<TopicPartition, Slot>,
     clock: Arc<dyn Clock>,
     pub(crate) counters: crate::metrics::Counters,
-    metrics: Option<crate::metrics::Exposition>,
-    last_live: Option<(LiveStatus, Instant)>,
-    /// Something the live status or the metrics show may have changed since
-    /// they were last built.
-    pub(crate) live_dirty: bool,
-    /// When the metrics were last rendered, and whether a partition lagged.
-    last_metrics: Option<(Instant, bool)>,
+    /// The live status and the metrics as last written.
+    pub(crate) live: crate::live::LiveOutput,
     /// The feed head `discover` last went through with no partition left
     /// to retry.
     discovered: Option<u64>,
-    /// The last cycle left every partition with nothing to do until the
-    /// feed changes or an operator acts ([`Applier::all_settled`]): the next
-    /// cycle steps none of them (an idle cycle over 10,000 partitions then
-    /// costs the feed's GET, not 10,000 lookups). Cleared by a feed change,
-    /// a command, a producer append and `retry_failures_now`.
-    pub(crate) settled: bool,
+    /// The mirror partitions the next cycle views and schedules
+    /// (`crate::schedule`): those a feed change, a command, an append, a
+    /// transition or a failure touched, and those the last schedule left
+    /// unsettled (a retry to wait for, the bucket to wait for). Empty after
+    /// a settled cycle, so an idle cycle over 10,000 partitions costs the
+    /// feed's GET, not 10,000 lookups.
+    pub(crate) changed: BTreeSet<TopicPartition>,
+    /// Mirror partitions that could not be opened, seen by the last
+    /// `reopen_unopened`.
+    unopened_left: usize,
     reserve: crate::reserve::DiskReserve,
     /// The Kafka gateway served from this process, if any.
     pub(crate) gateway: Option<crate::serving::GatewayLink>,
     /// Partitions of the log dir that are not mirrors, open for writing
     /// (producers through the gateway, the group offsets sync).
-    pub(crate) plain: std::collections::HashMap<TopicPartition, gateway::writer::OpenForProducers>,
+    pub(crate) producer_logs: gateway::writer::PlainLogs,
     /// The source's consumer-group offsets and what was synced of them.
-    pub(crate) group_sync: crate::group_sync::GroupSync,
+    group_sync: crate::group_sync::GroupOffsetsSync,
     /// Gaps known (offsets never received), written when one is new.
     gaps: crate::gaps::Ledger,
     /// The background verification of `applier run` (`crate::scrub`).
@@ -223,7 +111,7 @@ impl Applier {
     pub fn open(
         opts: ApplierOptions,
         store: Option<Arc<dyn ObjectStore>>,
-    ) -> anyhow::Result<Applier> {
+    ) -> Result<Applier, OpenError> {
         Applier::open_with_clock(opts, store, Arc::new(SystemClock))
     }
 
@@ -232,7 +120,7 @@ impl Applier {
         opts: ApplierOptions,
         store: Option<Arc<dyn ObjectStore>>,
         clock: Arc<dyn Clock>,
-    ) -> anyhow::Result<Applier> {
+    ) -> Result<Applier, OpenError> {
         // A dir a running Kafka broker owns is never written here.
         kafkalog::logdir::refuse_if_owned_by_broker(&opts.log_dir)?;
         let logdir = LogDir::open(&opts.log_dir)?;
@@ -257,21 +145,18 @@ impl Applier {
         let mut applier = Applier {
             opts,
             logdir,
-            store,
-            feed: FeedReader::default(),
+            bucket: BucketReader::new(store),
             slots: BTreeMap::new(),
             clock,
             counters: crate::metrics::Counters::default(),
-            metrics: None,
-            last_live: None,
-            live_dirty: true,
-            last_metrics: None,
+            live: crate::live::LiveOutput::default(),
             discovered: None,
-            settled: false,
+            changed: BTreeSet::new(),
+            unopened_left: 0,
             reserve,
             gateway: None,
-            plain: std::collections::HashMap::new(),
-            group_sync: crate::group_sync::GroupSync::default(),
+            producer_logs: gateway::writer::PlainLogs::default(),
+            group_sync: crate::group_sync::GroupOffsetsSync::default(),
             gaps,
             scrub: None,
             command_allows_truncate: false,
@@ -292,13 +177,11 @@ impl Applier {
         for (tp, mirror) in opened {
             applier.restart_mirror(&tp, mirror);
         }
-        scope
-            .finish()
-            .context("making the mirror partitions' write guards durable")?;
+        scope.finish().map_err(OpenError::Guards)?;
         // An interrupted failover completes now, bucket or not.
         let stopping: Vec<_> = applier
             .mirror_slots()
-            .filter(|m| m.pending == Some(Work::Failover))
+            .filter(|m| m.state() == PartitionState::Stopping)
             .map(|m| m.tp().clone())
             .collect();
         // Damage recorded by `applier verify` (or a scrub before a restart)
@@ -314,21 +197,6 @@ impl Applier {
         Ok(applier)
     }
 
-    /// The bucket's store, when the applier has one.
-    pub(crate) fn store_ref(&self) -> Option<&ManifestStore> {
-        self.store.as_ref()
-    }
-
-    /// The newest feed head read.
-    pub(crate) fn feed_head(&self) -> Option<&manifest::feed::Head> {
-        self.feed.head()
-    }
-
-    /// The options.
-    pub(crate) fn opts_ref(&self) -> &ApplierOptions {
-        &self.opts
-    }
-
     fn env(&mut self) -> (Env<'_>, &mut BTreeMap<TopicPartition, Slot>) {
         (
             Env {
@@ -337,6 +205,7 @@ impl Applier {
                     max: self.opts.max_backoff,
                 },
                 reserve: &mut self.reserve,
+                wake: &mut self.changed,
             },
             &mut self.slots,
         )
@@ -351,26 +220,15 @@ impl Applier {
         self.restart_mirror(tp, opened);
     }
 
-    /// Opens a mirror partition's log and record (`None`: not a mirror),
-    /// its recovery and the cut of a range left unfinished done.
-    fn open_mirror_log(&self, tp: &TopicPartition) -> anyhow::Result<Option<Mirror>> {
-        let dir = self.logdir.root().join(tp.dir_name());
-        let Some(record) = partdir::record::read(&dir)? else {
-            return Ok(None);
-        };
-        let log = self.logdir.open_partition(tp, mirror_log_config())?;
-        let report = log.recovery_report();
-        if !report.is_clean() {
-            tracing::warn!(partition = %tp, recovery = %report, "recovered the local log");
-        }
-        let mut mirror = Mirror::new(tp.clone(), log, record, Arc::clone(&self.clock));
-        mirror.undo_partial_range()?;
-        Ok(Some(mirror))
+    /// Opens a mirror partition's log and record (`None`: not a mirror;
+    /// `crate::opening::open_existing`).
+    fn open_mirror_log(&self, tp: &TopicPartition) -> Result<Option<Mirror>, MirrorError> {
+        crate::opening::open_existing(&self.logdir, tp, &self.clock)
     }
 
     /// Puts an opened mirror partition in its slot, its state's actions
     /// performed again (`MirrorSlot::restart`).
-    fn restart_mirror(&mut self, tp: &TopicPartition, opened: anyhow::Result<Option<Mirror>>) {
+    fn restart_mirror(&mut self, tp: &TopicPartition, opened: Result<Option<Mirror>, MirrorError>) {
         let slot = match opened {
             Ok(None) => {
                 self.slots.remove(tp);
@@ -381,13 +239,18 @@ impl Applier {
                 let (mut env, _) = self.env();
                 match slot.restart(&mut env) {
                     Ok(()) => Slot::Mirror(Box::new(slot)),
-                    Err(e) => Slot::Unopened(e),
+                    Err(e) => Slot::Unopened(e.to_string()),
                 }
             }
             Err(e) => Slot::Unopened(e.to_string()),
         };
-        if let Slot::Unopened(e) = &slot {
-            tracing::error!(partition = %tp, error = %e, "cannot open the mirror partition; retrying every cycle");
+        match &slot {
+            Slot::Unopened(e) => {
+                tracing::error!(partition = %tp, error = %e, "cannot open the mirror partition; retrying every cycle");
+            }
+            _ => {
+                self.changed.insert(tp.clone());
+            }
         }
         self.slots.insert(tp.clone(), slot);
     }
@@ -400,18 +263,22 @@ impl Applier {
             .filter(|(_, s)| matches!(s, Slot::Unopened(_)))
             .map(|(tp, _)| tp.clone())
             .collect();
+        self.unopened_left = 0;
         if tps.is_empty() {
             return;
         }
-        self.live_dirty = true;
+        self.live.stale = true;
         // A partition opened now may turn out not to be a mirror: a
         // candidate for `discover` again.
         self.discovered = None;
         for tp in tps {
             self.open_mirror(&tp);
-            if self.slots.get(&tp).is_some_and(|s| s.mirror().is_some()) {
-                tracing::info!(partition = %tp, "opened the mirror partition");
-                self.run_failover(&tp);
+            match self.slots.get(&tp) {
+                Some(Slot::Mirror(_)) => {
+                    tracing::info!(partition = %tp, "opened the mirror partition");
+                }
+                Some(Slot::Unopened(_)) => self.unopened_left += 1,
+                _ => {}
             }
         }
     }
@@ -486,7 +353,7 @@ impl Applier {
         tp: &TopicPartition,
         event: Event,
     ) -> Result<PartitionState, state::TransitionError> {
-        self.live_dirty = true;
+        self.live.stale = true;
         let (mut env, slots) = self.env();
         match slots.get_mut(tp).and_then(Slot::mirror_mut) {
             Some(slot) => slot.drive(event, &mut env),
@@ -497,7 +364,7 @@ impl Applier {
     /// Records `e` as the partition's failure (or, for replication lag,
     /// as what it waits for). Returns true (something changed).
     fn fail(&mut self, tp: &TopicPartition, e: MirrorError) -> bool {
-        self.live_dirty = true;
+        self.live.stale = true;
         if e.is_waiting() {
             // Replication has not delivered it yet: wait, keep the state.
             tracing::info!(partition = %tp, reason = %e, "waiting for the bucket");
@@ -530,18 +397,22 @@ impl Applier {
     /// Reads the change feed: one GET when nothing changed, a LIST at start
     /// and every `RESYNC_INTERVAL`.
     async fn poll_feed(&mut self) -> Result<bool, StoreError> {
-        let Some(store) = &self.store else {
-            return Ok(false);
-        };
-        let changed = self.feed.poll(store).await?;
-        self.live_dirty |= changed;
+        let changed = self.bucket.poll().await?;
+        if changed {
+            // Every mirror partition's feed entry may have changed.
+            self.live.stale = true;
+            let all: Vec<TopicPartition> = self.mirror_slots().map(|m| m.tp().clone()).collect();
+            self.changed.extend(all);
+        }
         Ok(changed)
     }
 
     /// Starts mirroring partitions of the feed that the selection picks and
     /// that have no slot yet (or wait for their manifest).
     async fn discover(&mut self) {
-        let Some(head) = self.feed.head() else { return };
+        let Some(head) = self.bucket.head() else {
+            return;
+        };
         let seq = head.seq;
         if self.discovered == Some(seq) {
             // The same head as last time, with nothing left to retry.
@@ -559,26 +430,16 @@ impl Applier {
             .collect();
         let mut complete = true;
         // Every candidate's manifest, read concurrently (one GET each).
-        let Some(store) = self.store.clone() else {
+        if self.bucket.store().is_none() {
             return;
-        };
-        let confirmed: Vec<_> =
-            futures::stream::iter(candidates.into_iter().map(|(tp, topic_id, version)| {
-                let store = &store;
-                async move {
-                    let m = confirm_identity(store, &tp, topic_id, version).await;
-                    (tp, topic_id, m)
-                }
-            }))
-            .buffer_unordered(DISCOVER_CONCURRENCY)
-            .collect()
-            .await;
+        }
+        let confirmed = self.bucket.confirm_many(candidates).await;
         // Then every partition created, durable at one barrier before any
         // of them is prepared or appended to.
         let scope = kafkalog::fsutil::DeferredSync::begin();
         let mut adopted: Vec<TopicPartition> = Vec::new();
         for (tp, topic_id, manifest) in confirmed {
-            self.live_dirty = true;
+            self.live.stale = true;
             let manifest = match manifest {
                 Ok(m) => m,
                 Err(waiting) => {
@@ -592,7 +453,7 @@ impl Applier {
                 Ok(()) => adopted.push(tp),
                 Err(reason) => {
                     tracing::error!(partition = %tp, %reason, "not mirrored");
-                    self.slots.insert(tp, Slot::Refused(reason));
+                    self.slots.insert(tp, Slot::Refused(reason.to_string()));
                 }
             }
         }
@@ -606,27 +467,6 @@ impl Applier {
         self.discovered = complete.then_some(seq);
     }
 
-    /// Before a partition is created from a feed entry: reads the manifest
-    /// the entry names, which must describe that partition with that topic
-    /// id (the manifest's key and its content both carry it), so that a
-    /// feed entry alone never pins a destination partition's topic id. The
-    /// manifest is kept for the partition's preparation (no extra request).
-    /// The error, when it cannot be read, is what the partition waits for.
-    async fn confirm_identity(
-        &mut self,
-        tp: &TopicPartition,
-        topic_id: TopicId,
-        version: u64,
-    ) -> Result<Option<PartitionManifest>, String> {
-        let Some(store) = &self.store else {
-            return Ok(None);
-        };
-        self.live_dirty = true;
-        confirm_identity(store, tp, topic_id, version)
-            .await
-            .map(Some)
-    }
-
     /// Creates the mirror partition (state PREPARING). A partition that
     /// already holds records of its own is refused, before anything in it
     /// is opened or written, when its preparation would cut some of them
@@ -636,282 +476,122 @@ impl Applier {
         tp: &TopicPartition,
         topic_id: TopicId,
         manifest: Option<PartitionManifest>,
-    ) -> Result<(), String> {
-        refuse_topic(tp).map_err(|e| e.to_string())?;
-        let mut record = new_record(&self.opts.source_cluster_id, topic_id, state::initial().0);
-        let allowed = self.truncate_allowed();
-        let mut cut = None;
-        if self.logdir.root().join(tp.dir_name()).is_dir() {
-            let local = crate::plan::local_summary(self.logdir.root(), tp)
-                .map_err(|e| format!("cannot read the local partition: {e:#}"))?;
-            // A partition that already holds records (the old primary
-            // coming back) is reconciled as a failback at its first
-            // preparation.
-            record.failback_pending = local.has_records();
-            if record.failback_pending {
-                cut = match &manifest {
-                    Some(m) => crate::mirror::check_cut(
-                        tp,
-                        &record,
-                        m,
-                        &local.view(),
-                        &self.context(tp),
-                        allowed,
-                    )
-                    .map_err(|refusal| refusal.to_string())?,
-                    None if allowed => None,
-                    None => {
-                        return Err(format!(
-                            "holds records of its own (up to offset {}) and the source's manifest is not known, so what mirroring would cut of them is not known; nothing was changed (give --allow-truncate to cut them on purpose)",
-                            local.log_end
-                        ));
-                    }
-                };
-                record.truncate_allowed = allowed;
-                record.pending_cut = cut;
-            }
-        }
-        let log =
-            match self
-                .logdir
-                .open_or_create_partition(tp, Some(topic_id), mirror_log_config())
-            {
-                Ok(log) => log,
-                Err(kafkalog::Error::TopicIdMismatch {
-                    found, expected, ..
-                }) => {
-                    return Err(MirrorError::Refused {
-                        tp: tp.clone(),
-                        refusal: manifest::reconcile::Refusal::InconsistentTopicId {
-                            local: found,
-                            source_id: expected,
-                        },
-                    }
-                    .to_string());
-                }
-                Err(e) => return Err(e.to_string()),
-            };
-        // As the log opened it (recovery may have cut a torn tail).
-        record.failback_pending = log.log_end_offset() > log.log_start_offset();
-        if let Some(cut) = cut {
-            tracing::warn!(partition = %tp, %cut, "adopting a partition with records of its own: its first preparation cuts them (--allow-truncate)");
-        }
-        let mirror = Mirror::new(tp.clone(), log, record, Arc::clone(&self.clock));
+    ) -> Result<(), crate::opening::AdoptError> {
+        let ctx = self.context(tp);
+        let adoption = crate::opening::Adoption {
+            logdir: &self.logdir,
+            source: &self.opts.source_cluster_id,
+            allowed: self.truncate_allowed(),
+            ctx: &ctx,
+            clock: &self.clock,
+        };
+        let mirror = crate::opening::adopt(&adoption, tp, topic_id, manifest.as_ref())?;
         let (mut env, _) = self.env();
-        let mut slot = crate::driver::create(mirror, &mut env)?;
-        slot.manifest = manifest;
+        let slot = crate::driver::create(mirror, &mut env)?;
+        if let Some(m) = manifest {
+            self.bucket.keep(tp, m);
+        }
         tracing::info!(partition = %tp, source = %self.opts.source_cluster_id, "started mirroring");
         self.slots.insert(tp.clone(), Slot::Mirror(Box::new(slot)));
-        self.live_dirty = true;
+        self.changed.insert(tp.clone());
+        self.live.stale = true;
         Ok(())
     }
 
-    /// The latest manifest of a partition, from the feed's version (the
-    /// cached one when the feed names the same version).
+    /// The latest manifest of a mirror partition
+    /// (`BucketReader::latest`); `Ok(None)` without a bucket.
     async fn manifest_for(
         &mut self,
         tp: &TopicPartition,
     ) -> Result<Option<PartitionManifest>, MirrorError> {
-        let Some(store) = &self.store else {
-            return Ok(None);
-        };
         let Some(slot) = self.slots.get(tp).and_then(Slot::mirror) else {
             return Ok(None);
         };
         let topic_id = slot.mirror.record.topic_id;
-        let Some(entry) = self.feed.entry(tp).filter(|e| e.topic_id == topic_id) else {
-            return Err(MirrorError::NoManifest { tp: tp.clone() });
-        };
-        if let Some(cached) = &slot.manifest
-            && cached.version == entry.manifest_version
-            && cached.topic_id == entry.topic_id
-        {
-            return Ok(Some(cached.clone()));
-        }
-        let key = PartitionKey {
-            tp: tp.clone(),
-            topic_id,
-        };
-        let manifest = store
-            .get_manifest(&key, entry.manifest_version)
-            .await
-            .map_err(|source| MirrorError::Store {
-                tp: tp.clone(),
-                source,
-            })?;
-        if let Some(slot) = self.slot_mut(tp) {
-            slot.manifest = Some(manifest.clone());
-        }
-        self.live_dirty = true;
-        Ok(Some(manifest))
+        self.bucket.latest(tp, topic_id).await
     }
 
-    /// One step of one partition: the work its state queued, fetching while
-    /// MIRRORING, or a retry that is due. Returns true when something
-    /// changed (so another step may do more).
-    async fn step(&mut self, tp: &TopicPartition, report: &mut CycleReport) -> bool {
-        let now = self.clock.now_ms();
-        let Some(slot) = self.slot_mut(tp) else {
-            return false;
-        };
-        slot.reconcile_guard();
-        match slot.pending {
-            Some(Work::Failover) => return self.run_failover(tp),
-            Some(Work::Prepare) => return self.run_preparation(tp).await,
-            None => {}
-        }
-        if slot.fetching {
-            if self.caught_up(tp) {
-                return false;
-            }
-            return self.fetch(tp, report).await;
-        }
-        if slot.retry_due(now) {
-            // What failed may have been a manifest since repaired.
-            slot.manifest = None;
-            return self.transition(tp, Event::RetryDue).is_ok();
-        }
-        false
-    }
-
-    /// Reads, [`DISCOVER_CONCURRENCY`] at once, the manifests that the
-    /// cycle's steps will need and do not have (a partition fetching or
-    /// about to prepare, whose cached manifest is older than the feed's
-    /// entry), so that a restart or a cycle where many partitions moved
-    /// waits for one round of GETs instead of one GET per partition in
-    /// turn. The same requests as before: the steps find them cached. A
-    /// read that fails is left to the partition's step, which reads again
-    /// and reports it.
-    async fn refresh_manifests(&mut self) {
-        let Some(store) = self.store.clone() else {
-            return;
-        };
-        let wanted: Vec<PartitionKey> = self
-            .mirror_slots()
-            .filter(|slot| slot.fetching || slot.pending == Some(Work::Prepare))
-            .filter_map(|slot| {
-                let entry = self.feed.entry(slot.tp())?;
-                let fresh = slot.manifest.as_ref().is_some_and(|m| {
-                    m.version == entry.manifest_version && m.topic_id == entry.topic_id
-                });
-                (entry.topic_id == slot.mirror.record.topic_id && !fresh).then(|| PartitionKey {
-                    tp: slot.tp().clone(),
-                    topic_id: entry.topic_id,
+    /// The view of `tps` that [`schedule`] decides on (mirror partitions
+    /// only; a partition that is no longer one is left out).
+    fn view_of(&self, tps: &BTreeSet<TopicPartition>) -> View {
+        let unresolved = self.unopened_left
+            + usize::from(
+                self.bucket
+                    .head()
+                    .is_some_and(|h| self.discovered != Some(h.seq)),
+            );
+        View {
+            partitions: tps
+                .iter()
+                .filter_map(|tp| {
+                    let slot = self.slots.get(tp)?.mirror()?;
+                    Some((tp.clone(), self.partition_view(slot)))
                 })
-            })
-            .collect();
-        if wanted.is_empty() {
-            return;
-        }
-        let feed = &self.feed;
-        let read: Vec<_> = futures::stream::iter(wanted.into_iter().filter_map(|key| {
-            let version = feed.entry(&key.tp)?.manifest_version;
-            let store = &store;
-            Some(async move {
-                let manifest = store.get_manifest(&key, version).await.ok();
-                (key.tp, manifest)
-            })
-        }))
-        .buffer_unordered(DISCOVER_CONCURRENCY)
-        .collect()
-        .await;
-        for (tp, manifest) in read {
-            if let (Some(m), Some(slot)) = (manifest, self.slot_mut(&tp)) {
-                slot.manifest = Some(m);
-                self.live_dirty = true;
-            }
+                .collect(),
+            has_bucket: self.bucket.store().is_some(),
+            unresolved,
         }
     }
 
-    /// Whether a MIRRORING partition has applied the version the feed
-    /// names, with nothing to report: the idle cycle's check, on what is in
-    /// memory (no manifest cloned, no request).
-    fn caught_up(&self, tp: &TopicPartition) -> bool {
-        let (Some(slot), Some(entry)) = (
-            self.slots.get(tp).and_then(Slot::mirror),
-            self.feed.entry(tp),
-        ) else {
-            return false;
-        };
-        let Some(cached) = &slot.manifest else {
-            return false;
-        };
+    /// One mirror partition as a value.
+    fn partition_view(&self, slot: &MirrorSlot) -> PartitionView {
         let m = &slot.mirror;
-        cached.version == entry.manifest_version
-            && cached.topic_id == entry.topic_id
-            && m.record.topic_id == entry.topic_id
-            && m.record.applied_manifest_version == cached.version
-            && m.log.log_end_offset() >= cached.shipped_end_offset
-            && m.record.state.retries() == 0
-    }
-
-    /// PREPARING's work; reports `Prepared` or the error.
-    async fn run_preparation(&mut self, tp: &TopicPartition) -> bool {
-        let manifest = match self.manifest_for(tp).await {
-            Ok(Some(m)) => m,
-            // No bucket: preparation waits for one.
-            Ok(None) => return false,
-            Err(e) => return self.fail(tp, e),
-        };
-        let ctx = self.context(tp);
-        let Some(slot) = self.slot_mut(tp) else {
-            return false;
-        };
-        slot.pending = None;
-        slot.waiting = None;
-        match slot.mirror.prepare(&manifest, &ctx) {
-            Ok(_) => self.finish_preparation(tp, false),
-            Err(e) => {
-                self.fail(tp, e);
-            }
-        }
-        true
-    }
-
-    /// After a preparation's plan was executed (and made durable): readers
-    /// told of a cut, and MIRRORING, whose record write also carries what
-    /// the preparation cleared in the record (at the cycle's group commit
-    /// when `at_commit`).
-    fn finish_preparation(&mut self, tp: &TopicPartition, at_commit: bool) {
-        self.tell_truncated(tp);
-        if let Some(slot) = self.slot_mut(tp) {
-            slot.persist_at_commit = at_commit;
-        }
-        let moved = self.transition(tp, Event::Prepared);
-        if let Some(slot) = self.slot_mut(tp) {
-            slot.persist_at_commit = false;
-        }
-        if let Err(e) = moved {
-            tracing::debug!(partition = %tp, error = %e, "preparation finished in another state");
-            if let Some(slot) = self.slot_mut(tp)
-                && let Err(e) = slot.mirror.save()
-            {
-                tracing::warn!(partition = %tp, error = %e, "could not record the preparation");
-            }
+        PartitionView {
+            retry_at_ms: slot.retry_at_ms,
+            guard: slot.guard_set,
+            action_error: slot.action_error.is_some(),
+            waiting: slot.waiting.clone(),
+            uncommitted: m.unflushed || m.record_dirty,
+            ..PartitionView::of_record(
+                &m.record,
+                (m.log.log_start_offset(), m.log.log_end_offset()),
+                self.bucket.entry(slot.tp()),
+                self.bucket.cached(slot.tp()),
+            )
         }
     }
 
-    /// PREPARING's work for every partition that queued it, all together
-    /// (a first apply of many partitions, `start --all`): the manifests
-    /// (read at discovery, else one GET each), then every plan executed,
-    /// one barrier ([`kafkalog::fsutil::DeferredSync`]), then every
-    /// transition to MIRRORING, whose record waits for the cycle's group
-    /// commit ([`Applier::commit_applied`]: one record write per partition
-    /// for its preparation and its first apply). Each partition still has
-    /// its log cut durably before its record says MIRRORING.
+    /// Reads, [`crate::bucket_reader::CONCURRENCY`] at once, the manifests that the
+    /// work of `tps` will need and that are not in memory (a partition
+    /// MIRRORING or PREPARING whose cached manifest is older than the
+    /// feed's entry), so that a restart or a cycle where many partitions
+    /// moved waits for one round of GETs instead of one GET per partition
+    /// in turn, and the schedule sees them. A read that fails is left to
+    /// the partition's work, which reads again and reports it.
+    async fn refresh_manifests(&mut self, tps: &BTreeSet<TopicPartition>) {
+        let wanted: Vec<(TopicPartition, TopicId)> = tps
+            .iter()
+            .filter_map(|tp| self.slots.get(tp)?.mirror())
+            .filter(|slot| {
+                matches!(
+                    slot.state(),
+                    PartitionState::Mirroring | PartitionState::Preparing
+                )
+            })
+            .map(|slot| (slot.tp().clone(), slot.mirror.record.topic_id))
+            .collect();
+        if self.bucket.refresh(wanted).await {
+            self.live.stale = true;
+        }
+    }
+
+    /// PREPARING's work for every partition of `tps` in PREPARING, all
+    /// together (a first apply of many partitions, `start --all`): the
+    /// manifests (read by `refresh_manifests`, else one GET each), then
+    /// `group_commit::prepare_many`.
     async fn prepare_all(&mut self, tps: &[TopicPartition]) {
-        let mut ready: Vec<(TopicPartition, PartitionManifest)> = Vec::new();
+        let mut ready: Vec<(TopicPartition, PartitionManifest, MirrorContext)> = Vec::new();
         for tp in tps {
             let queued = self
                 .slots
                 .get(tp)
                 .and_then(Slot::mirror)
-                .is_some_and(|s| s.pending == Some(Work::Prepare));
+                .is_some_and(|s| s.state() == PartitionState::Preparing);
             if !queued {
                 continue;
             }
             match self.manifest_for(tp).await {
-                Ok(Some(m)) => ready.push((tp.clone(), m)),
+                Ok(Some(m)) => ready.push((tp.clone(), m, self.context(tp))),
                 // No bucket: preparation waits for one.
                 Ok(None) => {}
                 Err(e) => {
@@ -919,125 +599,23 @@ impl Applier {
                 }
             }
         }
-        if ready.is_empty() {
-            return;
-        }
-        // No `.await` from here on: the deferred scope is this thread's.
-        let scope = kafkalog::fsutil::DeferredSync::begin();
-        let mut prepared: Vec<TopicPartition> = Vec::new();
-        for (tp, manifest) in ready {
-            let ctx = self.context(&tp);
-            let Some(slot) = self.slot_mut(&tp) else {
-                continue;
-            };
-            slot.pending = None;
-            slot.waiting = None;
-            match slot.mirror.prepare(&manifest, &ctx) {
-                Ok(_) => prepared.push(tp),
-                Err(e) => {
-                    self.fail(&tp, e);
-                }
-            }
-        }
-        if let Err(e) = scope.barrier() {
-            self.fail_phase(&prepared, "preparation", &e);
-            return;
-        }
-        for tp in &prepared {
-            self.finish_preparation(tp, true);
-        }
-        if let Err(e) = scope.finish() {
-            self.fail_phase(&prepared, "preparation", &e);
-        }
+        crate::group_commit::prepare_many(self, ready);
     }
 
-    /// The cycle's group commit of what [`Mirror::apply`] appended: every
-    /// such log flushed, one barrier, then every record that changed in
-    /// memory (the manifest version applied, MIRRORING after a
-    /// preparation), one barrier. One durability point per
-    /// cycle for all partitions instead of one per partition, and no
-    /// record names data before that data is durable.
-    fn commit_applied(&mut self) {
-        let tps: Vec<TopicPartition> = self
-            .mirror_slots()
-            .filter(|s| s.mirror.unflushed || s.mirror.record_dirty)
-            .map(|s| s.mirror.tp.clone())
-            .collect();
-        if tps.is_empty() {
-            return;
-        }
-        let scope = kafkalog::fsutil::DeferredSync::begin();
-        let mut flushed: Vec<TopicPartition> = Vec::new();
-        for tp in tps {
-            let Some(slot) = self.slot_mut(&tp) else {
-                continue;
-            };
-            match slot.mirror.flush_applied() {
-                Ok(()) => flushed.push(tp),
-                Err(e) => {
-                    self.fail(&tp, e);
-                }
-            }
-        }
-        if let Err(e) = scope.barrier() {
-            self.fail_phase(&flushed, "apply", &e);
-            return;
-        }
-        for tp in &flushed {
-            let Some(slot) = self.slot_mut(tp) else {
-                continue;
-            };
-            if let Err(e) = slot.mirror.save_applied() {
-                self.fail(tp, e);
-            }
-        }
-        if let Err(e) = scope.finish() {
-            self.fail_phase(&flushed, "apply", &e);
-        }
-    }
-
-    /// A group-commit barrier failed: every partition whose writes it
-    /// covered is FAILED (retryable) with that error.
-    fn fail_phase(&mut self, tps: &[TopicPartition], phase: &'static str, e: &kafkalog::Error) {
-        tracing::error!(error = %e, phase, partitions = tps.len(), "making a group commit's writes durable failed");
-        for tp in tps {
-            self.fail(
-                tp,
-                MirrorError::Durability {
-                    tp: tp.clone(),
-                    phase,
-                    reason: e.to_string(),
-                },
-            );
-        }
-    }
-
-    /// MIRRORING's work: apply the latest manifest from the local log end.
-    async fn fetch(&mut self, tp: &TopicPartition, report: &mut CycleReport) -> bool {
+    /// MIRRORING's work ([`Work::Apply`]): reconcile the local log with the
+    /// latest manifest and append what it has beyond the log end. Returns
+    /// true when something changed.
+    async fn apply_latest(&mut self, tp: &TopicPartition, report: &mut CycleReport) -> bool {
         let manifest = match self.manifest_for(tp).await {
             Ok(Some(x)) => x,
             Ok(None) => return false,
             Err(e) => return self.fail(tp, e),
         };
         let ctx = self.context(tp);
-        let Some(store) = self.store.clone() else {
+        let Some(store) = self.bucket.store().cloned() else {
             return false;
         };
-        let Some(slot) = self.slots.get(tp).and_then(Slot::mirror) else {
-            return false;
-        };
-        let m = &slot.mirror;
-        let caught_up = m.log.log_end_offset() >= manifest.shipped_end_offset
-            && m.record.applied_manifest_version == manifest.version;
-        if caught_up {
-            if m.record.state.retries() > 0
-                && let Err(e) = self.transition(tp, Event::Progressed)
-            {
-                tracing::debug!(partition = %tp, error = %e, "progress in another state");
-            }
-            return false;
-        }
-        if !self.reserve.restore() && !self.reserve.allows_appends() {
+        if !self.reserve.write_if_not_held() && !self.reserve.allows_appends() {
             let e = MirrorError::DiskReserve {
                 tp: tp.clone(),
                 path: self.reserve.path().to_path_buf(),
@@ -1049,7 +627,7 @@ impl Applier {
             };
             return self.fail(tp, e);
         }
-        self.live_dirty = true;
+        self.live.stale = true;
         let Some(slot) = self.slots.get_mut(tp).and_then(Slot::mirror_mut) else {
             return false;
         };
@@ -1075,7 +653,7 @@ impl Applier {
                 .note(tp, &manifest.gaps, skipped, self.clock.now_ms())
                 .is_empty()
         {
-            self.live_dirty = true;
+            self.live.stale = true;
         }
         let Some(slot) = self.slots.get_mut(tp).and_then(Slot::mirror_mut) else {
             return false;
@@ -1100,10 +678,9 @@ impl Applier {
         let Some(slot) = self.slot_mut(tp) else {
             return false;
         };
-        if slot.pending != Some(Work::Failover) {
+        if slot.state() != PartitionState::Stopping {
             return false;
         }
-        slot.pending = None;
         match slot.mirror.failover() {
             Ok(()) => {
                 self.tell_appended(tp);
@@ -1118,13 +695,13 @@ impl Applier {
         true
     }
 
-    /// One cycle: read the feed, start new partitions, then step every
-    /// partition until nothing more can be done now.
+    /// One cycle: read the feed, start new partitions, then schedule and
+    /// run the work of every partition that changed until nothing more can
+    /// be done now.
     pub async fn run_once(&mut self) -> CycleReport {
         let mut report = CycleReport::default();
         match self.poll_feed().await {
-            Ok(true) => self.settled = false,
-            Ok(false) => {}
+            Ok(_) => {}
             Err(e) => {
                 report.feed_error = Some(e.to_string());
                 tracing::warn!(error = %e, "could not read the change feed; retrying next cycle");
@@ -1132,100 +709,102 @@ impl Applier {
         }
         self.reopen_unopened();
         self.discover().await;
-        if !self.settled {
-            self.step_all(&mut report).await;
-            self.settled = report.batches == 0
-                && report.transitions == 0
-                && report.feed_error.is_none()
-                && self.all_settled();
-        }
+        self.work_changed(&mut report).await;
         // The source's consumer-group offsets, onto what was just applied.
         self.sync_groups(&report).await;
         // Once per cycle for every partition flushed in it.
         self.write_checkpoints();
         self.scrub_step().await;
-        let changed = self.live_dirty;
+        let changed = self.live.stale;
         self.write_live_status();
         self.counters.batches += report.batches;
         self.counters.bytes += report.bytes;
         self.counters.cycles += 1;
-        self.update_group_counters();
+        let pointer = self.bucket.head().and_then(|h| h.groups);
+        self.group_sync.count_into(&mut self.counters, pointer);
         self.render_metrics(changed);
         report
     }
 
-    /// Steps every mirror partition until it has nothing more to do now
-    /// (the preparations together first, the group commit last).
-    async fn step_all(&mut self, report: &mut CycleReport) {
-        let tps: Vec<TopicPartition> = self
-            .slots
-            .iter()
-            .filter(|(_, s)| s.mirror().is_some())
-            .map(|(tp, _)| tp.clone())
-            .collect();
-        self.refresh_manifests().await;
-        self.prepare_all(&tps).await;
-        for tp in tps {
-            for _ in 0..8 {
-                let before = self.state_of(&tp);
-                let changed = self.step(&tp, report).await;
-                if self.state_of(&tp) != before {
+    /// Schedules the partitions that changed ([`schedule`]) and runs their
+    /// work, in rounds: the preparations together first, then each
+    /// partition's work; a partition whose work changed something is
+    /// scheduled again in the next round (at most [`MAX_ROUNDS`]), and the
+    /// group commit comes last. What the last schedule leaves unsettled is
+    /// viewed again next cycle.
+    async fn work_changed(&mut self, report: &mut CycleReport) {
+        if self.changed.is_empty() {
+            return;
+        }
+        let mut viewed: BTreeSet<TopicPartition> = BTreeSet::new();
+        for _ in 0..MAX_ROUNDS {
+            let look = std::mem::take(&mut self.changed);
+            if look.is_empty() {
+                break;
+            }
+            self.refresh_manifests(&look).await;
+            let plan = schedule(&self.view_of(&look), self.clock.now_ms());
+            viewed.extend(look);
+            for (tp, p) in &plan.partitions {
+                if p.fix_guard
+                    && let Some(slot) = self.slot_mut(tp)
+                {
+                    slot.reconcile_guard();
+                }
+            }
+            self.prepare_all(&plan.with(|w| *w == Work::Prepare)).await;
+            for (tp, p) in &plan.partitions {
+                let before = self.state_of(tp);
+                let again = match &p.work {
+                    Work::Prepare | Work::Idle | Work::Wait(Wait::NoBucket | Wait::RetryAt(_)) => {
+                        if p.work == Work::Idle
+                            && let Some(slot) = self.slot_mut(tp)
+                        {
+                            // Caught up (or idle): nothing is awaited.
+                            slot.waiting = None;
+                        }
+                        false
+                    }
+                    Work::Wait(Wait::NotInFeed) => {
+                        self.fail(tp, MirrorError::NoManifest { tp: tp.clone() });
+                        false
+                    }
+                    Work::Apply { .. } => self.apply_latest(tp, report).await,
+                    Work::Progressed => {
+                        if let Err(e) = self.transition(tp, Event::Progressed) {
+                            tracing::debug!(partition = %tp, error = %e, "progress in another state");
+                        }
+                        false
+                    }
+                    Work::Failover => self.run_failover(tp),
+                    Work::Retry => {
+                        // What failed may have been a manifest since repaired.
+                        self.bucket.forget(tp);
+                        self.transition(tp, Event::RetryDue).is_ok()
+                    }
+                };
+                if self.state_of(tp) != before {
                     report.transitions += 1;
                 }
-                if !changed {
-                    break;
+                if again {
+                    self.changed.insert(tp.clone());
                 }
             }
         }
-        self.commit_applied();
-    }
-
-    /// Whether every partition has nothing to do until the feed changes or
-    /// an operator acts: each mirror with no queued work, no retry, no
-    /// guard to fix, nothing to commit, not waiting for the bucket, and,
-    /// when fetching, caught up with the feed; no partition waiting for its
-    /// manifest or unopened.
-    fn all_settled(&self) -> bool {
-        self.slots.iter().all(|(tp, slot)| match slot {
-            Slot::Mirror(s) => {
-                s.pending.is_none()
-                    && s.retry_at_ms.is_none()
-                    && s.action_error.is_none()
-                    && s.waiting.is_none()
-                    && !s.mirror.unflushed
-                    && !s.mirror.record_dirty
-                    && s.guard_set == Some(s.state() != PartitionState::Stopped)
-                    && (!s.fetching || self.caught_up(tp))
-            }
-            Slot::Refused(_) => true,
-            Slot::Waiting(_) | Slot::Unopened(_) => false,
-        })
-    }
-
-    /// Re-renders the metrics when something they show changed, every cycle
-    /// while a partition lags (its lag in seconds grows with the clock),
-    /// and every [`METRICS_REFRESH`] otherwise (the cycle counter).
-    fn render_metrics(&mut self, changed: bool) {
-        let Some(exposition) = &self.metrics else {
-            return;
-        };
-        let due = changed
-            || self
-                .last_metrics
-                .is_none_or(|(at, lagging)| lagging || at.elapsed() >= METRICS_REFRESH);
-        if !due {
-            return;
+        let viewed_now: Vec<TopicPartition> = viewed.iter().cloned().collect();
+        crate::group_commit::commit_applied(self, &viewed_now);
+        // What is left to do is viewed again next cycle.
+        viewed.extend(std::mem::take(&mut self.changed));
+        let after = schedule(&self.view_of(&viewed), self.clock.now_ms());
+        self.changed = after
+            .partitions
+            .into_iter()
+            .filter(|(_, p)| p.unsettled)
+            .map(|(tp, _)| tp)
+            .collect();
+        if after.settled {
+            tracing::trace!("settled: the next cycles view no partition until something changes");
         }
-        let rows = self.status_rows();
-        let lagging = rows.iter().any(|r| r.lag_offsets.is_some_and(|l| l > 0));
-        if let Ok(mut text) = exposition.lock() {
-            *text = crate::metrics::render_with(
-                &rows,
-                &self.counters,
-                self.scrub.as_ref().map(|s| &s.stats),
-            );
-        }
-        self.last_metrics = Some((Instant::now(), lagging));
     }
 
     /// Writes the log dir's root checkpoints if a flush changed them (see
@@ -1247,33 +826,36 @@ impl Applier {
     /// Every mirror partition's status, from memory (no file is read).
     /// Partitions that could not be opened are FAILED here.
     pub fn status_rows(&self) -> Vec<crate::status::PartitionStatus> {
-        let live = self.live_status();
-        let now = crate::mirror::now_ms();
-        let mut rows: Vec<crate::status::PartitionStatus> = self
-            .mirrors()
-            .map(|m| {
-                let l = live.partitions.get(&m.tp.to_string());
-                crate::status::row(
-                    &m.tp,
-                    &m.record,
-                    l,
-                    m.log.log_start_offset(),
-                    m.log.log_end_offset(),
-                    now,
-                )
-            })
-            .collect();
-        for (tp, slot) in &self.slots {
-            if let Slot::Unopened(error) = slot {
-                rows.push(crate::status::unopened_row(
-                    tp,
-                    &format!("cannot open the partition: {error}"),
-                ));
-            }
-        }
-        rows.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
-        crate::gaps::annotate(&self.opts.log_dir, &mut rows);
-        rows
+        let live =
+            crate::live::live_status(&self.slots, self.bucket.head(), self.bucket.all_cached());
+        crate::live::status_rows(&self.slots, &live, &self.opts.log_dir)
+    }
+
+    /// Rewrites the live status when something it shows changed or its
+    /// refresh is due (`crate::live::LiveOutput::write_status`).
+    fn write_live_status(&mut self) {
+        let (slots, head, held) = (&self.slots, self.bucket.head(), self.bucket.all_cached());
+        self.live.write_status(
+            &self.opts.log_dir,
+            head.is_some(),
+            || crate::live::live_status(slots, head, held),
+            &mut self.reserve,
+        );
+    }
+
+    /// Re-renders the metrics when due (`crate::live::LiveOutput::render_metrics`).
+    fn render_metrics(&mut self, changed: bool) {
+        let (slots, head, log_dir) = (&self.slots, self.bucket.head(), &self.opts.log_dir);
+        let held = self.bucket.all_cached();
+        self.live.render_metrics(
+            changed,
+            || {
+                let live = crate::live::live_status(slots, head, held);
+                crate::live::status_rows(slots, &live, log_dir)
+            },
+            &self.counters,
+            self.scrub.as_ref().map(|s| &s.stats),
+        );
     }
 
     /// Turns on the scrub at `scrub_bytes_per_hour` (`applier run`).
@@ -1301,18 +883,18 @@ impl Applier {
             Instant::now(),
             crate::mirror::now_ms(),
         );
-        self.live_dirty |= !found.is_empty();
+        self.live.stale |= !found.is_empty();
         for (tp, e) in found {
             self.fail(&tp, e);
-            self.settled = false;
+            self.changed.insert(tp);
         }
         let n = scrub.objects_due();
         if n > 0
-            && let Some(store) = &self.store
+            && let Some(store) = self.bucket.store()
         {
             let candidates: Vec<_> = self
                 .mirror_slots()
-                .filter_map(|s| s.manifest.as_ref().map(|m| (s.tp().clone(), m)))
+                .filter_map(|s| self.bucket.cached(s.tp()).map(|m| (s.tp().clone(), m)))
                 .flat_map(|(tp, m)| m.ranges.iter().map(move |r| (tp.clone(), r.clone())))
                 .collect();
             let now = crate::mirror::now_ms();
@@ -1326,11 +908,11 @@ impl Applier {
     /// Makes every retryable failure due now (for `applier once`, whose
     /// schedule is its backoff).
     pub fn retry_failures_now(&mut self) {
-        self.settled = false;
         let now = self.clock.now_ms();
         for slot in self.slots.values_mut().filter_map(Slot::mirror_mut) {
             if slot.retry_at_ms.is_some() {
                 slot.retry_at_ms = Some(now);
+                self.changed.insert(slot.tp().clone());
             }
         }
     }
@@ -1372,127 +954,7 @@ impl Applier {
 
     /// Publishes metrics to `exposition` after every cycle.
     pub fn set_metrics(&mut self, exposition: crate::metrics::Exposition) {
-        self.metrics = Some(exposition);
-    }
-
-    fn write_live_status(&mut self) {
-        if self.feed.head().is_none() {
-            // Nothing known about the source (no bucket, or not read yet):
-            // keep what a daemon last wrote.
-            return;
-        }
-        let refresh_due = self
-            .last_live
-            .as_ref()
-            .is_none_or(|(_, at)| at.elapsed() >= LIVE_REFRESH);
-        if !self.live_dirty && !refresh_due {
-            // Nothing it shows changed since it was last built.
-            return;
-        }
-        self.live_dirty = false;
-        let mut live = self.live_status();
-        // Rewritten only when something but the clock changed.
-        let stamp = live.written_at_ms;
-        live.written_at_ms = 0;
-        let unchanged = self.last_live.as_ref().is_some_and(|(l, _)| *l == live);
-        if unchanged && !refresh_due {
-            return;
-        }
-        live.written_at_ms = stamp;
-        let mut written = crate::status::write_live(&self.opts.log_dir, &live);
-        if let Err(e) = &written
-            && crate::reserve::is_disk_full(e)
-            && self.reserve.release()
-        {
-            written = crate::status::write_live(&self.opts.log_dir, &live);
-        }
-        if let Err(e) = written {
-            tracing::warn!(error = %e, "could not write the live status");
-        }
-        live.written_at_ms = 0;
-        self.last_live = Some((live, Instant::now()));
-    }
-
-    /// The live numbers of every partition the feed names.
-    fn live_status(&self) -> LiveStatus {
-        let mut live = LiveStatus {
-            written_at_ms: crate::mirror::now_ms(),
-            ..LiveStatus::default()
-        };
-        if let Some(head) = self.feed.head() {
-            for (key, e) in &head.partitions {
-                let tp = TopicPartition::new(&e.topic, e.partition).ok();
-                let slot = tp.as_ref().and_then(|tp| self.slots.get(tp));
-                let mirror = slot.and_then(Slot::mirror);
-                let lag_bytes = mirror
-                    .and_then(|s| s.manifest.as_ref().map(|m| (m, &s.mirror)))
-                    .map(|(m, mirror)| {
-                        let leo = mirror.log.log_end_offset();
-                        m.inline_ranges_from(leo)
-                            .iter()
-                            .map(|r| r.bytes)
-                            .sum::<u64>()
-                            + m.pages_from(leo).iter().map(|p| p.bytes).sum::<u64>()
-                    })
-                    .unwrap_or(0);
-                live.partitions.insert(
-                    key.clone(),
-                    LivePartition {
-                        shipped_end_offset: e.shipped_end_offset,
-                        source_high_watermark: e.source_high_watermark,
-                        lag_bytes,
-                        committed_at_ms: e.committed_at_ms,
-                        local_log_start_offset: mirror.map(|m| m.mirror.log.log_start_offset()),
-                        local_log_end_offset: mirror.map(|m| m.mirror.log.log_end_offset()),
-                        waiting: slot.and_then(Slot::waiting).map(str::to_string),
-                        refused: match slot {
-                            Some(Slot::Refused(r)) => Some(r.clone()),
-                            _ => None,
-                        },
-                        unrecorded: tp.as_ref().and_then(|tp| self.unrecorded(tp)),
-                    },
-                );
-            }
-        }
-        // Partitions the daemon cannot record, whether the feed names them
-        // or not.
-        for tp in self.slots.keys() {
-            if let Some(u) = self.unrecorded(tp) {
-                live.partitions
-                    .entry(tp.to_string())
-                    .or_default()
-                    .unrecorded = Some(u);
-            }
-        }
-        live
-    }
-
-    /// The state of `tp` that its mirror record does not hold, if any.
-    fn unrecorded(&self, tp: &TopicPartition) -> Option<crate::status::UnrecordedState> {
-        let slot = match self.slots.get(tp)? {
-            Slot::Mirror(m) => m,
-            Slot::Unopened(error) => {
-                return Some(crate::status::UnrecordedState {
-                    state: PartitionState::Failed.as_str().to_string(),
-                    previous_state: None,
-                    last_error: Some(format!("cannot open the partition: {error}")),
-                    retryable: Some(true),
-                    retry_count: 0,
-                    why: "opened again every cycle".into(),
-                });
-            }
-            Slot::Waiting(_) | Slot::Refused(_) => return None,
-        };
-        let m = &slot.mirror;
-        let why = m.unsaved.clone().or_else(|| slot.action_error.clone())?;
-        Some(crate::status::UnrecordedState {
-            state: m.record.state.state().as_str().to_string(),
-            previous_state: m.record.state.previous().map(|s| s.as_str().to_string()),
-            last_error: m.record.state.failure().map(|f| f.message.clone()),
-            retryable: m.record.state.failure().map(|f| f.retryable),
-            retry_count: m.record.state.retries(),
-            why,
-        })
+        self.live.metrics = Some(exposition);
     }
 
     /// Runs an operator command on `targets` (all mirror partitions when
@@ -1531,70 +993,39 @@ impl Applier {
         targets: &[String],
         all: bool,
     ) -> Vec<CommandOutcome> {
-        self.settled = false;
         if command == Command::Start
             && let Err(e) = self.poll_feed().await
         {
             tracing::warn!(error = %e, "could not read the change feed before start");
         }
-        let mut tps: Vec<TopicPartition> = Vec::new();
-        if all {
-            tps.extend(self.mirror_slots().map(|m| m.tp().clone()));
-        } else {
-            for t in targets {
-                let mut found: Vec<TopicPartition> = self
-                    .mirror_slots()
-                    .map(MirrorSlot::tp)
-                    .filter(|tp| &tp.topic == t)
-                    .cloned()
-                    .collect();
-                let unopened: Vec<String> = self
-                    .slots
-                    .iter()
-                    .filter(|(tp, _)| &tp.topic == t)
-                    .filter_map(|(tp, s)| match s {
-                        Slot::Unopened(e) => Some(format!("{tp}: {e}")),
-                        _ => None,
-                    })
-                    .collect();
-                if !unopened.is_empty() {
-                    return vec![CommandOutcome {
-                        partition: t.clone(),
-                        state: Some(PartitionState::Failed.as_str().to_string()),
-                        error: Some(format!(
-                            "cannot open the mirror partition(s) of {t:?}: {}",
-                            unopened.join("; ")
-                        )),
-                    }];
-                }
-                if found.is_empty()
-                    && command == Command::Start
-                    && let Some(h) = self.feed.head()
-                {
-                    found.extend(
-                        h.partitions
-                            .values()
-                            .filter(|e| &e.topic == t && !e.deleted)
-                            .filter_map(|e| TopicPartition::new(&e.topic, e.partition).ok()),
-                    );
-                }
-                if found.is_empty() {
-                    return vec![CommandOutcome {
-                        partition: t.clone(),
-                        state: None,
-                        error: Some(format!(
-                            "topic {t:?} has no mirror partition here{}",
-                            if command == Command::Start {
-                                " and none in the source's bucket"
-                            } else {
-                                ""
-                            }
-                        )),
-                    }];
-                }
-                tps.extend(found);
-            }
-        }
+        let mirrors: Vec<TopicPartition> = self.mirror_slots().map(|m| m.tp().clone()).collect();
+        let unopened: Vec<(TopicPartition, String)> = self
+            .slots
+            .iter()
+            .filter_map(|(tp, s)| match s {
+                Slot::Unopened(e) => Some((tp.clone(), e.clone())),
+                _ => None,
+            })
+            .collect();
+        let in_feed: Vec<TopicPartition> = match (command, self.bucket.head()) {
+            (Command::Start, Some(h)) => h
+                .partitions
+                .values()
+                .filter(|e| !e.deleted)
+                .filter_map(|e| TopicPartition::new(&e.topic, e.partition).ok())
+                .collect(),
+            _ => Vec::new(),
+        };
+        let known = crate::command_plan::Known {
+            mirrors: &mirrors,
+            unopened: &unopened,
+            in_feed: &in_feed,
+        };
+        let tps = match crate::command_plan::resolve(command, targets, all, known) {
+            Ok(tps) => tps,
+            Err(refused) => return vec![refused],
+        };
+        self.changed.extend(tps.iter().cloned());
         // Partitions new to this log dir (start only) are adopted one by
         // one (reading their manifest); the mirror partitions take the
         // command together, durable in a few barriers (`command_mirrors`).
@@ -1611,7 +1042,7 @@ impl Applier {
             BTreeMap::new()
         };
         out.extend(self.command_mirrors(command, &mirrors, &manifests));
-        self.live_dirty = true;
+        self.live.stale = true;
         self.discovered = None;
         self.write_checkpoints();
         self.write_live_status();
@@ -1623,7 +1054,7 @@ impl Applier {
     async fn adopt_for_start(&mut self, tp: &TopicPartition) -> CommandOutcome {
         let name = tp.to_string();
         let Some((topic_id, version)) = self
-            .feed
+            .bucket
             .entry(tp)
             .map(|e| (e.topic_id, e.manifest_version))
         else {
@@ -1633,7 +1064,8 @@ impl Applier {
                 error: Some("not in the source's bucket".into()),
             };
         };
-        let manifest = match self.confirm_identity(tp, topic_id, version).await {
+        self.live.stale = true;
+        let manifest = match self.bucket.confirm(tp, topic_id, version).await {
             Ok(m) => m,
             Err(waiting) => {
                 self.slots
@@ -1654,6 +1086,7 @@ impl Applier {
                 error: None,
             },
             Err(reason) => {
+                let reason = reason.to_string();
                 self.slots.insert(tp.clone(), Slot::Refused(reason.clone()));
                 CommandOutcome {
                     partition: name,
@@ -1691,9 +1124,9 @@ impl Applier {
         let mut refused: BTreeMap<TopicPartition, String> = BTreeMap::new();
         for tp in tps {
             if command == Command::Start
-                && let Some(why) = self.before_start(tp, manifests.get(tp))
+                && let Err(why) = self.before_start(tp, manifests.get(tp))
             {
-                refused.insert(tp.clone(), why);
+                refused.insert(tp.clone(), why.to_string());
                 continue;
             }
             if let Err(e) = self.transition(tp, Event::from(command)) {
@@ -1707,13 +1140,13 @@ impl Applier {
                 self.slots
                     .get(*tp)
                     .and_then(Slot::mirror)
-                    .is_some_and(|s| s.pending == Some(Work::Failover))
+                    .is_some_and(|s| s.state() == PartitionState::Stopping)
             })
             .cloned()
             .collect();
         let mut barrier = scope.barrier();
         if !stopping.is_empty() && barrier.is_ok() {
-            self.failover_many(&stopping, &scope);
+            crate::group_commit::failover_many(self, &stopping, &scope);
             barrier = scope.finish();
         } else {
             drop(scope);
@@ -1738,71 +1171,6 @@ impl Applier {
             .collect()
     }
 
-    /// Failover of `tps` (all STOPPING with the work queued), phases 2 to
-    /// 4 of [`Applier::command_mirrors`]; a partition whose step fails is
-    /// FAILED alone.
-    fn failover_many(&mut self, tps: &[TopicPartition], scope: &kafkalog::fsutil::DeferredSync) {
-        let mut going: Vec<TopicPartition> = Vec::new();
-        for tp in tps {
-            let Some(slot) = self.slot_mut(tp) else {
-                continue;
-            };
-            slot.pending = None;
-            match slot.mirror.record_stop() {
-                Ok(()) => going.push(tp.clone()),
-                Err(e) => {
-                    self.fail(tp, e);
-                }
-            }
-        }
-        if let Err(e) = scope.barrier() {
-            for tp in &going {
-                if let Some(slot) = self.slot_mut(tp) {
-                    slot.pending = Some(Work::Failover);
-                }
-            }
-            tracing::error!(error = %e, "recording the stops durably failed; failover resumes at the next cycle");
-            return;
-        }
-        let mut aborted: Vec<TopicPartition> = Vec::new();
-        for tp in going {
-            let Some(slot) = self.slot_mut(&tp) else {
-                continue;
-            };
-            match slot.mirror.stop_log() {
-                Ok(true) => aborted.push(tp),
-                // Only the epoch changed in the log, and a STOPPED
-                // partition's epoch is raised again at every open: STOPPED
-                // shares this barrier (the guard goes after the record).
-                Ok(false) => self.finish_stop(&tp),
-                Err(e) => {
-                    self.fail(&tp, e);
-                }
-            }
-        }
-        if let Err(e) = scope.barrier() {
-            for tp in &aborted {
-                if let Some(slot) = self.slot_mut(tp) {
-                    slot.pending = Some(Work::Failover);
-                }
-            }
-            tracing::error!(error = %e, "flushing the stopped logs failed; failover resumes at the next cycle");
-            return;
-        }
-        // The ABORT markers are durable: now STOPPED.
-        for tp in aborted {
-            self.finish_stop(&tp);
-        }
-    }
-
-    /// The failover's last step: readers told, and STOPPED.
-    fn finish_stop(&mut self, tp: &TopicPartition) {
-        self.tell_appended(tp);
-        if let Err(e) = self.transition(tp, Event::Stopped) {
-            tracing::debug!(partition = %tp, error = %e, "failover finished in another state");
-        }
-    }
-
     /// The source's manifests of the mirror partitions `start` may cut
     /// records of their own from (`manifest::cut::at_stake`), for
     /// [`Applier::before_start`]; one that cannot be read is left out.
@@ -1810,148 +1178,192 @@ impl Applier {
         &mut self,
         tps: &[TopicPartition],
     ) -> BTreeMap<TopicPartition, PartitionManifest> {
-        let mut out = BTreeMap::new();
-        let Some(store) = self.store.clone() else {
-            return out;
-        };
-        for tp in tps {
-            let at_stake = self
-                .slots
-                .get(tp)
-                .and_then(Slot::mirror)
-                .is_some_and(|s| manifest::cut::at_stake(&s.mirror.record));
-            let Some(entry) = self.feed.entry(tp).filter(|_| at_stake) else {
-                continue;
-            };
-            let key = PartitionKey {
-                tp: tp.clone(),
-                topic_id: entry.topic_id,
-            };
-            match store.get_manifest(&key, entry.manifest_version).await {
-                Ok(m) => {
-                    out.insert(tp.clone(), m);
-                }
-                Err(e) => {
-                    tracing::warn!(partition = %tp, error = %e, "cannot read the source's manifest to tell what start would cut");
-                }
-            }
-        }
-        out
+        let at_stake: Vec<TopicPartition> = tps
+            .iter()
+            .filter(|tp| {
+                self.slots
+                    .get(*tp)
+                    .and_then(Slot::mirror)
+                    .is_some_and(|s| manifest::cut::at_stake(&s.mirror.record))
+            })
+            .cloned()
+            .collect();
+        self.bucket.read_each(&at_stake).await
     }
 
-    /// `start`'s checks and pin changes on a mirror partition; the reason
-    /// when the start is refused (nothing changed then). A partition with
-    /// records of its own at stake (stopped, or adopted with records) is
-    /// refused when its preparation would cut some of them and the
-    /// operator did not allow it (`manifest::cut`); `manifest` is the
+    /// `start`'s checks and pin changes on a mirror partition
+    /// (`command_plan::plan_start`, performed here); the reason when the
+    /// start is refused (nothing changed then). `manifest` is the
     /// source's, when it could be read.
     fn before_start(
         &mut self,
         tp: &TopicPartition,
         manifest: Option<&PartitionManifest>,
-    ) -> Option<String> {
-        let name = tp.to_string();
+    ) -> Result<(), crate::driver::StartError> {
+        use crate::command_plan::{StartInput, plan_start};
         let source = self.opts.source_cluster_id.clone();
-        let feed_topic_id = self.feed.entry(tp).map(|e| e.topic_id);
+        let feed_topic_id = self.bucket.entry(tp).map(|e| e.topic_id);
         let ctx = self.context(tp);
         let allowed = self.truncate_allowed();
+        // Read the manifest again: `start` is how an operator says that
+        // what failed (a corrupt manifest, say) was repaired.
+        self.bucket.forget(tp);
         let (mut env, slots) = self.env();
-        if let Some(slot) = slots.get_mut(tp).and_then(Slot::mirror_mut) {
-            // Read the manifest again: `start` is how an operator says
-            // that what failed (a corrupt manifest, say) was repaired.
-            slot.manifest = None;
-            let pinned = slot.mirror.record.source_cluster_id.clone();
-            let other_source = !source.is_empty() && pinned != source;
-            let state = slot.state();
-            let repins = matches!(state, PartitionState::Stopped | PartitionState::Failed)
-                || (state == PartitionState::Preparing && other_source);
-            if state == PartitionState::Preparing
-                && other_source
-                && let Some(id) = feed_topic_id
-                && let Some(local) = slot.mirror.log.topic_id().filter(|local| *local != id)
-                && slot.mirror.log.log_end_offset() > slot.mirror.log.log_start_offset()
-            {
-                return Some(format!(
-                    "holds records of topic id {local} (offsets {}..{}), not of {source}'s topic id {id}: a mirror of {source} cannot adopt them; nothing was changed",
-                    slot.mirror.log.log_start_offset(),
-                    slot.mirror.log.log_end_offset() - 1
-                ));
-            }
-            let mut cut = None;
-            if repins && manifest::cut::at_stake(&slot.mirror.record) {
-                let mut would = slot.mirror.record.clone();
-                would.source_cluster_id.clone_from(&source);
-                if let Some(id) = feed_topic_id {
-                    would.topic_id = id;
-                }
-                cut = match manifest {
-                    Some(m) => match slot.mirror.check_cut(&would, m, &ctx, allowed) {
-                        Ok(c) => c,
-                        Err(refusal) => return Some(refusal.to_string()),
-                    },
-                    None if allowed
-                        || !manifest::cut::unknown_cut_at_stake(
-                            &would,
-                            slot.mirror.log.log_end_offset(),
-                        ) =>
-                    {
-                        None
-                    }
-                    None => {
-                        return Some(format!(
-                            "{state} with records of its own up to offset {}, and the source's manifest of {name} cannot be read, so what start would cut is not known; nothing was changed (let the source ship it first, or give --allow-truncate to cut on purpose)",
-                            slot.mirror.log.log_end_offset()
-                        ));
-                    }
-                };
-            }
-            if repins {
-                // A topic id the first pin wrote into a partition that has
-                // no record yet goes with the pin.
-                if let Some(id) = feed_topic_id
-                    && slot.mirror.log.topic_id() != Some(id)
-                    && slot.mirror.log.log_end_offset() == slot.mirror.log.log_start_offset()
-                    && let Err(e) = slot.mirror.log.replace_topic_id(id)
-                {
-                    return Some(format!("could not write topic id {id} for {name}: {e}"));
-                }
-                slot.mirror.record.pending_cut = cut;
-                slot.mirror.record.truncate_allowed = allowed;
-                if let Some(cut) = cut {
-                    tracing::warn!(partition = %name, %cut, "start accepted with --allow-truncate: the preparation cuts these records");
-                }
-            }
-            match state {
-                // A new start pins the configured source (failback
-                // mirrors the other direction); the transition persists it.
-                PartitionState::Stopped | PartitionState::Failed => {
-                    slot.mirror.record.source_cluster_id = source;
-                    if let Some(id) = feed_topic_id {
-                        slot.mirror.record.topic_id = id;
-                    }
-                }
-                // Nothing mirrored yet: the operator corrects the pin.
-                PartitionState::Preparing if other_source => {
-                    if let Err(e) = slot.repin(&source, feed_topic_id, &mut env) {
-                        return Some(format!("could not pin source cluster {source}: {e}"));
-                    }
-                    tracing::info!(partition = %name, from = %pinned, to = %source, "start replaced the source pin of a partition not yet mirroring");
-                }
-                // Its log holds the pinned source's records: another
-                // source only after a stop (failover), as failback does.
-                PartitionState::Mirroring | PartitionState::Paused if other_source => {
-                    return Some(format!(
-                        "mirrors source cluster {pinned}, not {source}: a partition that has begun mirroring keeps its source; run `applier stop` (failover) first, then `applier start` to mirror {source}"
-                    ));
-                }
-                _ => {}
-            }
-        }
-        None
+        let Some(slot) = slots.get_mut(tp).and_then(Slot::mirror_mut) else {
+            return Ok(());
+        };
+        let plan = {
+            let local = slot.mirror.local_view();
+            plan_start(&StartInput {
+                tp,
+                record: &slot.mirror.record,
+                source: &source,
+                feed_topic_id,
+                local: &local,
+                manifest,
+                ctx: &ctx,
+                allowed,
+            })?
+        };
+        slot.perform_start(&plan, &source, feed_topic_id, allowed, &mut env)
     }
 }
 
 impl Applier {
+    /// Performs every pending command request
+    /// (`crate::commands::claim_requests`) and writes its response.
+    /// Returns how many were handled.
+    pub async fn process_command_requests(&mut self) -> usize {
+        let log_dir = self.opts.log_dir.clone();
+        let requests = crate::commands::claim_requests(&log_dir);
+        let handled = requests.len();
+        for request in requests {
+            tracing::info!(command = %request.command, topics = %request.topics.join(","), all = request.all, "operator command");
+            let outcomes = self
+                .command_allowing(
+                    request.command,
+                    &request.topics,
+                    request.all,
+                    request.allow_truncate,
+                )
+                .await;
+            crate::commands::respond(&log_dir, &request.id, outcomes);
+        }
+        handled
+    }
+
+    /// The group offsets sync.
+    pub fn group_sync(&self) -> &crate::group_sync::GroupOffsetsSync {
+        &self.group_sync
+    }
+
+    /// One pass of the group offsets sync (`crate::group_sync`), writing
+    /// through the log dir's single writer.
+    async fn sync_groups(&mut self, report: &CycleReport) {
+        let Some(store) = self.bucket.store().cloned() else {
+            return;
+        };
+        let pointer = self.bucket.head().and_then(|h| h.groups);
+        let Applier {
+            opts,
+            logdir,
+            slots,
+            gateway,
+            producer_logs,
+            group_sync,
+            ..
+        } = self;
+        let mut write = |tp: &TopicPartition, batch: &mut [u8]| -> Result<(), String> {
+            producer_logs
+                .append(logdir, tp, batch, true)
+                .map_err(|e| e.to_string())?;
+            if let Ok(open) = producer_logs.open(logdir, tp, false) {
+                open.log.flush().map_err(|e| e.to_string())?;
+            }
+            if let Some(link) = gateway.as_ref() {
+                link.appended(tp);
+            }
+            Ok(())
+        };
+        let changed = group_sync
+            .pass(crate::group_sync::Pass {
+                store: &store,
+                pointer,
+                source_cluster: &opts.source_cluster_id,
+                log_dir: logdir.root(),
+                slots,
+                gateway_groups: gateway.as_ref().map(|l| std::sync::Arc::clone(&l.groups)),
+                moved: report.batches > 0 || report.transitions > 0,
+                write: &mut write,
+            })
+            .await;
+        self.live.stale |= changed;
+    }
+
+    /// Serves producers' appends from a gateway, and tells it of changes.
+    pub fn set_gateway(&mut self, link: crate::serving::GatewayLink) {
+        self.gateway = Some(link);
+    }
+
+    /// The applier appended to `tp`: wakes the fetches waiting for data.
+    pub(crate) fn tell_appended(&self, tp: &TopicPartition) {
+        if let Some(link) = &self.gateway {
+            link.appended(tp);
+        }
+    }
+
+    /// The applier cut or rewrote `tp`'s files.
+    pub(crate) fn tell_truncated(&mut self, tp: &TopicPartition) {
+        if let Some(link) = &mut self.gateway {
+            link.truncated(tp);
+        }
+    }
+
+    /// At a clean shutdown: saves the producers' sequences as Kafka's
+    /// producer snapshots and closes the partitions that are not mirrors
+    /// (opened for producers or the group offsets sync).
+    pub fn close_gateway(&mut self) {
+        self.producer_logs.close_all();
+        if let Some(mut link) = self.gateway.take() {
+            link.save_producers(&mut self.slots);
+        }
+    }
+
+    /// Performs one producer append and answers it: a mirror partition
+    /// through the gateway link (STOPPED only), any other through the
+    /// shared writer.
+    pub(crate) fn handle_append(&mut self, request: gateway::AppendRequest) {
+        use gateway::writer::AppendError;
+        let gateway::AppendRequest {
+            tp,
+            mut batches,
+            reply,
+            create,
+        } = request;
+        let root = self.logdir.root().to_path_buf();
+        let result = match (self.slots.get_mut(&tp), self.gateway.as_mut()) {
+            (Some(Slot::Mirror(slot)), Some(link)) => {
+                link.append_to_stopped(&root, slot, &mut batches)
+            }
+            (Some(Slot::Mirror(_)), None) => Err(AppendError::NoWriter(tp.to_string())),
+            (Some(_), _) => Err(AppendError::ReadOnly {
+                tp: tp.clone(),
+                state: "not yet opened as a mirror".into(),
+            }),
+            (None, _) => self
+                .producer_logs
+                .append(&self.logdir, &tp, &mut batches, create),
+        };
+        if result.is_ok() {
+            if self.slots.get(&tp).is_some_and(|s| s.mirror().is_some()) {
+                self.changed.insert(tp.clone());
+            }
+            self.live.stale = true;
+            self.tell_appended(&tp);
+        }
+        let _ = reply.send(result);
+    }
+
     /// Runs until `stop` is set: commands are picked up at least every 100
     /// ms; a cycle runs every `poll_interval`.
     pub async fn run(&mut self, poll_interval: Duration, stop: Arc<std::sync::atomic::AtomicBool>) {
@@ -1979,24 +1391,49 @@ impl Applier {
     }
 }
 
-/// Manifests read at once when new partitions are discovered.
-const DISCOVER_CONCURRENCY: usize = 16;
+/// Rounds of scheduling per cycle: a partition's work that changed
+/// something is scheduled again, at most this many times.
+const MAX_ROUNDS: usize = 8;
+/// The group commit's view of the applier: steps route through the driver.
+impl crate::group_commit::Partitions for Applier {
+    fn slot(&mut self, tp: &TopicPartition) -> Option<&mut MirrorSlot> {
+        self.slot_mut(tp)
+    }
 
-/// Reads the manifest a feed entry names for `tp`, which must describe that
-/// partition with that topic id (see `Applier::discover`); the error, when it
-/// cannot be read, is what the partition waits for.
-async fn confirm_identity(
-    store: &ManifestStore,
-    tp: &TopicPartition,
-    topic_id: TopicId,
-    version: u64,
-) -> Result<PartitionManifest, String> {
-    let key = PartitionKey {
-        tp: tp.clone(),
-        topic_id,
-    };
-    store.get_manifest(&key, version).await.map_err(|e| {
-        tracing::warn!(partition = %tp, %topic_id, version, error = %e, "the change feed names a manifest that cannot be read; not starting the partition yet");
-        e.to_string()
-    })
+    fn failed(&mut self, tp: &TopicPartition, e: MirrorError) {
+        self.fail(tp, e);
+    }
+
+    /// Readers told of a cut, and MIRRORING, whose record write (at the
+    /// cycle's group commit) also carries what the preparation cleared in
+    /// the record.
+    fn prepared(&mut self, tp: &TopicPartition) {
+        self.tell_truncated(tp);
+        if let Some(slot) = self.slot_mut(tp) {
+            slot.persist_at_commit = true;
+        }
+        let moved = self.transition(tp, Event::Prepared);
+        if let Some(slot) = self.slot_mut(tp) {
+            slot.persist_at_commit = false;
+        }
+        if let Err(e) = moved {
+            tracing::debug!(partition = %tp, error = %e, "preparation finished in another state");
+            if let Some(slot) = self.slot_mut(tp)
+                && let Err(e) = slot.mirror.save()
+            {
+                tracing::warn!(partition = %tp, error = %e, "could not record the preparation");
+            }
+        }
+    }
+
+    fn stopped(&mut self, tp: &TopicPartition) {
+        self.tell_appended(tp);
+        if let Err(e) = self.transition(tp, Event::Stopped) {
+            tracing::debug!(partition = %tp, error = %e, "failover finished in another state");
+        }
+    }
+
+    fn stop_again(&mut self, tp: TopicPartition) {
+        self.changed.insert(tp);
+    }
 }

@@ -159,3 +159,97 @@ impl MirrorError {
         }
     }
 }
+
+/// Why the applier could not open its log dir (`Applier::open`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The log dir: a broker holds it, its lock, listing its partitions,
+    /// its root checkpoints.
+    #[error(transparent)]
+    LogDir(#[from] kafkalog::Error),
+    /// The bucket prefix or the source cluster id is not valid.
+    #[error(transparent)]
+    Layout(#[from] manifest::layout::LayoutError),
+    /// The write guards restored at opening could not be made durable.
+    #[error("making the mirror partitions' write guards durable: {0}")]
+    Guards(#[source] kafkalog::Error),
+}
+
+/// A file of the applier's own under `<log-dir>/.segmirror/` (the gap
+/// book and its acknowledgements, the group sync record) that could not be
+/// read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateFileError {
+    /// Reading it failed.
+    #[error("reading {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Its content is not what it should be.
+    #[error("{} is damaged (not the {what} it should be): {source}", path.display())]
+    Damaged {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What it should hold.
+        what: &'static str,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Its directory could not be created.
+    #[error("creating {}: {source}", path.display())]
+    CreateDir {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Encoding it failed.
+    #[error("encoding {}: {source}", path.display())]
+    Encode {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The encoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Writing it (atomically) or reading it through the log's helpers
+    /// failed.
+    #[error(transparent)]
+    Log(#[from] kafkalog::Error),
+}
+
+/// An error and its sources on one line, `outer: inner: ...` (as
+/// `anyhow`'s `{:#}` prints them), for status rows and logs.
+pub fn in_words(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = s.source();
+    }
+    out
+}
+
+/// Reading one partition's files for `applier status`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PartitionReadError {
+    /// The log's files.
+    #[error(transparent)]
+    Log(#[from] kafkalog::Error),
+    /// The mirror record.
+    #[error(transparent)]
+    Record(#[from] partdir::record::MirrorRecordError),
+}

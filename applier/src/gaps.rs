@@ -124,42 +124,50 @@ impl GapStatus {
     }
 }
 
+use crate::error::StateFileError;
 use crate::state_dir::{gap_acks_path as acks_path, gaps_path as book_path};
 
-fn read_json<T: Default + serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
+fn read_json<T: Default + serde::de::DeserializeOwned>(path: &Path) -> Result<T, StateFileError> {
     match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-            anyhow::anyhow!(
-                "{} is damaged (not the JSON it should be): {e}",
-                path.display()
-            )
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| StateFileError::Damaged {
+            path: path.to_path_buf(),
+            what: "JSON",
+            source,
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
-        Err(e) => Err(anyhow::anyhow!("reading {}: {e}", path.display())),
+        Err(source) => Err(StateFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 
-fn write_json<T: Serialize>(log_dir: &Path, path: &Path, value: &T) -> anyhow::Result<()> {
+fn write_json<T: Serialize>(log_dir: &Path, path: &Path, value: &T) -> Result<(), StateFileError> {
     let dir = crate::state_dir::state_dir(log_dir);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
-    let bytes = serde_json::to_vec_pretty(value)?;
+    std::fs::create_dir_all(&dir).map_err(|source| StateFileError::CreateDir {
+        path: dir.clone(),
+        source,
+    })?;
+    let bytes = serde_json::to_vec_pretty(value).map_err(|source| StateFileError::Encode {
+        path: path.to_path_buf(),
+        source,
+    })?;
     kafkalog::fsutil::write_atomic(path, &bytes, true)?;
     Ok(())
 }
 
 /// Reads the gap book (empty when absent).
-pub fn read_book(log_dir: &Path) -> anyhow::Result<GapBook> {
+pub fn read_book(log_dir: &Path) -> Result<GapBook, StateFileError> {
     read_json(&book_path(log_dir))
 }
 
 /// Reads the acknowledgements (none when absent).
-pub fn read_acks(log_dir: &Path) -> anyhow::Result<Acks> {
+pub fn read_acks(log_dir: &Path) -> Result<Acks, StateFileError> {
     read_json(&acks_path(log_dir))
 }
 
 /// Every gap known with its acknowledgement, per `topic-partition`.
-pub fn statuses(log_dir: &Path) -> anyhow::Result<BTreeMap<String, Vec<GapStatus>>> {
+pub fn statuses(log_dir: &Path) -> Result<BTreeMap<String, Vec<GapStatus>>, StateFileError> {
     let book = read_book(log_dir)?;
     let acks = read_acks(log_dir)?;
     Ok(book
@@ -339,7 +347,7 @@ pub fn acknowledge(
     first: i64,
     last: i64,
     now_ms: i64,
-) -> anyhow::Result<AckOutcome> {
+) -> Result<AckOutcome, StateFileError> {
     let book = read_book(log_dir)?;
     let key = tp.to_string();
     let gaps: Vec<Gap> = book

@@ -37,7 +37,12 @@ use manifest::groups::{
 use manifest::state::PartitionState;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Applier, CycleReport};
+use std::path::Path;
+
+use bucket::store::ManifestStore;
+use manifest::groups::GroupsPointer;
+
+use crate::error::StateFileError;
 use crate::slot::Slot;
 
 /// How often a pass runs when nothing else calls for one.
@@ -103,23 +108,34 @@ pub struct SyncRecord {
 
 impl SyncRecord {
     /// Reads the record of `log_dir` (`None` when there is none).
-    pub fn read(log_dir: &std::path::Path) -> anyhow::Result<Option<SyncRecord>> {
+    pub fn read(log_dir: &Path) -> Result<Option<SyncRecord>, StateFileError> {
         let path = crate::state_dir::group_sync_path(log_dir);
         match kafkalog::fsutil::read_optional(&path)? {
             None => Ok(None),
-            Some(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| anyhow::anyhow!("{}: not a group sync record: {e}", path.display())),
+            Some(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|source| StateFileError::Damaged {
+                        path,
+                        what: "group sync record",
+                        source,
+                    })
+            }
         }
     }
 
-    fn write(&self, log_dir: &std::path::Path) -> anyhow::Result<()> {
+    fn write(&self, log_dir: &Path) -> Result<(), StateFileError> {
         let path = crate::state_dir::group_sync_path(log_dir);
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir).map_err(|source| StateFileError::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
         }
-        let bytes = serde_json::to_vec(self)?;
+        let bytes = serde_json::to_vec(self).map_err(|source| StateFileError::Encode {
+            path: path.clone(),
+            source,
+        })?;
         kafkalog::fsutil::write_atomic(&path, &bytes, true)?;
         Ok(())
     }
@@ -156,9 +172,10 @@ impl SyncRecord {
     }
 }
 
-/// The engine's group offsets sync.
+/// The applier's group offsets sync (the shipper has its own
+/// `GroupSync`, which reads the source's offsets).
 #[derive(Debug, Default)]
-pub struct GroupSync {
+pub struct GroupOffsetsSync {
     record: Option<SyncRecord>,
     /// The coordinator to read local offsets from when no gateway runs.
     own: Option<Arc<Coordinator>>,
@@ -174,44 +191,68 @@ pub struct GroupSync {
     pub clamped: u64,
 }
 
-impl GroupSync {
+/// Appends one batch to a `__consumer_offsets` partition and flushes it
+/// (the log dir's single writer); the error in words.
+pub(crate) type WriteOffsets<'a> = dyn FnMut(&TopicPartition, &mut [u8]) -> Result<(), String> + 'a;
+
+/// What one pass reads and where it writes: plain values from the
+/// applier.
+pub(crate) struct Pass<'a> {
+    /// The bucket.
+    pub(crate) store: &'a ManifestStore,
+    /// The feed's pointer to the source's group offsets, if any.
+    pub(crate) pointer: Option<GroupsPointer>,
+    /// The source cluster mirrored.
+    pub(crate) source_cluster: &'a str,
+    /// The log dir.
+    pub(crate) log_dir: &'a Path,
+    /// Every partition's slot (read only).
+    pub(crate) slots: &'a BTreeMap<TopicPartition, Slot>,
+    /// The gateway's coordinator, when one runs.
+    pub(crate) gateway_groups: Option<Arc<Coordinator>>,
+    /// Something was appended or changed state in the cycle.
+    pub(crate) moved: bool,
+    /// Appends one batch to a `__consumer_offsets` partition and flushes
+    /// it (the log dir's single writer).
+    pub(crate) write: &'a mut WriteOffsets<'a>,
+}
+
+impl GroupOffsetsSync {
     /// The record as last loaded or written.
     pub fn record(&self) -> Option<&SyncRecord> {
         self.record.as_ref()
     }
-}
-
-impl Applier {
-    /// The group offsets sync.
-    pub fn group_sync(&self) -> &GroupSync {
-        &self.group_sync
-    }
 
     /// One pass of the group offsets sync (see the module docs). A failure
     /// is logged and kept in the record; the next cycle tries again.
-    pub(crate) async fn sync_groups(&mut self, report: &CycleReport) {
-        let Some(store) = self.store_ref().cloned() else {
-            return;
-        };
-        let pointer = self.feed_head().and_then(|h| h.groups);
-        let source_cluster = self.opts_ref().source_cluster_id.clone();
-        let log_dir = self.logdir.root().to_path_buf();
-        if self.group_sync.record.is_none() {
-            let loaded = match SyncRecord::read(&log_dir) {
+    /// Returns true when the record changed (the live status shows it).
+    pub(crate) async fn pass(&mut self, p: Pass<'_>) -> bool {
+        let Pass {
+            store,
+            pointer,
+            source_cluster,
+            log_dir,
+            slots,
+            gateway_groups,
+            moved,
+            write,
+        } = p;
+        if self.record.is_none() {
+            let loaded = match SyncRecord::read(log_dir) {
                 Ok(r) => r.filter(|r| r.source_cluster_id == source_cluster),
                 Err(e) => {
                     tracing::warn!(error = %e, "the group sync record is unreadable: starting it again (the offsets in __consumer_offsets stay)");
                     None
                 }
             };
-            self.group_sync.record = Some(loaded.unwrap_or_else(|| SyncRecord {
-                source_cluster_id: source_cluster.clone(),
+            self.record = Some(loaded.unwrap_or_else(|| SyncRecord {
+                source_cluster_id: source_cluster.to_string(),
                 ..SyncRecord::default()
             }));
         }
         // Decided on the record in place: an idle cycle clones nothing.
-        let Some(record) = self.group_sync.record.as_ref() else {
-            return;
+        let Some(record) = self.record.as_ref() else {
+            return false;
         };
         // A feed naming an older version than the one applied: the
         // source's chain started again (a new bucket prefix, say); read it
@@ -225,17 +266,11 @@ impl Applier {
         }
         let newer = pointer.filter(|p| p.version > record.version || restarted);
         if newer.is_none() && record.groups.is_empty() && record.synced.is_empty() {
-            return;
+            return false;
         }
-        let due = newer.is_some()
-            || report.batches > 0
-            || report.transitions > 0
-            || self
-                .group_sync
-                .last_pass
-                .is_none_or(|t| t.elapsed() >= RECHECK);
+        let due = newer.is_some() || moved || self.last_pass.is_none_or(|t| t.elapsed() >= RECHECK);
         if !due {
-            return;
+            return false;
         }
         let mut record = record.clone();
         if let Some(p) = newer {
@@ -250,13 +285,17 @@ impl Applier {
                 Err(e) => {
                     tracing::warn!(error = %e, "reading the source's consumer-group offsets; retrying next cycle");
                     record.last_error = Some(e.to_string());
-                    self.group_sync.record = Some(record);
-                    return;
+                    self.record = Some(record);
+                    return false;
                 }
             }
         }
-        self.group_sync.last_pass = Some(Instant::now());
-        let outcome = self.apply_groups(&mut record);
+        self.last_pass = Some(Instant::now());
+        let coordinator = match gateway_groups {
+            Some(c) => c,
+            None => self.own_coordinator(log_dir),
+        };
+        let outcome = self.apply_groups(&mut record, &coordinator, slots, write);
         let now = crate::mirror::now_ms();
         match outcome {
             Ok(()) => {
@@ -271,31 +310,34 @@ impl Applier {
         // Written when what it says changed, and at most every
         // RECORD_REFRESH for its last success alone: a pass per cycle
         // while mirroring costs no file write when nothing moved.
-        let changed = self.group_sync.record.as_ref().is_none_or(|old| {
+        let changed = self.record.as_ref().is_none_or(|old| {
             old.version != record.version
                 || old.synced != record.synced
                 || old.last_error != record.last_error
         });
         let stale = self
-            .group_sync
             .last_write
             .is_none_or(|t| t.elapsed() >= RECORD_REFRESH);
         if changed || stale {
-            match record.write(&log_dir) {
-                Ok(()) => self.group_sync.last_write = Some(Instant::now()),
+            match record.write(log_dir) {
+                Ok(()) => self.last_write = Some(Instant::now()),
                 Err(e) => {
                     tracing::warn!(error = %e, "writing the group sync record; retrying next cycle");
                 }
             }
-            self.live_dirty = true;
         }
-        self.group_sync.record = Some(record);
+        self.record = Some(record);
+        changed || stale
     }
 
-    /// Copies the sync's figures into the metrics' counters.
-    pub(crate) fn update_group_counters(&mut self) {
-        let pointer = self.feed_head().and_then(|h| h.groups);
-        let record = self.group_sync.record.as_ref();
+    /// Copies the sync's figures into the metrics' `counters` (`pointer`:
+    /// the feed's).
+    pub(crate) fn count_into(
+        &self,
+        counters: &mut crate::metrics::Counters,
+        pointer: Option<GroupsPointer>,
+    ) {
+        let record = self.record.as_ref();
         let applied = record.map_or(0, |r| r.version);
         let lag = pointer.map(|p| {
             if p.version > applied {
@@ -304,59 +346,32 @@ impl Applier {
                 0.0
             }
         });
-        self.counters.group_offsets_written = self.group_sync.written;
-        self.counters.group_offsets_deleted = self.group_sync.deleted;
-        self.counters.group_offsets_clamped = self.group_sync.clamped;
-        self.counters.group_sync_lag_seconds = lag;
-        self.counters.group_sync_last_success_ms = record.and_then(|r| r.last_success_ms);
+        counters.group_offsets_written = self.written;
+        counters.group_offsets_deleted = self.deleted;
+        counters.group_offsets_clamped = self.clamped;
+        counters.group_sync_lag_seconds = lag;
+        counters.group_sync_last_success_ms = record.and_then(|r| r.last_success_ms);
     }
 
-    /// The coordinator holding this log dir's committed offsets.
-    fn local_coordinator(&mut self) -> Arc<Coordinator> {
-        if let Some(link) = &self.gateway {
-            return Arc::clone(&link.groups);
-        }
-        if let Some(c) = &self.group_sync.own {
+    /// The coordinator holding this log dir's committed offsets when no
+    /// gateway runs: loaded from the log dir at the first pass.
+    fn own_coordinator(&mut self, log_dir: &Path) -> Arc<Coordinator> {
+        if let Some(c) = &self.own {
             return Arc::clone(c);
         }
-        let c = Coordinator::load(&LogView::new(self.logdir.root()), None);
-        self.group_sync.own = Some(Arc::clone(&c));
+        let c = Coordinator::load(&LogView::new(log_dir), None);
+        self.own = Some(Arc::clone(&c));
         c
     }
 
-    /// What the destination holds of `tp`, for the decision.
-    fn local_partition(&self, tp: &TopicPartition, source: &str) -> Option<LocalPartition> {
-        let Some(Slot::Mirror(slot)) = self.slots.get(tp) else {
-            return None;
-        };
-        if slot.mirror.record.source_cluster_id != source {
-            return None;
-        }
-        Some(LocalPartition {
-            syncing: matches!(
-                slot.state(),
-                PartitionState::Mirroring | PartitionState::Paused
-            ),
-            log_start: slot.mirror.log.log_start_offset(),
-            log_end: slot.mirror.log.log_end_offset(),
-        })
-    }
-
-    fn epoch_before(&self, tp: &TopicPartition, offset: i64) -> i32 {
-        match self.slots.get(tp) {
-            Some(Slot::Mirror(slot)) if offset > 0 => slot
-                .mirror
-                .log
-                .epochs()
-                .epoch_for_offset(offset - 1)
-                .unwrap_or(-1),
-            _ => -1,
-        }
-    }
-
     /// Decides every synced or source offset and writes what changed.
-    fn apply_groups(&mut self, record: &mut SyncRecord) -> Result<(), String> {
-        let coordinator = self.local_coordinator();
+    fn apply_groups(
+        &mut self,
+        record: &mut SyncRecord,
+        coordinator: &Coordinator,
+        slots: &BTreeMap<TopicPartition, Slot>,
+        write: &mut WriteOffsets<'_>,
+    ) -> Result<(), String> {
         let source = record.source_cluster_id.clone();
         let state = record.state();
         let mut synced: BTreeMap<(String, String, i32), SyncedOffset> = record
@@ -381,7 +396,7 @@ impl Applier {
             let Ok(tp) = TopicPartition::new(&topic, partition) else {
                 continue;
             };
-            let local_partition = self.local_partition(&tp, &source);
+            let local_partition = local_partition(slots, &tp, &source);
             let active = coordinator.has_members(&group);
             let local = coordinator
                 .offsets(&group, Some(&[(topic.clone(), partition)]))
@@ -396,7 +411,7 @@ impl Applier {
                 });
             let key = (group.clone(), topic.clone(), partition);
             let last = synced.get(&key).map(SyncedOffset::as_local);
-            let epoch_at = |o: i64| self.epoch_before(&tp, o);
+            let epoch_at = |o: i64| epoch_before(slots, &tp, o);
             let action = decide(
                 src,
                 local_partition,
@@ -441,18 +456,18 @@ impl Applier {
                 SyncAction::Keep(_) => {}
             }
         }
-        self.group_sync.clamped = clamped;
+        self.clamped = clamped;
         let now = crate::mirror::now_ms();
         let mut failure = None;
         for (group, commits) in writes {
-            match self.write_offsets(&group, &commits, now) {
+            match write_offsets(write, &group, &commits, now) {
                 Ok(()) => {
                     coordinator.record_written(&group, &commits);
                     for (topic, partition, c) in commits {
                         let key = (group.clone(), topic.clone(), partition);
                         match c {
                             Some(c) => {
-                                self.group_sync.written += 1;
+                                self.written += 1;
                                 synced.insert(
                                     key,
                                     SyncedOffset {
@@ -468,7 +483,7 @@ impl Applier {
                                 );
                             }
                             None => {
-                                self.group_sync.deleted += 1;
+                                self.deleted += 1;
                                 synced.remove(&key);
                             }
                         }
@@ -483,24 +498,53 @@ impl Applier {
             None => Ok(()),
         }
     }
+}
 
-    /// Appends one batch of `group`'s commits to its `__consumer_offsets`
-    /// partition, and flushes it.
-    fn write_offsets(
-        &mut self,
-        group: &str,
-        commits: &[(String, i32, Option<Committed>)],
-        now_ms: i64,
-    ) -> Result<(), String> {
-        let mut batch = offsets_topic::commit_batch(group, commits, now_ms)?;
-        let tp = TopicPartition::new(OFFSETS_TOPIC, offsets_topic::partition_for(group))
-            .map_err(|e| e.to_string())?;
-        self.append_plain(&tp, &mut batch, true)
-            .map_err(|e| e.to_string())?;
-        if let Some(open) = self.plain.get_mut(&tp) {
-            open.log.flush().map_err(|e| e.to_string())?;
-        }
-        self.tell_appended(&tp);
-        Ok(())
+/// What the destination holds of `tp`, for the decision.
+fn local_partition(
+    slots: &BTreeMap<TopicPartition, Slot>,
+    tp: &TopicPartition,
+    source: &str,
+) -> Option<LocalPartition> {
+    let Some(Slot::Mirror(slot)) = slots.get(tp) else {
+        return None;
+    };
+    if slot.mirror.record.source_cluster_id != source {
+        return None;
     }
+    Some(LocalPartition {
+        syncing: matches!(
+            slot.state(),
+            PartitionState::Mirroring | PartitionState::Paused
+        ),
+        log_start: slot.mirror.log.log_start_offset(),
+        log_end: slot.mirror.log.log_end_offset(),
+    })
+}
+
+/// The local leader epoch of the record before `offset` (-1: none).
+fn epoch_before(slots: &BTreeMap<TopicPartition, Slot>, tp: &TopicPartition, offset: i64) -> i32 {
+    match slots.get(tp) {
+        Some(Slot::Mirror(slot)) if offset > 0 => slot
+            .mirror
+            .log
+            .epochs()
+            .epoch_for_offset(offset - 1)
+            .unwrap_or(-1),
+        _ => -1,
+    }
+}
+
+/// Appends one batch of `group`'s commits to its `__consumer_offsets`
+/// partition through `write`.
+fn write_offsets(
+    write: &mut WriteOffsets<'_>,
+    group: &str,
+    commits: &[(String, i32, Option<Committed>)],
+    now_ms: i64,
+) -> Result<(), String> {
+    let mut batch = offsets_topic::commit_batch(group, commits, now_ms)?;
+    let tp = TopicPartition::new(OFFSETS_TOPIC, offsets_topic::partition_for(group))
+        .map_err(|e| e.to_string())?;
+    write(&tp, &mut batch)
 }

@@ -4,10 +4,20 @@
 //!
 //! - [`mirror`]: one partition's work in each state (preparation,
 //!   fetching and appending, failover).
-//! - [`engine`]: the loop over all partitions: discovery, each state's
-//!   work, retries, operator commands.
+//! - [`engine`]: the one file that owns `impl Applier`: the cycle and
+//!   operator commands, wiring the executors below together.
+//! - [`schedule`]: what each mirror partition does next, a pure function
+//!   of a value snapshot (also `applier plan`'s).
+//! - [`command_plan`]: operator commands planned in pure code (targets,
+//!   `start`'s pin rules and cut guard).
 //! - [`slot`]: what the applier holds for each partition (one slot each).
 //! - [`driver`]: the one place that performs the state machine's actions.
+//! - `bucket_reader`, `group_commit`, `opening`, `live`: executors that
+//!   do not import the engine (the bucket's feed and manifests; the
+//!   deferred-sync phases; opening and adopting partitions; the live
+//!   status and metrics).
+//! - [`serving`]: the Kafka gateway's link (producers' appends, readers
+//!   told), the plain logs written through `gateway::writer::PlainLogs`.
 //! - [`feed`]: reading the change feed (the topic selection is
 //!   `manifest::topic_pattern::Selection`).
 //! - [`group_sync`]: the source's consumer-group offsets, applied to this
@@ -30,6 +40,8 @@
 //! - [`listener`]: the Kafka listener's configured limits and metrics.
 
 pub use manifest::applying;
+mod bucket_reader;
+pub mod command_plan;
 pub mod commands;
 pub mod config;
 pub mod driver;
@@ -37,14 +49,19 @@ pub mod engine;
 pub mod error;
 pub mod feed;
 pub mod gaps;
+mod group_commit;
 pub mod group_sync;
 pub mod inventory;
 pub mod listener;
+mod live;
 pub mod metrics;
 pub mod mirror;
+mod opening;
+mod options;
 pub mod plan;
 pub mod repair;
 pub mod reserve;
+pub mod schedule;
 pub mod scrub;
 pub mod serving;
 pub mod slot;

@@ -29,6 +29,57 @@ use serde::Serialize;
 
 use crate::engine::ApplierOptions;
 use crate::mirror::new_record;
+use crate::schedule::{self, PartitionView, Work};
+use manifest::topic_pattern::Selection;
+
+/// Why `applier plan` could not plan (one partition's unreadable files
+/// are a row, not an error).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// The log dir does not exist.
+    #[error("log dir {} does not exist", .0.display())]
+    NoLogDir(std::path::PathBuf),
+    /// Listing the log dir failed.
+    #[error(transparent)]
+    LogDir(#[from] kafkalog::Error),
+    /// A mirror record cannot be read.
+    #[error(transparent)]
+    Record(#[from] partdir::record::MirrorRecordError),
+    /// The bucket (the feed or a manifest) could not be read.
+    #[error(transparent)]
+    Store(#[from] bucket::store::StoreError),
+}
+
+/// What `start`/`once` would run on a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlanAction {
+    /// Preparation (a new mirror, PREPARING, or a `start` of a STOPPED or
+    /// FAILED one).
+    Start,
+    /// MIRRORING's follower step and fetching.
+    Fetch,
+    /// Nothing.
+    None,
+}
+
+impl PlanAction {
+    /// The word in `applier plan`'s table and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanAction::Start => "start",
+            PlanAction::Fetch => "fetch",
+            PlanAction::None => "none",
+        }
+    }
+}
+
+impl std::fmt::Display for PlanAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
 
 /// What would happen to one partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -37,9 +88,8 @@ pub struct PartitionPlan {
     pub partition: String,
     /// Its mirror state now (`None`: not a mirror here yet).
     pub state: Option<String>,
-    /// What would run: `start` (preparation), `fetch` (MIRRORING's
-    /// follower step and fetching), or `none`.
-    pub action: &'static str,
+    /// What would run.
+    pub action: PlanAction,
     /// Why, in one line (also when nothing would be done).
     pub summary: String,
     /// The local log end now.
@@ -85,7 +135,10 @@ impl LocalSummary {
 }
 
 /// Reads `tp` of log dir `root` (no lock, nothing written).
-pub(crate) fn local_summary(root: &Path, tp: &TopicPartition) -> anyhow::Result<LocalSummary> {
+pub(crate) fn local_summary(
+    root: &Path,
+    tp: &TopicPartition,
+) -> Result<LocalSummary, kafkalog::Error> {
     let r = PartitionReader::open(root, tp)?;
     let segments = r.segments()?;
     let log_starts = checkpoint::read_offset_checkpoint(&root.join(LOG_START_OFFSET_CHECKPOINT))?;
@@ -118,15 +171,15 @@ pub(crate) fn local_summary(root: &Path, tp: &TopicPartition) -> anyhow::Result<
 pub async fn plan_all(
     opts: &ApplierOptions,
     store: &ManifestStore,
-) -> anyhow::Result<Vec<PartitionPlan>> {
+) -> Result<Vec<PartitionPlan>, PlanError> {
     let root = &opts.log_dir;
     if !root.is_dir() {
-        anyhow::bail!("log dir {} does not exist", root.display());
+        return Err(PlanError::NoLogDir(root.clone()));
     }
-    let head = match store.latest_head_seq().await? {
-        Some(seq) => Some(store.get_head(seq).await?),
-        None => None,
-    };
+    // The feed read as the applier's first poll reads it.
+    let mut feed = crate::feed::FeedReader::default();
+    feed.poll(store).await?;
+    let head = feed.head();
     let mut records: BTreeMap<TopicPartition, MirrorRecord> = BTreeMap::new();
     for tp in reader::list_partitions(root)? {
         if let Some(r) = partdir::record::read(&root.join(tp.dir_name()))? {
@@ -135,17 +188,13 @@ pub async fn plan_all(
     }
     let mut targets: BTreeMap<TopicPartition, Option<MirrorRecord>> =
         records.into_iter().map(|(tp, r)| (tp, Some(r))).collect();
-    if let (Some(h), Some(include)) = (&head, &opts.topics) {
-        for e in h.partitions.values() {
-            if e.deleted
-                || !include.is_match(&e.topic)
-                || opts.exclude.as_ref().is_some_and(|x| x.is_match(&e.topic))
-            {
-                continue;
-            }
-            if let Ok(tp) = TopicPartition::new(&e.topic, e.partition) {
-                targets.entry(tp).or_insert(None);
-            }
+    if let Some(h) = head {
+        let selection = Selection {
+            include: opts.topics.as_ref(),
+            exclude: opts.exclude.as_ref(),
+        };
+        for (tp, _, _) in selection.pick(h) {
+            targets.entry(tp).or_insert(None);
         }
     }
     let here = Surroundings {
@@ -156,9 +205,7 @@ pub async fn plan_all(
     let verified = crate::verify::VerifyRecord::read(root).unwrap_or_default();
     let mut out = Vec::new();
     for (tp, record) in targets {
-        let entry = head
-            .as_ref()
-            .and_then(|h| h.partitions.get(&tp.to_string()));
+        let entry = feed.entry(&tp);
         let state = record.as_ref().map(|r| r.state.state());
         let local = if root.join(tp.dir_name()).is_dir() {
             match local_summary(root, &tp) {
@@ -168,8 +215,11 @@ pub async fn plan_all(
                     out.push(PartitionPlan {
                         partition: tp.to_string(),
                         state: state.map(|s| s.as_str().to_string()),
-                        action: "none",
-                        summary: format!("cannot read the local partition: {e:#}"),
+                        action: PlanAction::None,
+                        summary: format!(
+                            "cannot read the local partition: {}",
+                            crate::error::in_words(&e)
+                        ),
                         log_end_offset: None,
                         plan: None,
                         fetch_objects: 0,
@@ -186,7 +236,7 @@ pub async fn plan_all(
         let mut row = PartitionPlan {
             partition: tp.to_string(),
             state: state.map(|s| s.as_str().to_string()),
-            action: "none",
+            action: PlanAction::None,
             summary: String::new(),
             log_end_offset: local.as_ref().map(|l| l.log_end),
             plan: None,
@@ -195,18 +245,29 @@ pub async fn plan_all(
             refused: None,
             cut: None,
         };
-        let action = match state {
-            None | Some(PartitionState::Stopped) | Some(PartitionState::Failed) => "start",
-            Some(PartitionState::Preparing) => "start",
-            Some(PartitionState::Mirroring) => "fetch",
-            Some(PartitionState::Paused) => {
-                row.summary = "PAUSED: nothing is fetched until `applier resume`".into();
+        // The applier's own schedule on the partition as read from disk
+        // (`crate::schedule`), or, where it has no work, what `start` does.
+        let work = record.as_ref().map(|r| {
+            // As read from disk: no manifest held, no retry scheduled
+            // (`once` makes every retry due; `plan` shows what it would do).
+            let bounds = local.as_ref().map_or((0, 0), |l| (l.log_start, l.log_end));
+            let view = PartitionView::of_record(r, bounds, entry, None);
+            schedule::plan_partition(&view, true, crate::mirror::now_ms()).work
+        });
+        let action = match (state, &work) {
+            // A new partition, or one only an operator's `start` (or
+            // `once`'s retry) moves on.
+            (None | Some(PartitionState::Stopped | PartitionState::Failed), _) => PlanAction::Start,
+            (_, Some(Work::Prepare)) => PlanAction::Start,
+            (Some(PartitionState::Mirroring), _) => PlanAction::Fetch,
+            (_, Some(Work::Failover)) => {
+                row.summary =
+                    "STOPPING: the failover completes when the applier opens the log dir".into();
                 out.push(row);
                 continue;
             }
-            Some(PartitionState::Stopping) => {
-                row.summary =
-                    "STOPPING: the failover completes when the applier opens the log dir".into();
+            _ => {
+                row.summary = "PAUSED: nothing is fetched until `applier resume`".into();
                 out.push(row);
                 continue;
             }
@@ -216,7 +277,9 @@ pub async fn plan_all(
         let topic_id = entry.map(|e| e.topic_id);
         let record = match record {
             Some(mut r) => {
-                if action == "start"
+                // `start`'s pin rules (`command_plan`): a STOPPED or FAILED
+                // partition is pinned to the configured source.
+                if action == PlanAction::Start
                     && matches!(
                         state,
                         Some(PartitionState::Stopped) | Some(PartitionState::Failed)
@@ -261,7 +324,7 @@ pub async fn plan_all(
             .collect();
         let damage_cut = if cuts.is_empty() {
             None
-        } else if action != "start" {
+        } else if action != PlanAction::Start {
             row.summary = format!(
                 "local damage recorded (applier status): the next applier to open the log dir fails it, and `start` cuts the log back to {} and fetches it again",
                 cuts.iter().min().copied().unwrap_or_default()
@@ -298,7 +361,7 @@ pub async fn plan_all(
             tiered_storage: opts.tiered_topics.iter().any(|t| t == &tp.topic),
             ..here
         };
-        let planned = if action == "start" {
+        let planned = if action == PlanAction::Start {
             reconcile::plan_preparation(&tp, &record, &manifest, &view, &here)
         } else {
             reconcile::check_manifest_identity(
@@ -312,7 +375,7 @@ pub async fn plan_all(
         // A cut of the partition's own records needs --allow-truncate
         // (unless the start that made it PREPARING was given it).
         let guard = match (&planned, action) {
-            (Ok(plan), "start") => {
+            (Ok(plan), PlanAction::Start) => {
                 manifest::cut::check(&record, plan, &view, &manifest, record.truncate_allowed)
             }
             _ => Ok(None),

@@ -54,7 +54,7 @@ impl DiskReserve {
             held,
             last_error: None,
         };
-        reserve.restore();
+        reserve.write_if_not_held();
         reserve
     }
 
@@ -87,7 +87,7 @@ impl DiskReserve {
     }
 
     /// Writes the reserve if it is not held. Returns whether it is held.
-    pub fn restore(&mut self) -> bool {
+    pub fn write_if_not_held(&mut self) -> bool {
         if self.held {
             return true;
         }
@@ -174,7 +174,7 @@ mod tests {
         assert!(r.release());
         assert!(!r.path().exists());
         assert!(!r.release(), "nothing left to release");
-        assert!(r.restore());
+        assert!(r.write_if_not_held());
         assert!(r.allows_appends());
         assert_eq!(std::fs::metadata(r.path()).expect("reserve").len(), 100_000);
         // A short file (a crash while writing it) is written again.

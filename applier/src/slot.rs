@@ -11,44 +11,25 @@
 //! | [`Slot::Mirror`] | a mirror partition, open, with its state machine | never (deleting a mirror is not a command) |
 //!
 //! Invariants of a [`MirrorSlot`], kept by the driver (`driver`):
-//! - `fetching` is true exactly in MIRRORING (set by `StartFetching`,
-//!   cleared by `StopFetching`);
-//! - `pending` is `Some(Work::Prepare)` only in PREPARING and
-//!   `Some(Work::Failover)` only in STOPPING, until that work has run once
-//!   and reported its event;
+//! - nothing the state says is stored beside it: the work a partition has
+//!   (prepare, apply, fail over, retry) is derived from its state by
+//!   `crate::schedule`;
 //! - `retry_at_ms` is set only in a retryable FAILED.
 
 use kafkalog::TopicPartition;
-use manifest::partition::PartitionManifest;
 use manifest::state::PartitionState;
 
 use crate::mirror::Mirror;
-
-/// One-shot work a state asks for (its report is an event).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Work {
-    /// PREPARING's work; reports `Prepared` or `Error`.
-    Prepare,
-    /// STOPPING's work; reports `Stopped` or `Error`.
-    Failover,
-}
 
 /// A mirror partition with what its driver keeps beside the durable record.
 #[derive(Debug)]
 pub struct MirrorSlot {
     /// The partition, its log and its record.
     pub mirror: Mirror,
-    /// The latest manifest read for it (kept so that an unchanged feed
-    /// entry costs no GET).
-    pub(crate) manifest: Option<PartitionManifest>,
     /// Why it waits for the bucket (replication lag), when it does.
     pub(crate) waiting: Option<String>,
     /// When a retryable failure is retried (ms since the epoch).
     pub(crate) retry_at_ms: Option<i64>,
-    /// Work its state asked for that has not run yet.
-    pub(crate) pending: Option<Work>,
-    /// Whether MIRRORING's fetching is on.
-    pub(crate) fetching: bool,
     /// Whether the write guard is in place as far as the driver knows
     /// (`None`: not known yet, or the last change failed).
     pub(crate) guard_set: Option<bool>,
@@ -68,11 +49,8 @@ impl MirrorSlot {
     pub(crate) fn new(mirror: Mirror) -> MirrorSlot {
         MirrorSlot {
             mirror,
-            manifest: None,
             waiting: None,
             retry_at_ms: None,
-            pending: None,
-            fetching: false,
             guard_set: None,
             action_error: None,
             persist_at_commit: false,

@@ -8,6 +8,7 @@
 //! `{"partitions": [PartitionStatus, ...]}`, sorted by topic and partition;
 //! fields are only ever added.
 
+use crate::error::{PartitionReadError, in_words};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -151,7 +152,7 @@ pub fn read_live(log_dir: &Path) -> LiveStatus {
 
 /// Collects the status of every mirror partition in `log_dir`, reading only
 /// (no lock: safe while the daemon runs).
-pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
+pub fn collect(log_dir: &Path) -> Result<Vec<PartitionStatus>, kafkalog::Error> {
     let live = read_live(log_dir);
     let now = crate::mirror::now_ms();
     let fresh = now - live.written_at_ms < LIVE_FRESH_MS;
@@ -162,7 +163,7 @@ pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
         // One partition that cannot be read is reported as such; the others
         // are still listed.
         let read = kafkalog::reader::PartitionReader::open(log_dir, &tp)
-            .map_err(anyhow::Error::from)
+            .map_err(PartitionReadError::from)
             .and_then(|reader| {
                 let record = partdir::record::read(reader.dir())?;
                 Ok((reader, record))
@@ -170,7 +171,7 @@ pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
         let (reader, record) = match read {
             Ok(x) => x,
             Err(e) => {
-                let mut row = unreadable_row(&tp, &format!("{e:#}"));
+                let mut row = unreadable_row(&tp, &in_words(&e));
                 if let Some(u) = l.and_then(|l| l.unrecorded.as_ref()).filter(|_| fresh) {
                     overlay(&mut row, u);
                 }
@@ -219,7 +220,7 @@ pub fn collect(log_dir: &Path) -> anyhow::Result<Vec<PartitionStatus>> {
             Ok((start, end)) => row(&tp, &record, l, start, end, now),
             Err(e) => {
                 let mut r = row(&tp, &record, l, 0, 0, now);
-                r.last_error = Some(format!("cannot read the local log: {e:#}"));
+                r.last_error = Some(format!("cannot read the local log: {}", in_words(&e)));
                 r
             }
         };
@@ -349,7 +350,7 @@ pub fn cut_at_stake(
 }
 
 /// Log start and end of a partition, from its files.
-fn log_bounds(reader: &kafkalog::reader::PartitionReader) -> anyhow::Result<(i64, i64)> {
+fn log_bounds(reader: &kafkalog::reader::PartitionReader) -> Result<(i64, i64), kafkalog::Error> {
     let segments = reader.segments()?;
     let start = segments.first().map_or(0, |s| s.base_offset);
     let last_base = segments.last().map_or(0, |s| s.base_offset);

@@ -10,6 +10,12 @@
 //! A partition accepts producer writes only when it is not a mirror or is a
 //! STOPPED one; everything else is refused with [`AppendError::ReadOnly`]
 //! and the log is unchanged.
+//!
+//! Both owners share the writing itself: [`PlainLogs`] (the partitions
+//! that are not mirrors, opened on first write and kept open with their
+//! producers' sequences; only `__consumer_offsets` partitions are ever
+//! created) and [`Readers`] (the view and the waiting fetches, told after
+//! every change).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -282,13 +288,100 @@ fn has_transactional_batch(mut bytes: &[u8]) -> bool {
     false
 }
 
+/// The partitions of a log dir that are not mirrors, open for writing
+/// (producers, the applier's group offsets sync), each with its
+/// producers' sequences.
+#[derive(Debug, Default)]
+pub struct PlainLogs {
+    open: HashMap<TopicPartition, OpenForProducers>,
+}
+
+impl PlainLogs {
+    /// `tp` open for writing: kept open from an earlier write, opened now,
+    /// or created now when `create` and it may be ([`may_create`]).
+    pub fn open(
+        &mut self,
+        dir: &LogDir,
+        tp: &TopicPartition,
+        create: bool,
+    ) -> Result<&mut OpenForProducers, AppendError> {
+        if !self.open.contains_key(tp) {
+            let exists = dir.root().join(tp.dir_name()).is_dir();
+            let log = if exists {
+                dir.open_partition(tp, LogConfig::default())
+            } else if create && may_create(tp) {
+                let id = offsets_topic_id(dir.root())?;
+                dir.open_or_create_partition(tp, Some(id), LogConfig::default())
+            } else {
+                return Err(AppendError::UnknownPartition(tp.clone()));
+            }
+            .map_err(|e| AppendError::Storage(e.to_string()))?;
+            self.open
+                .insert(tp.clone(), OpenForProducers::new(dir.root(), log));
+        }
+        self.open
+            .get_mut(tp)
+            .ok_or_else(|| AppendError::UnknownPartition(tp.clone()))
+    }
+
+    /// Appends `batches` to `tp` as its leader ([`append_as_leader`]),
+    /// opening it first ([`PlainLogs::open`]).
+    pub fn append(
+        &mut self,
+        dir: &LogDir,
+        tp: &TopicPartition,
+        batches: &mut [u8],
+        create: bool,
+    ) -> Result<Appended, AppendError> {
+        let open = self.open(dir, tp, create)?;
+        append_as_leader(&mut open.log, batches, &mut open.producers)
+    }
+
+    /// Closes every partition (a clean shutdown: producers' snapshots
+    /// saved).
+    pub fn close_all(&mut self) {
+        for (tp, open) in self.open.drain() {
+            if let Err(e) = open.close() {
+                tracing::warn!(partition = %tp, error = %e, "closing a partition opened for writing");
+            }
+        }
+    }
+}
+
+/// Who reads what the writer changes: the view (segment files) and the
+/// fetches waiting for data.
+#[derive(Debug, Clone)]
+pub struct Readers {
+    view: Arc<LogView>,
+    appends: Arc<Appends>,
+}
+
+impl Readers {
+    /// The readers of `view`, waking `appends`.
+    pub fn new(view: Arc<LogView>, appends: Arc<Appends>) -> Readers {
+        Readers { view, appends }
+    }
+
+    /// `tp` grew: waiting fetches wake.
+    pub fn appended(&self, tp: &TopicPartition) {
+        self.view.appended(tp);
+        self.appends.appended();
+    }
+
+    /// `tp`'s files were cut or rewritten: its tail is read again, so
+    /// nothing cut is served.
+    pub fn truncated(&self, tp: &TopicPartition) {
+        self.view.truncated(tp);
+        self.appends.appended();
+    }
+}
+
 /// The writer of `applier serve`: owns the log dir (its lock), opens
 /// partitions on first write and keeps them open.
 pub struct DirWriter {
     dir: LogDir,
-    open: HashMap<TopicPartition, OpenForProducers>,
-    view: Arc<LogView>,
-    appends: Arc<Appends>,
+    plain: PlainLogs,
+    readers: Readers,
 }
 
 impl DirWriter {
@@ -296,9 +389,8 @@ impl DirWriter {
     pub fn new(dir: LogDir, view: Arc<LogView>, appends: Arc<Appends>) -> DirWriter {
         DirWriter {
             dir,
-            open: HashMap::new(),
-            view,
-            appends,
+            plain: PlainLogs::default(),
+            readers: Readers::new(view, appends),
         }
     }
 
@@ -309,18 +401,15 @@ impl DirWriter {
             let mut batches = request.batches;
             let result = self.append(&request.tp, &mut batches, request.create);
             if result.is_ok() {
-                self.view.appended(&request.tp);
-                self.appends.appended();
+                self.readers.appended(&request.tp);
             }
             let _ = request.reply.send(result);
         }
-        for (tp, open) in self.open.drain() {
-            if let Err(e) = open.close() {
-                tracing::warn!(partition = %tp, error = %e, "closing the partition");
-            }
-        }
+        self.plain.close_all();
     }
 
+    /// A mirror partition (its record in the partition dir) takes writes
+    /// only when STOPPED; the others go to [`PlainLogs`].
     fn append(
         &mut self,
         tp: &TopicPartition,
@@ -328,36 +417,15 @@ impl DirWriter {
         create: bool,
     ) -> Result<Appended, AppendError> {
         let dir = self.dir.root().join(tp.dir_name());
-        if !dir.is_dir() {
-            if !(create && may_create(tp)) {
-                return Err(AppendError::UnknownPartition(tp.clone()));
+        if dir.is_dir() {
+            let state = partdir::record::read(&dir)
+                .map_err(|e| AppendError::Storage(format!("{tp}: {e}")))?
+                .map(|r| r.state.state());
+            if let Some(refused) = refusal(tp, state) {
+                return Err(refused);
             }
-            let id = offsets_topic_id(self.dir.root())?;
-            let log = self
-                .dir
-                .open_or_create_partition(tp, Some(id), LogConfig::default())
-                .map_err(|e| AppendError::Storage(e.to_string()))?;
-            self.open
-                .insert(tp.clone(), OpenForProducers::new(self.dir.root(), log));
         }
-        let state = partdir::record::read(&dir)
-            .map_err(|e| AppendError::Storage(format!("{tp}: {e}")))?
-            .map(|r| r.state.state());
-        if let Some(refused) = refusal(tp, state) {
-            return Err(refused);
-        }
-        if !self.open.contains_key(tp) {
-            let log = self
-                .dir
-                .open_partition(tp, LogConfig::default())
-                .map_err(|e| AppendError::Storage(e.to_string()))?;
-            self.open
-                .insert(tp.clone(), OpenForProducers::new(self.dir.root(), log));
-        }
-        let Some(open) = self.open.get_mut(tp) else {
-            return Err(AppendError::UnknownPartition(tp.clone()));
-        };
-        append_as_leader(&mut open.log, batches, &mut open.producers)
+        self.plain.append(&self.dir, tp, batches, create)
     }
 }
 

@@ -368,11 +368,19 @@ pub enum Action {
     StartFetching,
     /// Stop fetching and wait until no append is in flight.
     StopFetching,
+    /// Put the stop's LME, stop offset and stop epoch in the state's
+    /// record before it is written (keeping those of a stop already
+    /// recorded), so the write of STOPPING carries them.
+    StageStop,
     /// Run STOPPING's work: record the LME (keeping one already recorded for
     /// this stop), raise the leader epoch to at least LME + 1, abort the
     /// source producers' open transactions; report [`Event::Stopped`] or
     /// [`Event::Error`].
     RunFailover,
+    /// Raise the leader epoch to the recorded stop epoch (a STOPPED
+    /// partition opened again: the failover's bump is redone, so it need
+    /// not be durable before STOPPED is).
+    RaiseEpochToStop,
     /// Send [`Event::RetryDue`] after an exponential backoff with jitter.
     ScheduleRetry {
         /// The failure's retry count, for the backoff.
@@ -394,7 +402,9 @@ impl fmt::Display for Action {
             Action::CancelPreparation => f.write_str("cancelling the preparation"),
             Action::StartFetching => f.write_str("starting to fetch"),
             Action::StopFetching => f.write_str("stopping fetching"),
+            Action::StageStop => f.write_str("staging the stop in the record"),
             Action::RunFailover => f.write_str("queueing the failover"),
+            Action::RaiseEpochToStop => f.write_str("raising the leader epoch to the stop epoch"),
             Action::ScheduleRetry { retry_count } => {
                 write!(f, "scheduling retry {retry_count}")
             }
@@ -481,10 +491,10 @@ pub fn initial() -> (MirrorState, Vec<Action>) {
 /// | pause | PAUSED | no-op | |
 /// | resume | PAUSED | MIRRORING | PersistState, StartFetching (no truncation) |
 /// | resume | MIRRORING | no-op | |
-/// | stop | PREPARING | STOPPING | CancelPreparation, PersistState, RunFailover |
-/// | stop | MIRRORING | STOPPING | StopFetching, PersistState, RunFailover |
-/// | stop | PAUSED | STOPPING | PersistState, RunFailover |
-/// | stop | FAILED | STOPPING | (CancelRetry,) PersistState, RunFailover |
+/// | stop | PREPARING | STOPPING | CancelPreparation, StageStop, PersistState, RunFailover |
+/// | stop | MIRRORING | STOPPING | StopFetching, StageStop, PersistState, RunFailover |
+/// | stop | PAUSED | STOPPING | StageStop, PersistState, RunFailover |
+/// | stop | FAILED | STOPPING | (CancelRetry,) StageStop, PersistState, RunFailover |
 /// | stop | STOPPING, STOPPED | no-op | |
 /// | prepared | PREPARING | MIRRORING | PersistState, StartFetching |
 /// | prepared | MIRRORING | no-op | |
@@ -493,7 +503,7 @@ pub fn initial() -> (MirrorState, Vec<Action>) {
 /// | progressed | MIRRORING | MIRRORING, retry count 0 | PersistState if the count was not 0 |
 /// | error | PREPARING, MIRRORING, PAUSED, STOPPING | FAILED | (StopFetching from MIRRORING,) PersistState, (ScheduleRetry if retryable) |
 /// | error | FAILED | no-op (the first failure is kept) | |
-/// | retry-due | FAILED, retryable | the state it came from, retry count + 1 | PersistState, then RunPreparation / StartFetching / nothing / RunFailover |
+/// | retry-due | FAILED, retryable | the state it came from, retry count + 1 | (StageStop to STOPPING,) PersistState, then RunPreparation / StartFetching / nothing / RunFailover |
 ///
 /// Pause, resume and start are refused in the other states (stop never is);
 /// prepared, stopped, progressed, error in STOPPED and retry-due elsewhere
@@ -559,17 +569,30 @@ pub fn next(
         Event::Stop => match current {
             S::Preparing => change(
                 S::Stopping,
-                vec![A::CancelPreparation, A::PersistState, A::RunFailover],
+                vec![
+                    A::CancelPreparation,
+                    A::StageStop,
+                    A::PersistState,
+                    A::RunFailover,
+                ],
             ),
             S::Mirroring => change(
                 S::Stopping,
-                vec![A::StopFetching, A::PersistState, A::RunFailover],
+                vec![
+                    A::StopFetching,
+                    A::StageStop,
+                    A::PersistState,
+                    A::RunFailover,
+                ],
             ),
-            S::Paused => change(S::Stopping, vec![A::PersistState, A::RunFailover]),
+            S::Paused => change(
+                S::Stopping,
+                vec![A::StageStop, A::PersistState, A::RunFailover],
+            ),
             S::Failed => change(
                 S::Stopping,
                 cancel_retry()
-                    .chain([A::PersistState, A::RunFailover])
+                    .chain([A::StageStop, A::PersistState, A::RunFailover])
                     .collect(),
             ),
             S::Stopping | S::Stopped => no_op(),
@@ -633,12 +656,17 @@ pub fn next(
                     S::Stopping => Some(A::RunFailover),
                     _ => None,
                 };
+                let stage = (to == S::Stopping).then_some(A::StageStop);
                 Ok((
                     MirrorState {
                         retries: failure.retry_count.saturating_add(1),
                         ..state.enter(to)
                     },
-                    std::iter::once(A::PersistState).chain(work).collect(),
+                    stage
+                        .into_iter()
+                        .chain(std::iter::once(A::PersistState))
+                        .chain(work)
+                        .collect(),
                 ))
             }
             (S::Failed, _) => unexpected("its failure is not retryable"),
@@ -659,7 +687,7 @@ pub fn on_restart(state: &MirrorState) -> Vec<Action> {
         S::Mirroring => vec![A::SetWriteGuard, A::StartFetching],
         S::Paused => vec![A::SetWriteGuard],
         S::Stopping => vec![A::SetWriteGuard, A::RunFailover],
-        S::Stopped => vec![A::ClearWriteGuard],
+        S::Stopped => vec![A::ClearWriteGuard, A::RaiseEpochToStop],
         S::Failed => std::iter::once(A::SetWriteGuard)
             .chain(
                 state
@@ -750,7 +778,12 @@ mod tests {
                     Refused("cannot resume: partition is PREPARING, not PAUSED"),
                     To(
                         S::Stopping,
-                        &[A::CancelPreparation, A::PersistState, A::RunFailover],
+                        &[
+                            A::CancelPreparation,
+                            A::StageStop,
+                            A::PersistState,
+                            A::RunFailover,
+                        ],
                     ),
                     To(S::Mirroring, &[A::PersistState, A::StartFetching]),
                     Unexpected("stopped does not apply: partition is PREPARING, not STOPPING"),
@@ -768,7 +801,12 @@ mod tests {
                     NoOp,
                     To(
                         S::Stopping,
-                        &[A::StopFetching, A::PersistState, A::RunFailover],
+                        &[
+                            A::StopFetching,
+                            A::StageStop,
+                            A::PersistState,
+                            A::RunFailover,
+                        ],
                     ),
                     NoOp,
                     Unexpected("stopped does not apply: partition is MIRRORING, not STOPPING"),
@@ -791,7 +829,10 @@ mod tests {
                     Refused("cannot start: partition is PAUSED, not STOPPED or FAILED"),
                     NoOp,
                     To(S::Mirroring, &[A::PersistState, A::StartFetching]),
-                    To(S::Stopping, &[A::PersistState, A::RunFailover]),
+                    To(
+                        S::Stopping,
+                        &[A::StageStop, A::PersistState, A::RunFailover],
+                    ),
                     Unexpected("prepared does not apply: partition is PAUSED, not PREPARING"),
                     Unexpected("stopped does not apply: partition is PAUSED, not STOPPING"),
                     Unexpected("progressed does not apply: partition is PAUSED, not MIRRORING"),
@@ -848,7 +889,12 @@ mod tests {
                     Refused("cannot resume: partition is FAILED, not PAUSED"),
                     To(
                         S::Stopping,
-                        &[A::CancelRetry, A::PersistState, A::RunFailover],
+                        &[
+                            A::CancelRetry,
+                            A::StageStop,
+                            A::PersistState,
+                            A::RunFailover,
+                        ],
                     ),
                     Unexpected("prepared does not apply: partition is FAILED, not PREPARING"),
                     Unexpected("stopped does not apply: partition is FAILED, not STOPPING"),
@@ -864,7 +910,10 @@ mod tests {
                     To(S::Preparing, &[A::PersistState, A::RunPreparation]),
                     Refused("cannot pause: partition is FAILED, not MIRRORING"),
                     Refused("cannot resume: partition is FAILED, not PAUSED"),
-                    To(S::Stopping, &[A::PersistState, A::RunFailover]),
+                    To(
+                        S::Stopping,
+                        &[A::StageStop, A::PersistState, A::RunFailover],
+                    ),
                     Unexpected("prepared does not apply: partition is FAILED, not PREPARING"),
                     Unexpected("stopped does not apply: partition is FAILED, not STOPPING"),
                     Unexpected("progressed does not apply: partition is FAILED, not MIRRORING"),
@@ -958,7 +1007,12 @@ mod tests {
             assert_eq!(back.state(), from);
             assert_eq!(back.previous(), Some(S::Failed));
             assert_eq!(back.retries(), 5);
-            let want: Vec<Action> = std::iter::once(A::PersistState).chain(work).collect();
+            let stage = (from == S::Stopping).then_some(A::StageStop);
+            let want: Vec<Action> = stage
+                .into_iter()
+                .chain(std::iter::once(A::PersistState))
+                .chain(work)
+                .collect();
             assert_eq!(actions, want, "{from}");
             // Failing again after the retry counts one more.
             let (again, actions) = next(&back, err(true)).expect("error");
@@ -1093,7 +1147,10 @@ mod tests {
                 at(S::Stopping, S::Paused),
                 vec![A::SetWriteGuard, A::RunFailover],
             ),
-            (at(S::Stopped, S::Stopping), vec![A::ClearWriteGuard]),
+            (
+                at(S::Stopped, S::Stopping),
+                vec![A::ClearWriteGuard, A::RaiseEpochToStop],
+            ),
             (
                 failed(S::Mirroring, true, 3),
                 vec![A::SetWriteGuard, A::ScheduleRetry { retry_count: 3 }],

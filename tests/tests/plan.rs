@@ -71,7 +71,10 @@ async fn plan_prints_the_failback_cut_and_its_rule_and_changes_nothing() {
         let rows = applier::plan::plan_all(&opts, &store).await.expect("plan");
         assert_eq!(rows.len(), 1, "[{}] {rows:?}", b.name);
         let row = &rows[0];
-        assert_eq!((row.action, row.state.as_deref()), ("start", None));
+        assert_eq!(
+            (row.action, row.state.as_deref()),
+            (applier::plan::PlanAction::Start, None)
+        );
         let plan = row.plan.as_ref().expect("a plan");
         assert_eq!(
             plan.steps,

@@ -134,10 +134,7 @@ async fn run_with(
                 .command_allowing(command, &args.topic_names, args.all, allow_truncate)
                 .await
         }
-        Err(e)
-            if e.downcast_ref::<kafkalog::Error>()
-                .is_some_and(|k| matches!(k, kafkalog::Error::Locked { .. })) =>
-        {
+        Err(applier::error::OpenError::LogDir(kafkalog::Error::Locked { .. })) => {
             applier::commands::hand_to_daemon(
                 &v.options.log_dir,
                 command,
@@ -147,7 +144,7 @@ async fn run_with(
                 args.timeout,
             )?
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
     let mut refused = 0;
     for o in &outcomes {

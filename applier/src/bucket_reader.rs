@@ -1,0 +1,267 @@
+//! Everything the applier reads from the bucket: the change feed
+//! ([`FeedReader`]), the source's manifests, and the manifest held in
+//! memory for each mirror partition (so an unchanged feed entry costs no
+//! GET).
+//!
+//! Invariants:
+//! - Without a bucket nothing is read: the feed is never polled and every
+//!   manifest is `None`.
+//! - A cached manifest is used only while it is the version of the topic
+//!   id the feed names for its partition; otherwise it is read again.
+//! - Many manifests are read [`CONCURRENCY`] at once ([`BucketReader::refresh`],
+//!   [`BucketReader::confirm_many`]), so a restart or a cycle where many
+//!   partitions moved waits for one round of GETs, not one GET per
+//!   partition in turn.
+
+use std::collections::{BTreeMap, HashMap};
+
+use bucket::store::{ManifestStore, StoreError};
+use futures::StreamExt;
+use kafkalog::{TopicId, TopicPartition};
+use manifest::feed::{Head, HeadEntry};
+use manifest::layout::PartitionKey;
+use manifest::partition::PartitionManifest;
+
+use crate::error::MirrorError;
+use crate::feed::FeedReader;
+
+/// Manifests read at once.
+pub(crate) const CONCURRENCY: usize = 16;
+
+/// The bucket as the applier reads it.
+#[derive(Debug)]
+pub(crate) struct BucketReader {
+    store: Option<ManifestStore>,
+    feed: FeedReader,
+    manifests: HashMap<TopicPartition, PartitionManifest>,
+}
+
+impl BucketReader {
+    /// A reader of `store` (`None`: no bucket).
+    pub(crate) fn new(store: Option<ManifestStore>) -> BucketReader {
+        BucketReader {
+            store,
+            feed: FeedReader::default(),
+            manifests: HashMap::new(),
+        }
+    }
+
+    /// The store, when there is a bucket.
+    pub(crate) fn store(&self) -> Option<&ManifestStore> {
+        self.store.as_ref()
+    }
+
+    /// The newest feed head read.
+    pub(crate) fn head(&self) -> Option<&Head> {
+        self.feed.head()
+    }
+
+    /// The feed's entry for `tp`.
+    pub(crate) fn entry(&self, tp: &TopicPartition) -> Option<&HeadEntry> {
+        self.feed.entry(tp)
+    }
+
+    /// Reads the change feed (see `crate::feed`); true when a newer head
+    /// was found. Nothing without a bucket.
+    pub(crate) async fn poll(&mut self) -> Result<bool, StoreError> {
+        match &self.store {
+            Some(store) => self.feed.poll(store).await,
+            None => Ok(false),
+        }
+    }
+
+    /// The manifest held for `tp`.
+    pub(crate) fn cached(&self, tp: &TopicPartition) -> Option<&PartitionManifest> {
+        self.manifests.get(tp)
+    }
+
+    /// Every manifest held.
+    pub(crate) fn all_cached(&self) -> &HashMap<TopicPartition, PartitionManifest> {
+        &self.manifests
+    }
+
+    /// Holds `m` for `tp`.
+    pub(crate) fn keep(&mut self, tp: &TopicPartition, m: PartitionManifest) {
+        self.manifests.insert(tp.clone(), m);
+    }
+
+    /// Drops what is held for `tp` (it is read again when next needed: a
+    /// start or a retry, after which what failed may have been repaired).
+    pub(crate) fn forget(&mut self, tp: &TopicPartition) {
+        self.manifests.remove(tp);
+    }
+
+    /// The feed's version of `tp` for `topic_id` when the one held is not
+    /// it (`None`: nothing to read).
+    fn stale(&self, tp: &TopicPartition, topic_id: TopicId) -> Option<u64> {
+        let entry = self.feed.entry(tp).filter(|e| e.topic_id == topic_id)?;
+        let fresh = self
+            .manifests
+            .get(tp)
+            .is_some_and(|m| m.version == entry.manifest_version && m.topic_id == entry.topic_id);
+        (!fresh).then_some(entry.manifest_version)
+    }
+
+    /// The latest manifest of `tp` (pinned to `topic_id`), from the feed's
+    /// version: the one held when the feed names it, else read and held.
+    /// `Ok(None)` without a bucket.
+    pub(crate) async fn latest(
+        &mut self,
+        tp: &TopicPartition,
+        topic_id: TopicId,
+    ) -> Result<Option<PartitionManifest>, MirrorError> {
+        let Some(store) = &self.store else {
+            return Ok(None);
+        };
+        let Some(entry) = self.feed.entry(tp).filter(|e| e.topic_id == topic_id) else {
+            return Err(MirrorError::NoManifest { tp: tp.clone() });
+        };
+        if let Some(cached) = self.manifests.get(tp)
+            && cached.version == entry.manifest_version
+            && cached.topic_id == entry.topic_id
+        {
+            return Ok(Some(cached.clone()));
+        }
+        let key = PartitionKey {
+            tp: tp.clone(),
+            topic_id,
+        };
+        let manifest = store
+            .get_manifest(&key, entry.manifest_version)
+            .await
+            .map_err(|source| MirrorError::Store {
+                tp: tp.clone(),
+                source,
+            })?;
+        self.manifests.insert(tp.clone(), manifest.clone());
+        Ok(Some(manifest))
+    }
+
+    /// Reads concurrently the manifests of `wanted` (each pinned to its
+    /// topic id) that are not held in the feed's version. A read that
+    /// fails is left to the partition's work, which reads again and
+    /// reports it. True when something was read.
+    pub(crate) async fn refresh(&mut self, wanted: Vec<(TopicPartition, TopicId)>) -> bool {
+        let Some(store) = self.store.clone() else {
+            return false;
+        };
+        let reads: Vec<(PartitionKey, u64)> = wanted
+            .into_iter()
+            .filter_map(|(tp, topic_id)| {
+                let version = self.stale(&tp, topic_id)?;
+                Some((PartitionKey { tp, topic_id }, version))
+            })
+            .collect();
+        if reads.is_empty() {
+            return false;
+        }
+        let read: Vec<_> = futures::stream::iter(reads.into_iter().map(|(key, version)| {
+            let store = &store;
+            async move {
+                let manifest = store.get_manifest(&key, version).await.ok();
+                (key.tp, manifest)
+            }
+        }))
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+        let mut any = false;
+        for (tp, manifest) in read {
+            if let Some(m) = manifest {
+                self.manifests.insert(tp, m);
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// Before partitions are created from feed entries `(tp, topic id,
+    /// version)`: reads, concurrently, the manifest each entry names, which
+    /// must describe that partition with that topic id (the manifest's key
+    /// and its content both carry it), so that a feed entry alone never
+    /// pins a destination partition's topic id. The error, when one cannot
+    /// be read, is what its partition waits for. Nothing without a bucket.
+    pub(crate) async fn confirm_many(
+        &self,
+        candidates: Vec<(TopicPartition, TopicId, u64)>,
+    ) -> Vec<(TopicPartition, TopicId, Result<PartitionManifest, String>)> {
+        let Some(store) = &self.store else {
+            return Vec::new();
+        };
+        futures::stream::iter(
+            candidates
+                .into_iter()
+                .map(|(tp, topic_id, version)| async move {
+                    let m = confirm_identity(store, &tp, topic_id, version).await;
+                    (tp, topic_id, m)
+                }),
+        )
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await
+    }
+
+    /// [`BucketReader::confirm_many`] for one partition; `Ok(None)` without
+    /// a bucket.
+    pub(crate) async fn confirm(
+        &self,
+        tp: &TopicPartition,
+        topic_id: TopicId,
+        version: u64,
+    ) -> Result<Option<PartitionManifest>, String> {
+        match &self.store {
+            Some(store) => confirm_identity(store, tp, topic_id, version)
+                .await
+                .map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The source's manifests of `tps` in the feed's version, one that
+    /// cannot be read left out (logged).
+    pub(crate) async fn read_each(
+        &self,
+        tps: &[TopicPartition],
+    ) -> BTreeMap<TopicPartition, PartitionManifest> {
+        let mut out = BTreeMap::new();
+        let Some(store) = &self.store else {
+            return out;
+        };
+        for tp in tps {
+            let Some(entry) = self.feed.entry(tp) else {
+                continue;
+            };
+            let key = PartitionKey {
+                tp: tp.clone(),
+                topic_id: entry.topic_id,
+            };
+            match store.get_manifest(&key, entry.manifest_version).await {
+                Ok(m) => {
+                    out.insert(tp.clone(), m);
+                }
+                Err(e) => {
+                    tracing::warn!(partition = %tp, error = %e, "cannot read the source's manifest to tell what start would cut");
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Reads the manifest a feed entry names for `tp` (see
+/// [`BucketReader::confirm_many`]).
+async fn confirm_identity(
+    store: &ManifestStore,
+    tp: &TopicPartition,
+    topic_id: TopicId,
+    version: u64,
+) -> Result<PartitionManifest, String> {
+    let key = PartitionKey {
+        tp: tp.clone(),
+        topic_id,
+    };
+    store.get_manifest(&key, version).await.map_err(|e| {
+        tracing::warn!(partition = %tp, %topic_id, version, error = %e, "the change feed names a manifest that cannot be read; not starting the partition yet");
+        e.to_string()
+    })
+}
