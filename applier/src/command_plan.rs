@@ -27,7 +27,7 @@
 //! a cut cannot be ruled out. A refused start changes nothing.
 
 use kafkalog::{TopicId, TopicPartition};
-use manifest::mirror_state::{Cut, MirrorRecord};
+use manifest::mirror_record::{Cut, MirrorRecord};
 use manifest::partition::PartitionManifest;
 use manifest::reconcile::LocalLog;
 use manifest::state::{Command, PartitionState};

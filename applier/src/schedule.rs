@@ -34,7 +34,7 @@ use std::collections::BTreeMap;
 
 use kafkalog::{TopicId, TopicPartition};
 use manifest::feed::HeadEntry;
-use manifest::mirror_state::MirrorRecord;
+use manifest::mirror_record::MirrorRecord;
 use manifest::partition::PartitionManifest;
 use manifest::state::PartitionState;
 
