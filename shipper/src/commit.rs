@@ -235,6 +235,9 @@ pub(crate) fn next_version(
         if let Some(o) = &work.origin {
             m.mirror_origin = o.clone();
         }
+        if let Some(c) = &work.topic_configs {
+            m.topic_configs = Some(c.clone());
+        }
         m.source_high_watermark = work.hw.max(0);
     }
     m.writer = inputs.writer.to_string();
@@ -789,6 +792,45 @@ mod tests {
         assert!(m.deleted);
         assert_eq!(m.version, base.version + 1);
         assert_eq!(m.ranges, base.ranges);
+    }
+
+    #[test]
+    fn a_change_of_topic_configs_alone_is_a_new_version_with_the_same_data() {
+        use manifest::topic_config::{ConfigSource, ConfigValue};
+        let base = next(None, &work(vec![plan(0, 9)]), vec![uploaded(0)])
+            .expect("next")
+            .manifest
+            .expect("base");
+        let configs: std::collections::BTreeMap<String, ConfigValue> = [(
+            "retention.ms".to_string(),
+            ConfigValue {
+                value: "3600000".into(),
+                source: ConfigSource::Topic,
+            },
+        )]
+        .into();
+        let w = Shipment {
+            topic_configs: Some(configs.clone()),
+            log_start: base.log_start_offset,
+            hw: base.source_high_watermark,
+            ..Shipment::default()
+        };
+        let m = next(Some(&base), &w, vec![])
+            .expect("next")
+            .manifest
+            .expect("a version");
+        assert_eq!(m.version, base.version + 1);
+        assert_eq!(m.topic_configs, Some(configs));
+        assert_eq!(
+            (&m.ranges, m.shipped_end_offset),
+            (&base.ranges, base.shipped_end_offset)
+        );
+        // Without configs to publish, the next version keeps the last ones.
+        let same = next(Some(&m), &work(vec![plan(10, 19)]), vec![uploaded(10)])
+            .expect("next")
+            .manifest
+            .expect("a version");
+        assert_eq!(same.topic_configs, m.topic_configs);
     }
 
     #[test]

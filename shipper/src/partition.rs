@@ -117,6 +117,9 @@ pub(crate) struct Shipment {
     pub(crate) source_epochs: Vec<EpochEntry>,
     /// The mirror origin to publish (`None`: keep the manifest's).
     pub(crate) origin: Option<Option<MirrorOrigin>>,
+    /// The source topic's configs to publish (`None`: keep the manifest's).
+    pub(crate) topic_configs:
+        Option<std::collections::BTreeMap<String, manifest::topic_config::ConfigValue>>,
     /// Compacted segments shipped again.
     pub(crate) reships: Vec<Reship>,
     /// New ranges, in order.
@@ -691,6 +694,12 @@ impl ShipperSlot {
         {
             work.origin = Some(origin.clone());
         }
+        if let Some(configs) = &view.topic_configs
+            && m.as_ref()
+                .is_none_or(|m| m.topic_configs.as_ref() != Some(configs))
+        {
+            work.topic_configs = Some(configs.clone());
+        }
         let log_start_moved = m
             .as_ref()
             .is_some_and(|m| view.log_start > m.log_start_offset);
@@ -699,6 +708,7 @@ impl ShipperSlot {
             || jumped
             || log_start_moved
             || work.origin.is_some()
+            || work.topic_configs.is_some()
             || !work.ranges.is_empty()
             || !work.reships.is_empty();
         if commit {

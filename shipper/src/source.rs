@@ -21,6 +21,7 @@ use kafkalog::index::OffsetIndex;
 use kafkalog::segment::{self, INDEX_SUFFIX, LOG_SUFFIX, ScanStop};
 use kafkalog::{TopicId, TopicPartition};
 use manifest::partition::MirrorOrigin;
+use manifest::topic_config::ConfigValue;
 
 /// The log dir root's offset checkpoints.
 #[derive(Debug, Clone, Default)]
@@ -110,6 +111,10 @@ pub(crate) struct SourceView {
     /// The applier's mirror record's origin; `Err` when the record exists
     /// but cannot be read (the manifest keeps its previous origin).
     pub(crate) origin: Result<Option<MirrorOrigin>, String>,
+    /// The source topic's configs to publish (`crate::topic_configs`), set
+    /// by the cycle from the broker's metadata log; `None`: none read (no
+    /// metadata log, or not trusted), the manifest keeps what it has.
+    pub(crate) topic_configs: Option<BTreeMap<String, ConfigValue>>,
 }
 
 impl SourceView {
@@ -192,6 +197,7 @@ pub(crate) fn observe(
         remote_log_start,
         hw,
         origin,
+        topic_configs: None,
     }))
 }
 
