@@ -61,6 +61,8 @@ use crate::records::{ControlRecord, Scope, decode_control, decode_value};
 
 /// The metadata partition's directory name.
 pub const METADATA_PARTITION_DIR: &str = "__cluster_metadata-0";
+/// The metadata log's topic name (Kafka's `Topic.CLUSTER_METADATA_TOPIC_NAME`).
+pub const METADATA_TOPIC: &str = "__cluster_metadata";
 /// Suffix of snapshot files.
 pub const CHECKPOINT_SUFFIX: &str = ".checkpoint";
 

@@ -30,6 +30,8 @@
 //! store_timeout = "60s"                       # `shipper once` gives up when the store does not answer within this
 //! preflight = "warn"                          # bucket checks at start: off, warn (log failures) or enforce (exit 1)
 //! tiered_topics = ["archive"]                 # source topics with remote.storage.enable=true (names, as the applier's key); default: none
+//! metadata_log_dir = "/var/lib/kafka/meta"    # the broker's metadata.log.dir (holds __cluster_metadata-0); default: the log dir that holds it, if any
+//! broker_config = "/etc/kafka/server.properties" # the broker's static config, for topic config defaults; default: none
 //! ```
 //!
 //! Relative paths: `log_dirs` in a file resolve against the file's
@@ -169,6 +171,18 @@ preflight = "warn"
 # When local retention passes what was shipped, those offsets are reported
 # as in remote storage (status GAPS "(remote)"), not as lost. Default: none.
 tiered_topics = []
+
+# The broker's KRaft metadata.log.dir (the directory that holds
+# __cluster_metadata-0), when it is not one of the log dirs. With a
+# metadata log, each topic's configs (its overrides, the broker's and the
+# cluster's dynamic defaults) are published with its manifests. Default: the
+# first log dir that holds __cluster_metadata-0; none without one.
+# metadata_log_dir = "/var/lib/kafka/meta"
+
+# The broker's static server.properties, read for the broker-level defaults
+# of topic configs (log.retention.hours, message.max.bytes, ...) that no
+# dynamic config overrides. Default: none (Kafka's defaults).
+# broker_config = "/etc/kafka/server.properties"
 "#;
 
 /// S3's smallest part (every part but the last).
@@ -265,6 +279,12 @@ pub struct ShipperConfig {
     /// Source topics with tiered storage, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tiered_topics: Vec<String>,
+    /// The broker's metadata.log.dir, when not one of the log dirs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata_log_dir: Option<PathBuf>,
+    /// The broker's static `server.properties`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broker_config: Option<PathBuf>,
 }
 
 /// `log_dirs = "/a"` or `log_dirs = ["/a", "/b"]`.
@@ -364,6 +384,11 @@ pub struct ShipperOptions {
     /// by name: offsets below their first local segment may be in remote
     /// storage.
     pub tiered_topics: Vec<String>,
+    /// The broker's metadata.log.dir (`None`: the first log dir holding
+    /// `__cluster_metadata-0`, if any).
+    pub metadata_log_dir: Option<PathBuf>,
+    /// The broker's static `server.properties`, for topic config defaults.
+    pub broker_config: Option<PathBuf>,
 }
 
 /// Default of [`ShipperOptions::group_sync_interval`].
@@ -413,6 +438,8 @@ impl ShipperOptions {
             fence_backoff: Duration::from_secs(300),
             error_backoff: Duration::from_secs(300),
             tiered_topics: Vec::new(),
+            metadata_log_dir: None,
+            broker_config: None,
         }
     }
 
@@ -532,7 +559,13 @@ impl ShipperConfig {
     /// absolute: the working directory for flags and the environment, the
     /// file's directory for a file.
     pub fn resolve_paths(mut self, base: &std::path::Path) -> ShipperConfig {
-        for d in self.log_dirs.iter_mut().chain(self.log_dir.iter_mut()) {
+        for d in self
+            .log_dirs
+            .iter_mut()
+            .chain(self.log_dir.iter_mut())
+            .chain(self.metadata_log_dir.iter_mut())
+            .chain(self.broker_config.iter_mut())
+        {
             if d.is_relative() {
                 *d = base.join(&*d);
             }
@@ -608,6 +641,8 @@ impl ShipperConfig {
             error_backoff: s("SEGMIRROR_ERROR_BACKOFF"),
             store_timeout: s("SEGMIRROR_STORE_TIMEOUT"),
             preflight: s("SEGMIRROR_PREFLIGHT"),
+            metadata_log_dir: s("SEGMIRROR_METADATA_LOG_DIR").map(PathBuf::from),
+            broker_config: s("SEGMIRROR_BROKER_CONFIG").map(PathBuf::from),
             tiered_topics: s("SEGMIRROR_TIERED_TOPICS")
                 .map(|v| {
                     v.split(',')
@@ -649,7 +684,9 @@ impl ShipperConfig {
             fence_backoff,
             error_backoff,
             store_timeout,
-            preflight
+            preflight,
+            metadata_log_dir,
+            broker_config
         );
         if !over.tiered_topics.is_empty() {
             self.tiered_topics = over.tiered_topics;
@@ -732,6 +769,8 @@ impl ShipperConfig {
                 .map_err(|e| bad("tiered_topics", e.to_string()))?;
         }
         o.tiered_topics = self.tiered_topics.clone();
+        o.metadata_log_dir = self.metadata_log_dir.clone();
+        o.broker_config = self.broker_config.clone();
         o.group_sync_interval = duration(
             "group_sync_interval",
             &self.group_sync_interval,
@@ -868,6 +907,8 @@ const KNOWN_FIELDS: &[&str] = &[
     "store_timeout",
     "preflight",
     "tiered_topics",
+    "metadata_log_dir",
+    "broker_config",
 ];
 
 #[cfg(test)]
@@ -1263,6 +1304,8 @@ error_backoff = "2m"
             store_timeout: Some(String::new()),
             preflight: Some(String::new()),
             tiered_topics: vec![String::new()],
+            metadata_log_dir: Some(PathBuf::from("/m")),
+            broker_config: Some(PathBuf::from("/s")),
         };
         let value = serde_json::to_value(&full).expect("serialize");
         let text = value.to_string();

@@ -32,6 +32,7 @@ use crate::error::ShipperError;
 use crate::feed::Feed;
 use crate::groups::GroupOffsetsPublisher;
 use crate::health::{Health, HealthEvent};
+use crate::metadata::BrokerMetadata;
 use crate::metrics::Metrics;
 use crate::partition::{DecideCtx, PageCache, Shipment, ShipperSlot};
 use crate::plan::RangePlan;
@@ -151,6 +152,9 @@ pub struct Shipper {
     pages: PageCache,
     started_ms: i64,
     down_roots: HashSet<PathBuf>,
+    /// The source broker's KRaft metadata, when it has a metadata log
+    /// (`crate::metadata`): topic configs are published from it.
+    metadata: Option<BrokerMetadata>,
 }
 
 enum Observation {
@@ -200,8 +204,12 @@ fn observe_all(opts: &ShipperOptions, known: Vec<(TopicPartition, PathBuf)>) -> 
         seen += tps.len();
         for tp in tps {
             // Committed offsets are shipped as group offsets (`groups`),
-            // never as a mirror partition.
-            if !opts.selects(&tp.topic) || tp.topic == OFFSETS_TOPIC {
+            // never as a mirror partition; the KRaft metadata log is the
+            // broker's own (read by `metadata`), not a topic.
+            if !opts.selects(&tp.topic)
+                || tp.topic == OFFSETS_TOPIC
+                || tp.topic == kraft::reader::METADATA_TOPIC
+            {
                 continue;
             }
             if let Some((first, _)) = found.get(&tp) {
@@ -251,6 +259,7 @@ impl Shipper {
             .map(|r| Arc::new(RateLimiter::new(r, opts.part_size)));
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let started_ms = clock.now_ms();
+        let metadata = BrokerMetadata::discover(&opts)?;
         Ok(Shipper {
             store: ManifestStore::new(store, layout),
             clock,
@@ -263,6 +272,7 @@ impl Shipper {
             pages: PageCache::default(),
             started_ms,
             down_roots: HashSet::new(),
+            metadata,
             opts,
         })
     }
@@ -536,6 +546,13 @@ impl Shipper {
                 first = %no_topic_id[0],
                 "partitions without partition.metadata (no topic id: Kafka before 2.8, or inter.broker.protocol.version below 2.8) are not shipped until it appears (object keys need the topic id)"
             );
+        }
+        if let Some(md) = &mut self.metadata
+            && md.poll().is_some()
+        {
+            for (tp, view) in views.iter_mut() {
+                view.topic_configs = md.configs_for(&tp.topic);
+            }
         }
         Some((views, deletions))
     }

@@ -107,6 +107,10 @@ pub enum ShipperError {
         /// What is wrong.
         reason: String,
     },
+    /// The broker metadata the configuration names cannot be used
+    /// (`metadata_log_dir`, `broker_config`, the node id).
+    #[error(transparent)]
+    Metadata(#[from] crate::metadata::MetadataError),
 }
 
 impl ShipperError {
@@ -132,7 +136,8 @@ impl ShipperError {
             ShipperError::CorruptSource { .. }
             | ShipperError::ExistingObjectDiffers { .. }
             | ShipperError::Fenced { .. }
-            | ShipperError::Inconsistent { .. } => false,
+            | ShipperError::Inconsistent { .. }
+            | ShipperError::Metadata(_) => false,
         }
     }
 
@@ -146,6 +151,7 @@ impl ShipperError {
             ShipperError::ExistingObjectDiffers { .. } => "existing_object_differs",
             ShipperError::Fenced { .. } => "fenced",
             ShipperError::Inconsistent { .. } => "inconsistent",
+            ShipperError::Metadata(_) => "metadata",
         }
     }
 }

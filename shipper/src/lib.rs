@@ -196,13 +196,13 @@ mod feed;
 pub mod gaps;
 mod groups;
 pub mod health;
+pub mod metadata;
 pub mod metrics;
 mod partition;
 mod plan;
 mod source;
 pub mod status;
 mod sweep;
-#[allow(dead_code)] // wired into the cycle with the metadata log reader (issue 29)
 mod topic_configs;
 mod upload;
 

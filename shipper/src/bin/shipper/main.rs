@@ -113,6 +113,12 @@ pub(crate) struct Common {
     /// A source topic with tiered storage (remote.storage.enable=true), by exact name, repeatable: offsets past its local retention are reported as in remote storage, not lost [env: SEGMIRROR_TIERED_TOPICS=a,b] [default: none].
     #[arg(long = "tiered-topic", value_name = "TOPIC")]
     tiered_topics: Vec<String>,
+    /// The broker's metadata.log.dir, when it is not one of the log dirs: with a metadata log, topic configs are published with the manifests [env: SEGMIRROR_METADATA_LOG_DIR] [default: the log dir holding __cluster_metadata-0].
+    #[arg(long, value_name = "DIR")]
+    metadata_log_dir: Option<PathBuf>,
+    /// The broker's static server.properties, for the broker-level defaults of topic configs [env: SEGMIRROR_BROKER_CONFIG] [default: none].
+    #[arg(long, value_name = "FILE")]
+    broker_config: Option<PathBuf>,
 }
 
 impl Common {
@@ -150,6 +156,8 @@ impl Common {
             store_timeout: self.store_timeout.clone(),
             preflight: self.preflight.clone(),
             tiered_topics: self.tiered_topics.clone(),
+            metadata_log_dir: self.metadata_log_dir.clone(),
+            broker_config: self.broker_config.clone(),
             ..ShipperConfig::default()
         }
         .resolve_paths(&cwd);
