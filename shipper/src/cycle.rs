@@ -260,6 +260,18 @@ impl Shipper {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let started_ms = clock.now_ms();
         let metadata = BrokerMetadata::discover(&opts)?;
+        if metadata.is_none() {
+            // A ZooKeeper-mode broker, or a plain log dir: nothing says which
+            // replicas this broker leads.
+            tracing::warn!(
+                log_dirs = ?opts.log_dirs,
+                "no KRaft metadata log (__cluster_metadata-0) in the log dirs and no metadata_log_dir: \
+                 every partition found is shipped, and topic configs are not published; with several \
+                 brokers every replica's shipper ships the same partitions (the losers are fenced): \
+                 give each partition to one shipper with --topics/--exclude, or point \
+                 --metadata-log-dir at the broker's metadata.log.dir"
+            );
+        }
         Ok(Shipper {
             store: ManifestStore::new(store, layout),
             clock,

@@ -205,3 +205,26 @@ fn a_metadata_log_dir_without_a_metadata_log_is_refused_naming_the_field() {
     assert_ne!(code, 0, "{out}{err}");
     assert!(err.contains("metadata_log_dir"), "{err}");
 }
+
+#[test]
+fn without_a_metadata_log_once_warns_that_every_replica_ships_and_publishes_no_configs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    append(&logs, 1);
+    let bucket_dir = dir.path().join("bucket");
+    let bucket = format!("file://{}", bucket_dir.display());
+    let (code, out, err) = shipper(&[
+        "once",
+        "--create-bucket",
+        "--log-dir",
+        logs.to_str().expect("utf-8"),
+        "--bucket",
+        &bucket,
+        "--cluster-id",
+        "src",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("no KRaft metadata log"), "{err}");
+    assert!(err.contains("--metadata-log-dir"), "{err}");
+    assert_eq!(latest(&bucket_dir).topic_configs, None);
+}
