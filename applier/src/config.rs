@@ -143,6 +143,18 @@ kafka_request_timeout = "60s"
 # A failed SASL authentication is answered after this, then closed (Kafka's
 # connection.failed.authentication.delay.ms); 0 to 60s. Default: 1s.
 kafka_sasl_failure_delay = "1s"
+# Which of the source's topic configs the mirror copies (DescribeConfigs and
+# status show them; a STOPPED mirror enforces retention and max.message.bytes):
+# whole-key regexes, an exclude always wins. Not copied by default, with the
+# reason: min.insync.replicas and unclean.leader.election.enable (the
+# destination's durability and availability), *.replication.throttled.replicas
+# (source broker ids), remote.storage.enable, local.retention.* and
+# remote.log.* (a tiered source would fail every mirror), confluent.* (vendor
+# placement). `include` takes a default exclusion back. The same as a table:
+# [topic_configs] include = [...] exclude = [...]. Environment:
+# SEGMIRROR_TOPIC_CONFIGS_INCLUDE / _EXCLUDE (comma-separated); flags
+# --config-include / --config-exclude (repeatable). Default: none.
+topic_configs = { include = [], exclude = [] }
 "#;
 
 /// The configuration file's contents (every field optional in the file;
@@ -204,6 +216,9 @@ pub struct ApplierConfig {
     pub kafka_request_timeout: Option<String>,
     /// Kafka listener: delay before a failed SASL authentication is answered.
     pub kafka_sasl_failure_delay: Option<String>,
+    /// Which source topic configs are copied (`[topic_configs]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic_configs: Option<crate::topic_configs::FilterSection>,
 }
 
 /// Default of `store_timeout`.
@@ -254,6 +269,8 @@ pub struct Validated {
     pub preflight: doctor::PreflightMode,
     /// The Kafka listener's limits.
     pub kafka_limits: gateway::limits::ListenerLimits,
+    /// Which source topic configs are copied (`[topic_configs]`).
+    pub config_filter: manifest::topic_config::ConfigFilter,
 }
 
 impl ApplierConfig {
@@ -311,6 +328,10 @@ impl ApplierConfig {
         );
         if !over.tiered_topics.is_empty() {
             self.tiered_topics = over.tiered_topics;
+        }
+        if let Some(over) = over.topic_configs {
+            let base = self.topic_configs.take().unwrap_or_default();
+            self.topic_configs = Some(base.merge(over));
         }
         self
     }
@@ -448,7 +469,9 @@ impl ApplierConfig {
             Some(p) => p.parse().map_err(|e: String| field("preflight", e))?,
         };
         let kafka_limits = crate::listener::limits(self)?;
+        let config_filter = self.topic_configs.clone().unwrap_or_default().filter()?;
         Ok(Validated {
+            config_filter,
             options,
             bucket,
             poll_interval,
@@ -694,6 +717,7 @@ mod tests {
             kafka_idle_timeout: Some(String::new()),
             kafka_request_timeout: Some(String::new()),
             kafka_sasl_failure_delay: Some(String::new()),
+            topic_configs: Some(crate::topic_configs::FilterSection::default()),
         };
         let value = serde_json::to_value(&full).expect("serialize");
         let keys: Vec<&str> = value
@@ -702,7 +726,7 @@ mod tests {
             .keys()
             .map(String::as_str)
             .collect();
-        assert_eq!(keys.len(), 24, "{value}");
+        assert_eq!(keys.len(), 25, "{value}");
         for key in keys {
             let shown = EXAMPLE.lines().any(|l| {
                 let l = l.strip_prefix("# ").unwrap_or(l);
