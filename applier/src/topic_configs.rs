@@ -79,6 +79,27 @@ pub fn split_list(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The lines `applier status` prints under its table: each partition's
+/// copied configs (`key=value`, sorted), one line per partition that has
+/// any recorded.
+pub fn status_note(rows: &[crate::status::PartitionStatus]) -> String {
+    let mut out = String::new();
+    for r in rows {
+        let Some(c) = &r.topic_configs else { continue };
+        let kv: Vec<String> = c.iter().map(|(k, v)| format!("{k}={}", v.value)).collect();
+        let shown = if kv.is_empty() {
+            "(all at Kafka's defaults)".to_string()
+        } else {
+            kv.join(" ")
+        };
+        out.push_str(&format!(
+            "{}-{} topic configs: {shown}\n",
+            r.topic, r.partition
+        ));
+    }
+    out
+}
+
 /// Kafka's `log.retention.check.interval.ms` default: how often a broker
 /// looks for segments to delete, and how often the engine should call
 /// [`enforce`] for each STOPPED partition.
