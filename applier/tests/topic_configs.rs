@@ -10,9 +10,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use common::clients::{Running, applier, free_port, wait_for_port};
+use common::clients::{applier, free_port, serve};
 use common::{topic_id, tp};
 use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
 use kafkalog::{LogConfig, LogDir};
@@ -112,26 +112,6 @@ fn describe(port: u16) -> Value {
     serde_json::from_slice(&out.stdout).expect("json")
 }
 
-fn serve(logs: &Path, port: u16) -> Running {
-    let listen = format!("127.0.0.1:{port}");
-    let child = Running(
-        Command::new(env!("CARGO_BIN_EXE_applier"))
-            .args([
-                "serve",
-                "--log-dir",
-                logs.to_str().expect("utf-8"),
-                "--kafka-listen",
-                &listen,
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("applier serve"),
-    );
-    wait_for_port(port);
-    child
-}
-
 #[test]
 fn stock_clients_describe_a_mirrors_copied_configs() {
     if segmirror_testkit::needs::python().is_none() {
@@ -142,7 +122,7 @@ fn stock_clients_describe_a_mirrors_copied_configs() {
         let logs = dir.path().join("logs");
         mirror_log_dir(&logs, state);
         let port = free_port();
-        let _serve = serve(&logs, port);
+        let _serve = serve(&logs, port, &[]);
         let got = describe(port);
         for client in ["confluent-kafka", "kafka-python"] {
             let c = &got[client];
