@@ -21,7 +21,7 @@
 //!   Kafka's defaults (7 days) are never guessed onto a topic whose source
 //!   may have kept it forever.
 //! - `max.message.bytes` is the gateway's to enforce on producers
-//!   (`gateway::produced::oversized_batch`).
+//!   (`gateway::produced::check_max_message_bytes`, which the Produce handler calls).
 
 use std::collections::BTreeMap;
 
