@@ -2,7 +2,8 @@
 //! `applier serve` over a log dir whose mirror record holds copied configs
 //! answers confluent-kafka's and kafka-python's `describe_configs` with
 //! them (values, sources, read-only until STOPPED, synonyms), Kafka's
-//! defaults for the rest; and `applier status --json` shows them.
+//! defaults for the rest; `applier status --json` shows them; and
+//! `remote.storage.enable=true` among them fails the next preparation.
 //!
 //! The Python clients must be installed (`bash scripts/test.sh` installs
 //! them); `SEGMIRROR_SKIP_PYTHON=1` skips the client test.
@@ -173,4 +174,72 @@ fn status_json_shows_the_copied_configs() {
         table.contains("orders-0 topic configs: max.message.bytes=500 retention.ms=60000"),
         "{table}"
     );
+}
+
+/// The tiered-storage rule by config: a STOPPED mirror whose record holds
+/// `remote.storage.enable=true` (copied because an operator included it)
+/// fails its next preparation, through the binaries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_storage_enable_in_the_records_configs_makes_preparing_fail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (source, dest) = (dir.path().join("source"), dir.path().join("dest"));
+    {
+        let d = LogDir::open(&source).expect("source");
+        let mut log = d
+            .open_or_create_partition(&tp("orders"), Some(topic_id()), LogConfig::default())
+            .expect("create");
+        common::produce(&mut log, 10, 0);
+        log.close().expect("close");
+    }
+    let (url, store) = common::file_bucket(&dir.path().join("bucket"));
+    common::publish(&store, &source, &tp("orders"), "u1").await;
+    let bin = env!("CARGO_BIN_EXE_applier");
+    let dest_s = dest.to_str().expect("utf-8");
+    let mirror = [
+        "--log-dir",
+        dest_s,
+        "--bucket",
+        &url,
+        "--source-cluster-id",
+        common::SOURCE,
+    ];
+    let (code, out) = common::run_applier(
+        bin,
+        &[&["once"][..], &mirror, &["--topics", "orders"]].concat(),
+    );
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = common::run_applier(bin, &["stop", "--log-dir", dest_s, "--topic", "orders"]);
+    assert_eq!(code, 0, "{out}");
+    let pdir = dest.join("orders-0");
+    let mut record = partdir::record::read(&pdir)
+        .expect("read")
+        .expect("a record");
+    record.topic_configs = Some(
+        [(
+            "remote.storage.enable".to_string(),
+            ConfigValue {
+                value: "true".into(),
+                source: ConfigSource::Topic,
+            },
+        )]
+        .into_iter()
+        .collect(),
+    );
+    partdir::record::write(&record, &pdir).expect("write");
+    let (_, out) = common::run_applier(
+        bin,
+        &[&["start"][..], &mirror, &["--topic", "orders"]].concat(),
+    );
+    let (code, once) = common::run_applier(bin, &[&["once"][..], &mirror].concat());
+    let (_, status) = common::run_applier(bin, &["status", "--log-dir", dest_s, "--json"]);
+    let v: Value = serde_json::from_str(&status).expect("json");
+    let row = &v["partitions"][0];
+    assert_eq!(row["state"], "FAILED", "start: {out}\nonce: {once}\n{v}");
+    assert!(
+        row["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("remote.storage.enable=true")),
+        "{v}"
+    );
+    assert_eq!(code, 1, "{once}");
 }
