@@ -15,12 +15,11 @@ use std::process::Command;
 
 use common::clients::{applier, free_port, serve};
 use common::{topic_id, tp};
-use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
 use kafkalog::{LogConfig, LogDir};
 use manifest::topic_config::{ConfigSource, ConfigValue};
 use serde_json::Value;
 
-/// `orders-0` with three records, a mirror of `src-1` in `state` whose
+/// `orders-0` with three records (`common::produce`), a mirror of `src-1` in `state` whose
 /// record holds `retention.ms=60000` (the topic's own) and
 /// `max.message.bytes=500` (the source cluster's default).
 fn mirror_log_dir(logs: &Path, state: &str) {
@@ -28,16 +27,7 @@ fn mirror_log_dir(logs: &Path, state: &str) {
     let mut log = d
         .open_or_create_partition(&tp("orders"), Some(topic_id()), LogConfig::default())
         .expect("create");
-    let records: Vec<RecordInput> = (0..3)
-        .map(|i| RecordInput {
-            timestamp: 1_700_000_000_000 + i,
-            key: None,
-            value: Some(format!("v{i}").into_bytes()),
-            headers: vec![],
-        })
-        .collect();
-    let mut b = build_batch(&BatchSpec::new(0, 0), &records).expect("batch");
-    log.append_as_leader(&mut b, 0).expect("append");
+    common::produce(&mut log, 3, 0);
     log.close().expect("close");
     let state: manifest::state::MirrorState = serde_json::from_str(&format!(
         r#"{{"state":"{state}","previous":null,"retries":0}}"#
