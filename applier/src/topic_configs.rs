@@ -26,7 +26,7 @@
 use std::collections::BTreeMap;
 
 use kafkalog::PartitionLog;
-use kafkalog::retention::{RetentionCut, RetentionLimits, retention_cut};
+use kafkalog::retention::{RetentionCut, RetentionLimits};
 use manifest::mirror_record::MirrorRecord;
 use manifest::partition::PartitionManifest;
 use manifest::topic_config::{self, ConfigFilter, ConfigValue, ConfigValueError, Enforcement};
@@ -143,10 +143,10 @@ pub fn retention_due(last_ms: Option<i64>, now_ms: i64) -> bool {
 
 /// Enforces the retention of `configs` (the record's) on the log of a
 /// STOPPED mirror partition at `now_ms`: deletes the segments Kafka would
-/// and raises the log start offset. Returns the cut, `None` when nothing
-/// went (no configs, no `delete` policy, nothing old or large enough).
-/// The destination has one replica: everything appended is committed, so
-/// its high watermark is its log end.
+/// and raises the log start offset
+/// ([`PartitionLog::delete_old_segments`]). Returns the cut, `None` when
+/// nothing went (no configs, no `delete` policy, nothing old or large
+/// enough).
 pub fn enforce(
     log: &mut PartitionLog,
     configs: Option<&BTreeMap<String, ConfigValue>>,
@@ -163,17 +163,7 @@ pub fn enforce(
         retention_ms: rules.retention_ms,
         retention_bytes: rules.retention_bytes,
     };
-    let end = log.log_end_offset();
-    let Some(cut) = retention_cut(&log.segment_facts()?, end, end, now_ms, limits) else {
-        return Ok(None);
-    };
-    if cut.new_log_start == end {
-        // Every segment goes, the active one included: roll it so that the
-        // log keeps its end offset in an empty segment.
-        log.roll_to(end)?;
-    }
-    log.raise_log_start(cut.new_log_start)?;
-    Ok(Some(cut))
+    Ok(log.delete_old_segments(limits, now_ms)?)
 }
 
 #[cfg(test)]

@@ -758,6 +758,31 @@ impl PartitionLog {
         Ok(facts)
     }
 
+    /// Kafka's `UnifiedLog.deleteOldSegments` for a log whose
+    /// `cleanup.policy` includes `delete` (the caller's choice): deletes the
+    /// segments retention by time and size lets go
+    /// ([`crate::retention::retention_cut`] over [`Self::segment_facts`],
+    /// with the high watermark at the log end: this log is its partition's
+    /// only replica) and raises the log start offset. When every segment
+    /// goes, the active one is rolled first, so the log keeps its end offset
+    /// in an empty segment. Returns the cut, `None` when nothing went.
+    pub fn delete_old_segments(
+        &mut self,
+        limits: crate::retention::RetentionLimits,
+        now_ms: i64,
+    ) -> Result<Option<crate::retention::RetentionCut>> {
+        let end = self.log_end_offset();
+        let facts = self.segment_facts()?;
+        let Some(cut) = crate::retention::retention_cut(&facts, end, end, now_ms, limits) else {
+            return Ok(None);
+        };
+        if cut.new_log_start == end {
+            self.roll_to(end)?;
+        }
+        self.raise_log_start(cut.new_log_start)?;
+        Ok(Some(cut))
+    }
+
     /// What recovery did when this log was opened.
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.recovery
@@ -1927,6 +1952,50 @@ mod tests {
         std::fs::write(&ti, [1u8; 7]).expect("write");
         let e = log.segment_facts().expect_err("damaged");
         assert!(e.to_string().contains(".timeindex"), "{e}");
+    }
+
+    #[test]
+    fn delete_old_segments_cuts_whole_segments_and_keeps_the_log_end() {
+        use crate::retention::{RetentionLimits, RetentionReason};
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::open(root.path()).expect("open");
+        let mut log = dir
+            .open_or_create_partition(&tp(), None, small())
+            .expect("create");
+        for (offset, ts) in [(0, 1_000), (1, 2_000), (2, 3_000)] {
+            if offset > 0 {
+                log.roll_to(offset).expect("roll");
+            }
+            log.append_replicated(&stamped(offset, ts)).expect("append");
+        }
+        let limits = |ms| RetentionLimits {
+            retention_ms: Some(ms),
+            retention_bytes: None,
+        };
+        // At 3,500 with 1,000 ms: segments 0 and 1 are older.
+        let cut = log
+            .delete_old_segments(limits(1_000), 3_500)
+            .expect("delete")
+            .expect("a cut");
+        assert_eq!((cut.new_log_start, cut.reason), (2, RetentionReason::Time));
+        assert_eq!(log.segment_base_offsets(), [2]);
+        assert_eq!(log.log_start_offset(), 2);
+        assert_eq!(
+            log.delete_old_segments(limits(1_000), 3_500)
+                .expect("again"),
+            None
+        );
+        // Every segment, the active one included: rolled, the end kept.
+        let cut = log
+            .delete_old_segments(limits(1), 10_000)
+            .expect("delete")
+            .expect("a cut");
+        assert_eq!(cut.new_log_start, 3);
+        assert_eq!(log.segment_base_offsets(), [3]);
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (3, 3));
+        log.close().expect("close");
+        let log = dir.open_partition(&tp(), small()).expect("reopen");
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (3, 3));
     }
 
     #[test]
