@@ -38,6 +38,8 @@
 //!   hour in `applier run`; [`repair`]: what `start` and `applier repair`
 //!   do about damage found.
 //! - [`listener`]: the Kafka listener's configured limits and metrics.
+//! - [`topic_configs`]: the source's topic configs the mirror record keeps,
+//!   and the retention a STOPPED mirror enforces of them.
 
 pub use manifest::applying;
 mod bucket_reader;
@@ -67,6 +69,7 @@ pub mod serving;
 pub mod slot;
 pub mod state_dir;
 pub mod status;
+pub mod topic_configs;
 pub mod verify;
 
 pub use engine::{Applier, ApplierOptions};

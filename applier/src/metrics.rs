@@ -383,6 +383,7 @@ mod tests {
             waiting_for: None,
             gaps: Vec::new(),
             cut: None,
+            topic_configs: None,
         }
     }
 

@@ -67,6 +67,12 @@ pub struct PartitionStatus {
     /// same source cuts. `None`: nothing.
     #[serde(default)]
     pub cut: Option<manifest::mirror_record::Cut>,
+    /// The source topic configs the mirror copied (its record's,
+    /// `crate::topic_configs`): each key's value and source. `None` when
+    /// no manifest with configs was applied.
+    #[serde(default)]
+    pub topic_configs:
+        Option<std::collections::BTreeMap<String, manifest::topic_config::ConfigValue>>,
 }
 
 /// The live part written by a running applier.
@@ -204,6 +210,7 @@ pub fn collect(log_dir: &Path) -> Result<Vec<PartitionStatus>, kafkalog::Error> 
                     waiting_for: None,
                     gaps: Vec::new(),
                     cut: None,
+                    topic_configs: None,
                 });
             }
             continue;
@@ -281,6 +288,7 @@ fn unreadable_row(tp: &kafkalog::TopicPartition, error: &str) -> PartitionStatus
         waiting_for: None,
         gaps: Vec::new(),
         cut: None,
+        topic_configs: None,
     }
 }
 
@@ -324,6 +332,7 @@ pub fn row(
         waiting_for: l.and_then(|l| l.waiting.clone()),
         gaps: Vec::new(),
         cut: cut_at_stake(record, start, end),
+        topic_configs: record.topic_configs.clone(),
     }
 }
 
@@ -392,6 +401,7 @@ pub fn table(rows: &[PartitionStatus]) -> String {
             r.last_error.as_deref().unwrap_or("")
         ));
     }
+    out.push_str(&crate::topic_configs::status_note(rows));
     out
 }
 

@@ -23,7 +23,7 @@ use std::process::{Command, Stdio};
 use base64::Engine as _;
 use common::clients::{
     Running, applier, client, clients_present, free_port, offsets_records_read_by_kafka_python,
-    wait_for_port,
+    serve, wait_for_port,
 };
 use common::{SOURCE, file_bucket, publish, topic_id, tp};
 use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
@@ -373,34 +373,6 @@ async fn a_mirror_is_read_by_every_client_and_written_only_after_stop() {
         epochs.iter().all(|&e| e > lme),
         "epochs {epochs:?} above the LME {lme}"
     );
-}
-
-/// `applier serve` on `logs` at 127.0.0.1:`port` with `extra` flags,
-/// once it listens.
-fn serve(logs: &Path, port: u16, extra: &[&str]) -> Running {
-    let listen = format!("127.0.0.1:{port}");
-    let child = Running(
-        Command::new(env!("CARGO_BIN_EXE_applier"))
-            .args(
-                [
-                    &[
-                        "serve",
-                        "--log-dir",
-                        logs.to_str().expect("utf-8"),
-                        "--kafka-listen",
-                        &listen,
-                    ][..],
-                    extra,
-                ]
-                .concat(),
-            )
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("applier serve"),
-    );
-    wait_for_port(port);
-    child
 }
 
 /// A log dir with `topic`-0 holding `values`, `per_batch` records a batch,

@@ -16,7 +16,10 @@
 //! dir's single writer thread, so at most one produced batch is being
 //! decompressed at a time.
 
+use std::collections::BTreeMap;
+
 use kafkalog::batch::BatchIter;
+use manifest::topic_config::{ConfigValue, ConfigValueError, Enforcement};
 
 /// Largest records section a produced batch may decompress to: 64 MiB, 64
 /// times Kafka's default `max.message.bytes` (which bounds the compressed
@@ -38,6 +41,47 @@ pub fn check_produced(records: &[u8], limit: usize) -> Result<(), String> {
         return Err("no record batch".into());
     }
     Ok(())
+}
+
+/// A produced batch over its topic's `max.message.bytes`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("produced batch {index} is {size} bytes, more than the topic's max.message.bytes {max}")]
+pub struct TooLarge {
+    /// Which batch of the request (from 0).
+    pub index: usize,
+    /// Its size in bytes, header included (Kafka's `sizeInBytes`).
+    pub size: usize,
+    /// The limit.
+    pub max: i32,
+}
+
+/// Kafka's check of a produced request against the topic's
+/// `max.message.bytes` (`UnifiedLog.analyzeAndValidateRecords`: every
+/// batch, whole, at most the limit), with the limit from the source
+/// configs a STOPPED mirror's record holds (`configs`; Kafka's default
+/// for a key they lack). Without configs (not a mirror, or a source that
+/// shipped none) nothing is checked here. Batches that do not parse are
+/// left to [`check_produced`].
+pub fn check_max_message_bytes(
+    records: &[u8],
+    configs: Option<&BTreeMap<String, ConfigValue>>,
+) -> Result<Result<(), TooLarge>, ConfigValueError> {
+    let Some(configs) = configs else {
+        return Ok(Ok(()));
+    };
+    let max = Enforcement::of(configs)?.max_message_bytes;
+    let limit = usize::try_from(max).unwrap_or(0);
+    for (index, item) in BatchIter::verified(records, 0).enumerate() {
+        let Ok((header, _)) = item else { break };
+        if header.size() > limit {
+            return Ok(Err(TooLarge {
+                index,
+                size: header.size(),
+                max,
+            }));
+        }
+    }
+    Ok(Ok(()))
 }
 
 #[cfg(test)]
@@ -64,6 +108,55 @@ mod tests {
         let crc = kafkalog::batch::compute_crc(&b);
         b[17..21].copy_from_slice(&crc.to_be_bytes());
         b
+    }
+
+    /// One row: the max.message.bytes held (`None`: no configs), the
+    /// batches' value sizes, the expected refusal (batch index).
+    fn limits(max: Option<&str>, values: &[usize], want: Result<Option<usize>, &str>) {
+        use manifest::topic_config::ConfigSource;
+        let configs: Option<BTreeMap<String, ConfigValue>> = max.map(|m| {
+            let v = ConfigValue {
+                value: m.to_string(),
+                source: ConfigSource::Topic,
+            };
+            [("max.message.bytes".to_string(), v)].into_iter().collect()
+        });
+        let records: Vec<u8> = values
+            .iter()
+            .flat_map(|n| batch(Compression::None, vec![b'v'; *n]))
+            .collect();
+        let got = check_max_message_bytes(&records, configs.as_ref())
+            .map(|r| r.err().map(|t| t.index))
+            .map_err(|e| e.key);
+        assert_eq!(
+            got,
+            want.map_err(String::from),
+            "max {max:?} values {values:?}"
+        );
+    }
+
+    #[test]
+    fn max_message_bytes_by_row() {
+        // A batch of a 100-byte value is 100 + 61 header + ~8 record bytes.
+        limits(Some("1000"), &[100, 100], Ok(None));
+        limits(Some("150"), &[100], Ok(Some(0)));
+        limits(Some("1000"), &[100, 2000], Ok(Some(1)));
+        // Exactly at the limit passes (Kafka: refused only when larger).
+        let size = batch(Compression::None, vec![b'v'; 100]).len();
+        limits(Some(&size.to_string()), &[100], Ok(None));
+        limits(Some(&(size - 1).to_string()), &[100], Ok(Some(0)));
+        // No configs: not checked here.
+        limits(None, &[1 << 21], Ok(None));
+        // Configs without the key: Kafka's default (1048588).
+        let configs: BTreeMap<String, ConfigValue> = BTreeMap::new();
+        let big = batch(Compression::None, vec![b'v'; 1 << 21]);
+        assert!(
+            check_max_message_bytes(&big, Some(&configs))
+                .expect("valid")
+                .is_err()
+        );
+        // A value that is no number: an error naming the key.
+        limits(Some("lots"), &[1], Err("max.message.bytes"));
     }
 
     #[test]

@@ -50,6 +50,9 @@ pub struct PartitionInfo {
     pub leader_epoch: i32,
     /// The mirror state, `None` for a partition that is not a mirror.
     pub mirror_state: Option<PartitionState>,
+    /// The source topic configs its mirror record holds
+    /// (`MirrorRecord::topic_configs`), `None` when none.
+    pub topic_configs: Option<BTreeMap<String, manifest::topic_config::ConfigValue>>,
 }
 
 impl PartitionInfo {
@@ -168,7 +171,8 @@ impl LogView {
             log_end_offset,
             last_stable_offset,
             leader_epoch: lineage.latest_epoch().unwrap_or(0).max(0),
-            mirror_state: record.map(|r| r.state.state()),
+            mirror_state: record.as_ref().map(|r| r.state.state()),
+            topic_configs: record.and_then(|r| r.topic_configs),
         })
     }
 

@@ -504,3 +504,137 @@ async fn describe_configs_shows_what_the_log_dir_knows() {
     );
     let _ = s.stop.send(true);
 }
+
+/// Marks `orders-0` of `root` a mirror in `state` whose record holds
+/// `retention.ms=60000` (the topic's) and `max.message.bytes=500` (the
+/// source cluster's default).
+fn mirror_with_configs(root: &std::path::Path, state: &str) {
+    use manifest::topic_config::{ConfigSource, ConfigValue};
+    let state: manifest::state::MirrorState = serde_json::from_str(&format!(
+        r#"{{"state":"{state}","previous":null,"retries":0}}"#
+    ))
+    .expect("state");
+    let mut record = manifest::mirror_record::MirrorRecord::new(
+        "src-1",
+        "vVw7a5a_QkWcK7JvBD2t8Q".parse().expect("id"),
+        state,
+        1_700_000_000_000,
+    );
+    let value = |v: &str, source| ConfigValue {
+        value: v.into(),
+        source,
+    };
+    record.topic_configs = Some(
+        [
+            (
+                "retention.ms".to_string(),
+                value("60000", ConfigSource::Topic),
+            ),
+            (
+                "max.message.bytes".to_string(),
+                value("500", ConfigSource::DynamicClusterDefault),
+            ),
+        ]
+        .into_iter()
+        .collect(),
+    );
+    partdir::record::write(&record, &root.join("orders-0")).expect("record");
+}
+
+async fn describe_orders(
+    c: &mut TcpStream,
+    keys: Option<Vec<&'static str>>,
+) -> Vec<kafka_protocol::messages::describe_configs_response::DescribeConfigsResourceResult> {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let resource = DescribeConfigsResource::default()
+        .with_resource_type(2)
+        .with_resource_name(StrBytes::from_static_str("orders"))
+        .with_configuration_keys(
+            keys.map(|k| k.into_iter().map(StrBytes::from_static_str).collect()),
+        );
+    let r: kafka_protocol::messages::DescribeConfigsResponse = call(
+        c,
+        ApiKey::DescribeConfigs,
+        2,
+        &kafka_protocol::messages::DescribeConfigsRequest::default()
+            .with_include_synonyms(true)
+            .with_resources(vec![resource]),
+    )
+    .await
+    .expect("answer");
+    assert_eq!(r.results[0].error_code, 0);
+    r.results[0].configs.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_describes_its_copied_configs_and_a_stopped_one_enforces_max_message_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = common::orders_log_dir(dir.path());
+    mirror_with_configs(&root, "MIRRORING");
+    let s = serve_dir(root.clone()).await;
+    let mut c = TcpStream::connect(s.addr).await.expect("connect");
+    let configs = describe_orders(&mut c, None).await;
+    let find = |name: &str| {
+        configs
+            .iter()
+            .find(|c| c.name.as_str() == name)
+            .unwrap_or_else(|| panic!("{name} in {configs:?}"))
+            .clone()
+    };
+    let retention = find("retention.ms");
+    assert_eq!(retention.value.as_deref(), Some("60000"));
+    assert_eq!(retention.config_source, 1, "the topic's own");
+    assert!(
+        retention.read_only,
+        "a MIRRORING topic's configs are the source's"
+    );
+    assert_eq!(retention.synonyms[0].name.as_str(), "retention.ms");
+    let max = find("max.message.bytes");
+    assert_eq!((max.value.as_deref(), max.config_source), (Some("500"), 3));
+    assert_eq!(max.synonyms[0].name.as_str(), "message.max.bytes");
+    let policy = find("cleanup.policy");
+    assert_eq!(
+        (policy.value.as_deref(), policy.config_source),
+        (Some("delete"), 5),
+        "Kafka's default for a key the record does not hold"
+    );
+    assert_eq!(
+        find("segmirror.mirror.state").value.as_deref(),
+        Some("MIRRORING")
+    );
+    // Only the keys asked for.
+    let some = describe_orders(&mut c, Some(vec!["retention.ms", "segmirror.mirror.state"])).await;
+    let names: Vec<&str> = some.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["retention.ms", "segmirror.mirror.state"]);
+
+    // After the stop: writable, and a producer's batch over the source's
+    // max.message.bytes is refused with MESSAGE_TOO_LARGE, nothing written.
+    mirror_with_configs(&root, "STOPPED");
+    let configs = describe_orders(&mut c, Some(vec!["retention.ms"])).await;
+    assert!(!configs[0].read_only, "a STOPPED mirror owns its configs");
+    let before = log_end(&root);
+    let records = [RecordInput {
+        timestamp: 1_700_000_001_000,
+        key: None,
+        value: Some(vec![b'x'; 600]),
+        headers: vec![],
+    }];
+    let big = Bytes::from(build_batch(&BatchSpec::new(0, -1), &records).expect("batch"));
+    let r: ProduceResponse = call(&mut c, ApiKey::Produce, 8, &produce_request(big))
+        .await
+        .expect("answer");
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, ResponseError::MessageTooLarge.code(), "{p:?}");
+    assert_eq!(log_end(&root), before, "nothing written");
+    let fits = [RecordInput {
+        value: Some(b"fits".to_vec()),
+        ..records[0].clone()
+    }];
+    let small = Bytes::from(build_batch(&BatchSpec::new(0, -1), &fits).expect("batch"));
+    let r: ProduceResponse = call(&mut c, ApiKey::Produce, 8, &produce_request(small))
+        .await
+        .expect("answer");
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    assert_eq!(log_end(&root), before + 1);
+    s.shutdown().await;
+}

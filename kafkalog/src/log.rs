@@ -709,6 +709,80 @@ impl PartitionLog {
             .collect()
     }
 
+    /// What retention needs of each segment, oldest first
+    /// ([`crate::retention::retention_cut`]): base offset, size and largest
+    /// timestamp as Kafka's `LogSegment.largestTimestamp` has it: the
+    /// active segment's from memory; a rolled segment's from the last entry
+    /// of its `.timeindex` (written at roll with the segment's largest
+    /// timestamp); the `.log` file's modification time when the segment has
+    /// no timestamp (no index entry, or none above -1). A `.timeindex` that
+    /// does not parse is an error naming it, never a guess.
+    pub fn segment_facts(&self) -> Result<Vec<crate::retention::SegmentFacts>> {
+        use crate::retention::SegmentFacts;
+        let mtime = |base: i64| -> Result<i64> {
+            let path = segment::file_path(&self.dir, base, LOG_SUFFIX);
+            let modified = fs::metadata(&path)
+                .and_then(|m| m.modified())
+                .map_err(Error::io("stat", &path))?;
+            Ok(modified
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
+        };
+        let mut facts = Vec::with_capacity(self.rolled.len() + 1);
+        for (&base, &size) in &self.rolled {
+            let path = segment::file_path(&self.dir, base, TIME_INDEX_SUFFIX);
+            let largest = match fs::read(&path) {
+                Ok(bytes) => TimeIndex::parse(&bytes, base, &path)?
+                    .last()
+                    .map_or(crate::index::NO_TIMESTAMP, |e| e.timestamp),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => crate::index::NO_TIMESTAMP,
+                Err(e) => return Err(Error::io("read", &path)(e)),
+            };
+            let largest_timestamp_ms = if largest >= 0 { largest } else { mtime(base)? };
+            facts.push(SegmentFacts {
+                base_offset: base,
+                size_bytes: size,
+                largest_timestamp_ms,
+            });
+        }
+        let active = &self.active;
+        facts.push(SegmentFacts {
+            base_offset: active.base_offset,
+            size_bytes: active.size,
+            largest_timestamp_ms: if active.max_timestamp >= 0 {
+                active.max_timestamp
+            } else {
+                mtime(active.base_offset)?
+            },
+        });
+        Ok(facts)
+    }
+
+    /// Kafka's `UnifiedLog.deleteOldSegments` for a log whose
+    /// `cleanup.policy` includes `delete` (the caller's choice): deletes the
+    /// segments retention by time and size lets go
+    /// ([`crate::retention::retention_cut`] over [`Self::segment_facts`],
+    /// with the high watermark at the log end: this log is its partition's
+    /// only replica) and raises the log start offset. When every segment
+    /// goes, the active one is rolled first, so the log keeps its end offset
+    /// in an empty segment. Returns the cut, `None` when nothing went.
+    pub fn delete_old_segments(
+        &mut self,
+        limits: crate::retention::RetentionLimits,
+        now_ms: i64,
+    ) -> Result<Option<crate::retention::RetentionCut>> {
+        let end = self.log_end_offset();
+        let facts = self.segment_facts()?;
+        let Some(cut) = crate::retention::retention_cut(&facts, end, end, now_ms, limits) else {
+            return Ok(None);
+        };
+        if cut.new_log_start == end {
+            self.roll_to(end)?;
+        }
+        self.raise_log_start(cut.new_log_start)?;
+        Ok(Some(cut))
+    }
+
     /// What recovery did when this log was opened.
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.recovery
@@ -1813,6 +1887,115 @@ mod tests {
         spec.iter()
             .flat_map(|&(base, epoch)| raw_batch(base, epoch, 1, &[b'x'; 40]))
             .collect()
+    }
+
+    /// One batch of one record at `offset` with timestamp `ts`.
+    fn stamped(offset: i64, ts: i64) -> Vec<u8> {
+        let records = [crate::builder::RecordInput {
+            timestamp: ts,
+            key: None,
+            value: Some(vec![b'x'; 40]),
+            headers: vec![],
+        }];
+        crate::builder::build_batch(&crate::builder::BatchSpec::new(offset, 0), &records)
+            .expect("batch")
+    }
+
+    #[test]
+    fn segment_facts_give_each_segments_largest_timestamp() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::open(root.path()).expect("open");
+        let mut log = dir
+            .open_or_create_partition(&tp(), None, small())
+            .expect("create");
+        // Segment 0: timestamps 5000 then 3000 (the largest is not the
+        // last); segment 2: 7000; the active segment 3: 9000.
+        log.append_replicated(&[stamped(0, 5000), stamped(1, 3000)].concat())
+            .expect("append");
+        log.roll_to(2).expect("roll");
+        log.append_replicated(&stamped(2, 7000)).expect("append");
+        log.roll_to(3).expect("roll");
+        log.append_replicated(&stamped(3, 9000)).expect("append");
+        let facts = |log: &PartitionLog| -> Vec<(i64, i64)> {
+            log.segment_facts()
+                .expect("facts")
+                .iter()
+                .map(|f| (f.base_offset, f.largest_timestamp_ms))
+                .collect()
+        };
+        assert_eq!(facts(&log), [(0, 5000), (2, 7000), (3, 9000)]);
+        let sizes: Vec<u64> = log
+            .segment_facts()
+            .expect("facts")
+            .iter()
+            .map(|f| f.size_bytes)
+            .collect();
+        assert_eq!(sizes.iter().sum::<u64>(), log.size_bytes());
+        log.close().expect("close");
+        // Reopened, the rolled segments' come from their `.timeindex`.
+        let mut log = dir.open_partition(&tp(), small()).expect("reopen");
+        assert_eq!(facts(&log), [(0, 5000), (2, 7000), (3, 9000)]);
+        // A segment with no timestamp (no time index): the file's mtime.
+        let ti = segment::file_path(log.dir(), 2, TIME_INDEX_SUFFIX);
+        std::fs::remove_file(&ti).expect("remove");
+        let mtime = std::fs::metadata(segment::file_path(log.dir(), 2, LOG_SUFFIX))
+            .and_then(|m| m.modified())
+            .expect("mtime")
+            .duration_since(UNIX_EPOCH)
+            .expect("after the epoch")
+            .as_millis() as i64;
+        assert_eq!(facts(&log)[1], (2, mtime));
+        // An empty active segment: its file's mtime too.
+        log.roll_to(4).expect("roll");
+        assert!(facts(&log)[3].1 > 1_000_000_000_000);
+        // A damaged time index is an error naming it.
+        std::fs::write(&ti, [1u8; 7]).expect("write");
+        let e = log.segment_facts().expect_err("damaged");
+        assert!(e.to_string().contains(".timeindex"), "{e}");
+    }
+
+    #[test]
+    fn delete_old_segments_cuts_whole_segments_and_keeps_the_log_end() {
+        use crate::retention::{RetentionLimits, RetentionReason};
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::open(root.path()).expect("open");
+        let mut log = dir
+            .open_or_create_partition(&tp(), None, small())
+            .expect("create");
+        for (offset, ts) in [(0, 1_000), (1, 2_000), (2, 3_000)] {
+            if offset > 0 {
+                log.roll_to(offset).expect("roll");
+            }
+            log.append_replicated(&stamped(offset, ts)).expect("append");
+        }
+        let limits = |ms| RetentionLimits {
+            retention_ms: Some(ms),
+            retention_bytes: None,
+        };
+        // At 3,500 with 1,000 ms: segments 0 and 1 are older.
+        let cut = log
+            .delete_old_segments(limits(1_000), 3_500)
+            .expect("delete")
+            .expect("a cut");
+        assert_eq!((cut.new_log_start, cut.reason), (2, RetentionReason::Time));
+        assert_eq!(log.segment_base_offsets(), [2]);
+        assert_eq!(log.log_start_offset(), 2);
+        assert_eq!(
+            log.delete_old_segments(limits(1_000), 3_500)
+                .expect("again"),
+            None
+        );
+        // Every segment, the active one included: rolled, the end kept.
+        let cut = log
+            .delete_old_segments(limits(1), 10_000)
+            .expect("delete")
+            .expect("a cut");
+        assert_eq!(cut.new_log_start, 3);
+        assert_eq!(log.segment_base_offsets(), [3]);
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (3, 3));
+        log.close().expect("close");
+        let log = dir.open_partition(&tp(), small()).expect("reopen");
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (3, 3));
     }
 
     #[test]

@@ -133,6 +133,15 @@ pub struct MirrorRecord {
     /// When the record was written (ms since the epoch).
     #[serde(default)]
     pub updated_at_ms: i64,
+    /// The source topic's configs this mirror copied from the last applied
+    /// manifest that carried configs, after the destination's filter
+    /// ([`crate::topic_config::copied`]): what `DescribeConfigs` and
+    /// `applier status` report and what is enforced once STOPPED. `None`
+    /// until a manifest with configs is applied (a source without a
+    /// metadata log never ships any); absent from the encoding then, so
+    /// such a record has the bytes it always had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic_configs: Option<std::collections::BTreeMap<String, crate::topic_config::ConfigValue>>,
 }
 
 impl MirrorRecord {
@@ -160,6 +169,7 @@ impl MirrorRecord {
             applied_manifest_version: 0,
             segment_generations: std::collections::BTreeMap::new(),
             updated_at_ms: now_ms,
+            topic_configs: None,
         }
     }
 
@@ -220,6 +230,7 @@ pub mod fixtures {
             applied_manifest_version: 3,
             segment_generations: [(0, 1), (70, 2)].into_iter().collect(),
             updated_at_ms: 1_700_000_000_200,
+            topic_configs: None,
         }
     }
 
@@ -267,6 +278,41 @@ mod tests {
         let bytes = r.encode().expect("encode");
         assert!(String::from_utf8_lossy(&bytes).contains(r#""stopped_source_cluster_id":"src-1""#));
         assert_eq!(MirrorRecord::decode(&bytes).expect("decode"), r);
+    }
+
+    #[test]
+    fn a_record_with_topic_configs_round_trips_and_one_without_keeps_its_bytes() {
+        use crate::topic_config::{ConfigSource, ConfigValue};
+        let mut r = sample();
+        r.topic_configs = Some(
+            [(
+                "retention.ms".to_string(),
+                ConfigValue {
+                    value: "60000".into(),
+                    source: ConfigSource::Topic,
+                },
+            )]
+            .into_iter()
+            .collect(),
+        );
+        let bytes = r.encode().expect("encode");
+        let text = String::from_utf8(bytes.clone()).expect("utf-8");
+        assert!(
+            text.contains(r#","updated_at_ms":1700000000200,"topic_configs":{"retention.ms":{"value":"60000","source":"topic"}},"crc32c":"#),
+            "{text}"
+        );
+        assert_eq!(MirrorRecord::decode(&bytes).expect("decode"), r);
+        codec::testing::every_bit_flip_is_refused(&bytes, MirrorRecord::decode);
+        // Without configs: the 1.2 bytes, unchanged.
+        assert_eq!(sample().encode().expect("encode"), GOLDEN_1_2.as_bytes());
+        // A reader from before the field (unknown fields ignored) reads the
+        // rest; so does this one of a record written before it.
+        assert_eq!(
+            MirrorRecord::decode(GOLDEN_1_2.as_bytes())
+                .expect("decode")
+                .topic_configs,
+            None
+        );
     }
 
     #[test]

@@ -78,7 +78,11 @@ pub struct Surroundings<'a> {
     /// This (destination) cluster's own id: the loop check and the LME
     /// lookup need it.
     pub local_cluster_id: Option<&'a str>,
-    /// Whether the destination topic has `remote.storage.enable=true`.
+    /// Whether the destination topic has `remote.storage.enable=true` by
+    /// the destination's own setting (`--tiered-topic`). The topic's
+    /// configs the record holds (`MirrorRecord::topic_configs`, copied
+    /// through the destination's filter) count too: see
+    /// [`plan_preparation`].
     pub tiered_storage: bool,
 }
 
@@ -470,7 +474,11 @@ pub fn plan_preparation(
     here: &Surroundings<'_>,
 ) -> Result<Plan, Refusal> {
     check_topic(tp)?;
-    if here.tiered_storage {
+    let tiered_config = record
+        .topic_configs
+        .as_ref()
+        .is_some_and(crate::topic_config::is_tiered);
+    if here.tiered_storage || tiered_config {
         return Err(Refusal::TieredStorage);
     }
     if let Some(local_id) = local.topic_id
@@ -1117,6 +1125,27 @@ pub(crate) mod tests {
             plan_preparation(&tp(), &record(), &m, &local, &tiered),
             Err(Refusal::TieredStorage)
         );
+        // Tiered storage by the topic's configs on the destination (the
+        // ones the record holds); `false` there is not tiered.
+        let configs = |v: &str| MirrorRecord {
+            topic_configs: Some(
+                [(
+                    "remote.storage.enable".to_string(),
+                    crate::topic_config::ConfigValue {
+                        value: v.into(),
+                        source: crate::topic_config::ConfigSource::Topic,
+                    },
+                )]
+                .into_iter()
+                .collect(),
+            ),
+            ..record()
+        };
+        assert_eq!(
+            plan_preparation(&tp(), &configs("true"), &m, &local, &here()),
+            Err(Refusal::TieredStorage)
+        );
+        assert!(plan_preparation(&tp(), &configs("false"), &m, &local, &here()).is_ok());
         // A local topic id other than the source's.
         let other: TopicId = "AAAAAAAAAAAAAAAAAAAAAQ".parse().expect("id");
         let mismatched = LocalLog {

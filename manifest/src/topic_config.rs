@@ -406,6 +406,28 @@ impl Enforcement {
     }
 }
 
+/// The configs a mirror record keeps after applying a manifest: the
+/// manifest's configs through `filter` when it carries any, else what the
+/// record had (`record`): a manifest without configs (a shipper without a
+/// metadata log, or one that could not trust what it read) never erases
+/// what an earlier one brought.
+pub fn copied(
+    record: Option<&BTreeMap<String, ConfigValue>>,
+    manifest: Option<&BTreeMap<String, ConfigValue>>,
+    filter: &ConfigFilter,
+) -> Option<BTreeMap<String, ConfigValue>> {
+    match manifest {
+        Some(m) => Some(filter.apply(m)),
+        None => record.cloned(),
+    }
+}
+
+/// The broker config name (finest unit) a topic config `key` falls back
+/// to, for `DescribeConfigs` synonyms; `None` for a topic-only key.
+pub fn broker_name(key: &str) -> Option<&'static str> {
+    broker_names(key).first().map(|(name, _)| *name)
+}
+
 /// Whether a topic's effective configs on the destination make it a tiered
 /// topic (`remote.storage.enable=true`), which a mirror cannot be.
 pub fn is_tiered(configs: &BTreeMap<String, ConfigValue>) -> bool {
@@ -782,6 +804,51 @@ mod tests {
         assert!(is_tiered(&c("TRUE")));
         assert!(!is_tiered(&c("false")));
         assert!(!is_tiered(&BTreeMap::new()));
+    }
+
+    /// One row of [`copied`]: the record's configs, the manifest's, the
+    /// expected record afterwards (keys only).
+    fn copies(record: Option<&[&str]>, manifest: Option<&[&str]>, want: Option<&[&str]>) {
+        let m = |keys: &[&str]| -> BTreeMap<String, ConfigValue> {
+            keys.iter()
+                .map(|k| {
+                    let v = ConfigValue {
+                        value: "1".into(),
+                        source: ConfigSource::Topic,
+                    };
+                    (k.to_string(), v)
+                })
+                .collect()
+        };
+        let filter = ConfigFilter::new(&[], &[r"segment\.ms".to_string()]).expect("valid");
+        let got = copied(record.map(m).as_ref(), manifest.map(m).as_ref(), &filter);
+        let keys = got.map(|g| g.into_keys().collect::<Vec<_>>());
+        let want = want.map(|w| w.iter().map(|k| k.to_string()).collect::<Vec<_>>());
+        assert_eq!(keys, want, "record {record:?} manifest {manifest:?}");
+    }
+
+    #[test]
+    fn copied_configs_by_row() {
+        // A manifest's configs replace the record's, filtered.
+        copies(
+            Some(&["retention.ms"]),
+            Some(&["cleanup.policy", "min.insync.replicas", "segment.ms"]),
+            Some(&["cleanup.policy"]),
+        );
+        // A manifest without configs keeps what the record had.
+        copies(Some(&["retention.ms"]), None, Some(&["retention.ms"]));
+        copies(None, None, None);
+        // A manifest with no override at all: every key at Kafka's default.
+        copies(Some(&["retention.ms"]), Some(&[]), Some(&[]));
+        // Only excluded keys: nothing copied, and that is recorded.
+        copies(None, Some(&["remote.storage.enable"]), Some(&[]));
+    }
+
+    #[test]
+    fn broker_names_for_synonyms() {
+        assert_eq!(broker_name("retention.ms"), Some("log.retention.ms"));
+        assert_eq!(broker_name("max.message.bytes"), Some("message.max.bytes"));
+        assert_eq!(broker_name("remote.storage.enable"), None);
     }
 
     #[test]

@@ -110,6 +110,18 @@ kafka_request_timeout = "60s"
 # A failed SASL authentication is answered after this, then closed (Kafka's
 # connection.failed.authentication.delay.ms); 0 to 60s. Default: 1s.
 kafka_sasl_failure_delay = "1s"
+# Which of the source's topic configs the mirror copies (DescribeConfigs and
+# status show them; a STOPPED mirror enforces retention and max.message.bytes):
+# whole-key regexes, an exclude always wins. Not copied by default, with the
+# reason: min.insync.replicas and unclean.leader.election.enable (the
+# destination's durability and availability), *.replication.throttled.replicas
+# (source broker ids), remote.storage.enable, local.retention.* and
+# remote.log.* (a tiered source would fail every mirror), confluent.* (vendor
+# placement). `include` takes a default exclusion back. The same as a table:
+# [topic_configs] include = [...] exclude = [...]. Environment:
+# SEGMIRROR_TOPIC_CONFIGS_INCLUDE / _EXCLUDE (comma-separated); flags
+# --config-include / --config-exclude (repeatable). Default: none.
+topic_configs = { include = [], exclude = [] }
 "#;
 
 #[cfg(test)]
@@ -187,6 +199,7 @@ mod tests {
             kafka_idle_timeout: Some(String::new()),
             kafka_request_timeout: Some(String::new()),
             kafka_sasl_failure_delay: Some(String::new()),
+            topic_configs: Some(crate::topic_configs::FilterSection::default()),
         };
         let value = serde_json::to_value(&full).expect("serialize");
         let keys: Vec<&str> = value
@@ -195,7 +208,7 @@ mod tests {
             .keys()
             .map(String::as_str)
             .collect();
-        assert_eq!(keys.len(), 24, "{value}");
+        assert_eq!(keys.len(), 25, "{value}");
         for key in keys {
             let shown = EXAMPLE.lines().any(|l| {
                 let l = l.strip_prefix("# ").unwrap_or(l);

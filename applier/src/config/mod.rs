@@ -105,6 +105,9 @@ pub struct ApplierConfig {
     pub kafka_request_timeout: Option<String>,
     /// Kafka listener: delay before a failed SASL authentication is answered.
     pub kafka_sasl_failure_delay: Option<String>,
+    /// Which source topic configs are copied (`[topic_configs]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic_configs: Option<crate::topic_configs::FilterSection>,
 }
 
 /// A configuration error naming the field.
@@ -180,6 +183,10 @@ impl ApplierConfig {
         );
         if !over.tiered_topics.is_empty() {
             self.tiered_topics = over.tiered_topics;
+        }
+        if let Some(over) = over.topic_configs {
+            let base = self.topic_configs.take().unwrap_or_default();
+            self.topic_configs = Some(base.merge(over));
         }
         self
     }

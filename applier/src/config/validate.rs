@@ -43,6 +43,8 @@ pub struct Validated {
     pub preflight: doctor::PreflightMode,
     /// The Kafka listener's limits.
     pub kafka_limits: gateway::limits::ListenerLimits,
+    /// Which source topic configs are copied (`[topic_configs]`).
+    pub config_filter: manifest::topic_config::ConfigFilter,
 }
 
 impl ApplierConfig {
@@ -179,7 +181,9 @@ impl ApplierConfig {
             Some(p) => p.parse().map_err(|e: String| field("preflight", e))?,
         };
         let kafka_limits = crate::listener::limits(self)?;
+        let config_filter = self.topic_configs.clone().unwrap_or_default().filter()?;
         Ok(Validated {
+            config_filter,
             options,
             bucket,
             poll_interval,

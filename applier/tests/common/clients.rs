@@ -3,7 +3,7 @@
 //! free ports.
 
 use std::net::TcpListener;
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -92,4 +92,32 @@ pub fn offsets_records_read_by_kafka_python(log_dir: &std::path::Path) -> Option
         .flat_map(|b| b["records"].as_array().cloned().unwrap_or_default())
         .count()
         .into()
+}
+
+/// `applier serve` on `logs` at 127.0.0.1:`port` with `extra` flags,
+/// once it listens.
+pub fn serve(logs: &std::path::Path, port: u16, extra: &[&str]) -> Running {
+    let listen = format!("127.0.0.1:{port}");
+    let child = Running(
+        Command::new(env!("CARGO_BIN_EXE_applier"))
+            .args(
+                [
+                    &[
+                        "serve",
+                        "--log-dir",
+                        logs.to_str().expect("utf-8"),
+                        "--kafka-listen",
+                        &listen,
+                    ][..],
+                    extra,
+                ]
+                .concat(),
+            )
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("applier serve"),
+    );
+    wait_for_port(port);
+    child
 }

@@ -6,6 +6,10 @@
 //! client treats 44 as permanent (no retry loop) and shows it; Kafka 4.1
 //! defines no READ_ONLY_TOPIC code yet (KIP-1279's proposal), and a code
 //! clients do not know reads as "unknown error" (`docs/kafka-gateway.md`).
+//! A STOPPED mirror partition whose record holds the source's configs
+//! refuses a batch larger than the topic's `max.message.bytes` with
+//! MESSAGE_TOO_LARGE (10), as Kafka does, and writes nothing.
+//!
 //! With acks=0 there is no response to carry an error, so a refused
 //! request closes the connection, as Kafka does.
 
@@ -102,6 +106,19 @@ async fn append(
             ResponseError::CorruptMessage.code(),
             Some("no records".into()),
         ));
+    }
+    // A STOPPED mirror enforces its source's max.message.bytes (the
+    // configs its record holds; only STOPPED mirrors get this far).
+    match crate::produced::check_max_message_bytes(&batches, info.topic_configs.as_ref()) {
+        Ok(Ok(())) => {}
+        Ok(Err(too_large)) => {
+            let message = format!("{tp}: {too_large}");
+            return Err((ResponseError::MessageTooLarge.code(), Some(message)));
+        }
+        Err(e) => {
+            let message = format!("{tp}: {e}");
+            return Err((ResponseError::InvalidConfig.code(), Some(message)));
+        }
     }
     let (reply, answer) = oneshot::channel();
     let request = AppendRequest {

@@ -179,6 +179,12 @@ pub(crate) struct DaemonTuning {
     /// Bytes of the local log `run` re-verifies per hour in the background (as `applier verify`), e.g. 1GiB (0: off) [default: 1GiB].
     #[arg(long, value_name = "SIZE", env = "SEGMIRROR_SCRUB_BYTES_PER_HOUR")]
     scrub_bytes_per_hour: Option<ByteSize>,
+    /// Copy this source topic config although excluded by default: a regex on the whole key, e.g. 'min\.insync\.replicas' (repeatable; env SEGMIRROR_TOPIC_CONFIGS_INCLUDE, comma-separated) [default: none].
+    #[arg(long = "config-include", value_name = "REGEX")]
+    config_include: Vec<String>,
+    /// Never copy this source topic config: a regex on the whole key, e.g. 'retention\..*' (repeatable; env SEGMIRROR_TOPIC_CONFIGS_EXCLUDE, comma-separated) [default: none].
+    #[arg(long = "config-exclude", value_name = "REGEX")]
+    config_exclude: Vec<String>,
 }
 
 /// What plan and once/run/config check share: the file and log dir, the
@@ -288,6 +294,22 @@ impl Flags for DaemonTuning {
         c.metrics_addr = self.metrics_addr.clone();
         c.preflight = self.preflight.clone();
         c.scrub_bytes_per_hour = self.scrub_bytes_per_hour;
+        // Flags over SEGMIRROR_TOPIC_CONFIGS_* (comma-separated) over the file.
+        let list = |flags: &[String], var: &str| {
+            if !flags.is_empty() {
+                return Some(flags.to_vec());
+            }
+            std::env::var(var)
+                .ok()
+                .map(|v| applier::topic_configs::split_list(&v))
+        };
+        let section = applier::topic_configs::FilterSection {
+            include: list(&self.config_include, "SEGMIRROR_TOPIC_CONFIGS_INCLUDE"),
+            exclude: list(&self.config_exclude, "SEGMIRROR_TOPIC_CONFIGS_EXCLUDE"),
+        };
+        if section != applier::topic_configs::FilterSection::default() {
+            c.topic_configs = Some(section);
+        }
         Ok(())
     }
 }
