@@ -393,6 +393,7 @@ mod tests {
             download_memory: 1,
             stream_above: 1,
             allow_truncate: false,
+            config_filter: std::sync::Arc::default(),
         }
     }
 

@@ -338,6 +338,7 @@ impl Applier {
             download_memory: self.opts.download_memory,
             stream_above: self.opts.stream_above,
             allow_truncate: self.opts.allow_truncate,
+            config_filter: std::sync::Arc::clone(&self.opts.config_filter),
         }
     }
 

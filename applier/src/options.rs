@@ -54,6 +54,8 @@ pub struct ApplierOptions {
     /// partition adopted, a stopped one started again): `--allow-truncate`
     /// (`manifest::cut`). Without it such a start is refused.
     pub allow_truncate: bool,
+    /// Which source topic configs a mirror copies (`[topic_configs]`).
+    pub config_filter: std::sync::Arc<manifest::topic_config::ConfigFilter>,
 }
 
 impl ApplierOptions {
@@ -76,6 +78,7 @@ impl ApplierOptions {
             disk_reserve_bytes: crate::reserve::DEFAULT_RESERVE_BYTES,
             scrub_bytes_per_hour: crate::scrub::DEFAULT_BYTES_PER_HOUR,
             allow_truncate: false,
+            config_filter: std::sync::Arc::default(),
         }
     }
 }

@@ -361,6 +361,10 @@ pub async fn plan_all(
             tiered_storage: opts.tiered_topics.iter().any(|t| t == &tp.topic),
             ..here
         };
+        // As the run does: the manifest's topic configs (through the filter)
+        // are in the record before the preparation is planned.
+        let mut record = record;
+        crate::topic_configs::record_configs(&mut record, &manifest, &opts.config_filter);
         let planned = if action == PlanAction::Start {
             reconcile::plan_preparation(&tp, &record, &manifest, &view, &here)
         } else {

@@ -268,6 +268,14 @@ pub struct ConfigFilter {
     exclude: Vec<(String, Regex)>,
 }
 
+impl Default for ConfigFilter {
+    /// The default exclusions alone ([`DEFAULT_EXCLUDED`]).
+    fn default() -> ConfigFilter {
+        #[allow(clippy::expect_used)] // constants, checked by a test
+        ConfigFilter::new(&[], &[]).expect("the default exclusions are valid regexes")
+    }
+}
+
 impl ConfigFilter {
     /// The filter with the default exclusions and the operator's patterns
     /// (whole-key regexes). An invalid pattern is an error naming it.

@@ -182,6 +182,7 @@ impl ApplierConfig {
         };
         let kafka_limits = crate::listener::limits(self)?;
         let config_filter = self.topic_configs.clone().unwrap_or_default().filter()?;
+        options.config_filter = std::sync::Arc::new(config_filter.clone());
         Ok(Validated {
             config_filter,
             options,

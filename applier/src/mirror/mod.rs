@@ -78,6 +78,8 @@ pub struct MirrorContext {
     /// Preparation may cut records of the partition's own (`--allow-truncate`
     /// of run and once; `manifest::cut`).
     pub allow_truncate: bool,
+    /// Which of the source topic's configs the record copies.
+    pub config_filter: std::sync::Arc<manifest::topic_config::ConfigFilter>,
 }
 
 impl MirrorContext {
@@ -312,6 +314,9 @@ impl Mirror {
         // Damage that `verify` or the scrub recorded is cut first: the
         // follow fetches that range again (`crate::repair`).
         crate::repair::cut_recorded_damage(self, m)?;
+        // The manifest's topic configs first: the tiered-storage rule of the
+        // plan reads them; the transition to MIRRORING writes the record.
+        crate::topic_configs::record_configs(&mut self.record, m, &ctx.config_filter);
         let plan = self.plan_preparation(m, ctx)?;
         // Records of the partition's own are cut only when the operator
         // said so (`manifest::cut`); refused, nothing is changed.
@@ -417,6 +422,11 @@ impl Mirror {
         }
         if self.record.applied_manifest_version != m.version {
             self.record.applied_manifest_version = m.version;
+            self.record_dirty = true;
+        }
+        // The source topic's configs as of this version, written with it by
+        // the group commit.
+        if crate::topic_configs::record_configs(&mut self.record, m, &ctx.config_filter) {
             self.record_dirty = true;
         }
         Ok(report)
