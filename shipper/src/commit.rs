@@ -534,19 +534,34 @@ async fn resolve_lost_commit(
             CommitOutcome::Adopted { version }
         }
         Winner::Other => {
-            tracing::warn!(
-                partition = %st.tp,
-                version = m.version,
-                other_writer = %winner.writer,
-                backoff_s = ctx.fence_backoff_ms / 1000,
-                "another shipper committed this partition's manifest version first: backing off, never overwriting"
-            );
+            // The broker's metadata says this broker leads: the other
+            // writer is the previous leader's shipper, whose last commit
+            // landed after this one read the manifest. No back-off: the
+            // next cycle reads its version and continues from its end.
+            let leads = st.role.as_ref().is_some_and(crate::leadership::Role::leads);
+            let backoff_ms = if leads { 0 } else { ctx.fence_backoff_ms };
+            if leads {
+                tracing::info!(
+                    partition = %st.tp,
+                    version = m.version,
+                    other_writer = %winner.writer,
+                    "the previous leader's shipper committed this version first: continuing from it next cycle"
+                );
+            } else {
+                tracing::warn!(
+                    partition = %st.tp,
+                    version = m.version,
+                    other_writer = %winner.writer,
+                    backoff_s = ctx.fence_backoff_ms / 1000,
+                    "another shipper committed this partition's manifest version first: backing off, never overwriting"
+                );
+            }
             for k in work.jobs_keys_uploaded(&m, base) {
                 st.dropped.insert(k, ctx.now_ms);
             }
             st.apply_health(HealthEvent::LostCommit {
                 writer: winner.writer.clone(),
-                until_ms: ctx.now_ms + ctx.fence_backoff_ms,
+                until_ms: ctx.now_ms + backoff_ms,
             });
             st.dirty = true;
             CommitOutcome::Fenced {

@@ -32,6 +32,7 @@ use crate::error::ShipperError;
 use crate::feed::Feed;
 use crate::groups::GroupOffsetsPublisher;
 use crate::health::{Health, HealthEvent};
+use crate::leadership::Role;
 use crate::metadata::BrokerMetadata;
 use crate::metrics::Metrics;
 use crate::partition::{DecideCtx, PageCache, Shipment, ShipperSlot};
@@ -114,8 +115,14 @@ pub struct PartitionStatus {
     pub topic_id: Option<String>,
     /// State name (see [`Health::name`]).
     pub state: &'static str,
-    /// The error, or the other writer when fenced.
+    /// The error, the other writer when fenced, or why another replica's
+    /// shipper ships it (standby) or every replica does (untrusted
+    /// metadata).
     pub detail: Option<String>,
+    /// This broker's role for the partition by its KRaft metadata
+    /// (`leader`, `follower`, …; see the `partition_roles` metric), `None`
+    /// without a metadata log.
+    pub role: Option<&'static str>,
     /// Latest manifest version known.
     pub manifest_version: Option<u64>,
     /// Its writer.
@@ -332,8 +339,13 @@ impl Shipper {
                     detail: match &st.health {
                         Health::Failed { error, .. } => Some(error.clone()),
                         Health::Fenced { writer, .. } => Some(format!("fenced by {writer}")),
-                        _ => None,
+                        Health::Standby { detail } => Some(detail.clone()),
+                        _ => match &st.role {
+                            Some(r @ Role::Untrusted { .. }) => Some(r.describe()),
+                            _ => None,
+                        },
                     },
+                    role: st.role.as_ref().map(Role::name),
                     manifest_version: m.map(|m| m.version),
                     writer: m.map(|m| m.writer.clone()),
                     shipped_end_offset: end,
@@ -490,6 +502,12 @@ impl Shipper {
         let mut deletions: Vec<TopicPartition> = Vec::new();
         let grace_ms = self.opts.partition_delete_grace.as_millis() as i64;
         let mut no_topic_id: Vec<String> = Vec::new();
+        // The metadata is read after the log dirs were listed: a broker
+        // creates a partition dir after its metadata record is in its log,
+        // so every dir listed is known to the image read now.
+        if let Some(md) = &mut self.metadata {
+            md.poll();
+        }
         for (tp, root, obs) in observed {
             let st = self
                 .partitions
@@ -501,7 +519,14 @@ impl Shipper {
                     let since = *st.missing_since_ms.get_or_insert(now);
                     st.apply_health(HealthEvent::DirMissing);
                     let published_live = st.manifest.as_ref().is_some_and(|m| !m.deleted);
-                    if now - since >= grace_ms && published_live {
+                    // With metadata, a dir that is gone while its topic
+                    // lives on moved (a reassignment, another log dir):
+                    // not a deletion.
+                    let topic_gone = match (&self.metadata, &st.pk) {
+                        (Some(md), Some(pk)) => md.topic_gone(&tp.topic, pk.topic_id),
+                        _ => true,
+                    };
+                    if now - since >= grace_ms && published_live && topic_gone {
                         deletions.push(tp);
                     }
                 }
@@ -541,10 +566,22 @@ impl Shipper {
                             topic_id,
                         });
                     }
-                    let ships = st.apply_health(HealthEvent::Seen {
-                        has_topic_id: true,
-                        now_ms: now,
-                    });
+                    let role = self
+                        .metadata
+                        .as_ref()
+                        .and_then(|md| md.role(&st.root, &tp.topic, tp.partition, topic_id));
+                    log_role_change(&tp, st.role.as_ref(), role.as_ref());
+                    let event = match &role {
+                        Some(r) if !r.ships() => HealthEvent::ShippedElsewhere {
+                            detail: r.describe(),
+                        },
+                        _ => HealthEvent::Seen {
+                            has_topic_id: true,
+                            now_ms: now,
+                        },
+                    };
+                    st.role = role;
+                    let ships = st.apply_health(event);
                     if ships {
                         views.insert(tp, *v);
                     }
@@ -559,9 +596,7 @@ impl Shipper {
                 "partitions without partition.metadata (no topic id: Kafka before 2.8, or inter.broker.protocol.version below 2.8) are not shipped until it appears (object keys need the topic id)"
             );
         }
-        if let Some(md) = &mut self.metadata
-            && md.poll().is_some()
-        {
+        if let Some(md) = &mut self.metadata {
             for (tp, view) in views.iter_mut() {
                 view.topic_configs = md.configs_for(&tp.topic);
             }
@@ -780,6 +815,10 @@ impl Shipper {
         let error_backoff_ms = self.opts.error_backoff.as_millis() as i64;
         for (mut st, backlog, o) in outcomes {
             report.backlog |= o.wants_another_cycle(backlog);
+            // A leader that lost to the previous leader's last commit
+            // continues from it in the next cycle (no back-off).
+            report.backlog |= matches!(o, CommitOutcome::Fenced { .. })
+                && st.role.as_ref().is_some_and(Role::leads);
             let error = match o {
                 CommitOutcome::Committed {
                     version,
@@ -938,6 +977,7 @@ impl Shipper {
         m.cycles.inc();
         m.last_cycle_seconds.set(took.as_secs_f64());
         m.partitions.clear();
+        m.roles.clear();
         for st in self.partitions.values_mut() {
             if st.hw <= st.shipped_end() {
                 st.caught_up_at_ms = now;
@@ -945,7 +985,20 @@ impl Shipper {
             m.partitions
                 .get_or_create(&vec![("state", st.health.name().to_string())])
                 .inc();
+            if let Some(role) = &st.role {
+                m.roles
+                    .get_or_create(&vec![("role", role.name().to_string())])
+                    .inc();
+            }
             let labels = Metrics::partition_labels(&st.tp.topic, st.tp.partition);
+            if matches!(st.health, Health::Standby { .. }) {
+                // Another replica's shipper reports this partition's lag.
+                for family in [&m.shipped_end, &m.source_hw, &m.lag_offsets, &m.lag_bytes] {
+                    family.remove(&labels);
+                }
+                m.lag_seconds.remove(&labels);
+                continue;
+            }
             let end = st.shipped_end();
             m.shipped_end.get_or_create(&labels).set(end);
             m.source_hw.get_or_create(&labels).set(st.hw);
@@ -964,5 +1017,23 @@ impl Shipper {
             }
         }
         m.sync_requests();
+    }
+}
+
+/// Logs a partition's change of role: taking over, handing over, and the
+/// untrusted-metadata alarm (once, when it starts).
+fn log_role_change(tp: &TopicPartition, old: Option<&Role>, new: Option<&Role>) {
+    let (old_leads, new_leads) = (old.is_some_and(Role::leads), new.is_some_and(Role::leads));
+    match new {
+        Some(r @ Role::Untrusted { .. }) if !matches!(old, Some(Role::Untrusted { .. })) => {
+            tracing::warn!(partition = %tp, role = %r.describe(), "untrusted KRaft metadata: this partition is shipped as without metadata");
+        }
+        Some(r) if new_leads && !old_leads => {
+            tracing::info!(partition = %tp, role = %r.describe(), "this broker ships the partition now: continuing from the latest manifest");
+        }
+        Some(r) if old_leads && !r.ships() => {
+            tracing::info!(partition = %tp, role = %r.describe(), "this broker no longer ships the partition");
+        }
+        _ => {}
     }
 }

@@ -18,11 +18,19 @@
 //! | any                          | `Stopped`                 | `Failed`          | no               | position       |
 //! | any                          | `LostCommit`              | `Fenced`          | no               | bucket state   |
 //! | any                          | `PublishedDeleted`        | `Deleted`         | no               | nothing        |
+//! | any                          | `ShippedElsewhere`        | `Standby`         | no               | bucket state   |
+//! | `Standby`                    | `Seen` with a topic id    | `Ok`              | yes              | bucket state   |
 //!
 //! "Forgets position" drops the in-memory read position (the cursor and a
 //! suspect tail), so the next attempt finds it again from the manifest;
 //! "forgets bucket state" also drops the manifest held, so the next attempt
 //! reads the latest version first (another writer may have moved it).
+//!
+//! `ShippedElsewhere` comes from the broker's metadata
+//! (`crate::leadership`): another replica's shipper ships the partition.
+//! Forgetting the bucket state there means that when this broker leads
+//! again, it reads the latest manifest (the other shipper's commits) first
+//! and continues from its end.
 //!
 //! Invariants: a partition is shipped in a cycle only when the transition
 //! of that cycle's `Seen` says so; a `Failed` or `Fenced` partition is
@@ -48,6 +56,12 @@ pub enum Health {
         /// When it is tried again (ms since the epoch).
         retry_at_ms: i64,
     },
+    /// Another replica's shipper ships it (the broker's metadata says
+    /// so, `crate::leadership`).
+    Standby {
+        /// Why, for status.
+        detail: String,
+    },
     /// Another shipper committed first: backing off until `until_ms`.
     Fenced {
         /// The other shipper's id.
@@ -67,6 +81,7 @@ impl Health {
             Health::Deleted => "deleted",
             Health::Failed { .. } => "failed",
             Health::Fenced { .. } => "fenced",
+            Health::Standby { .. } => "standby",
         }
     }
 }
@@ -99,6 +114,11 @@ pub(crate) enum HealthEvent {
     },
     /// A version with `deleted = true` was committed.
     PublishedDeleted,
+    /// The broker's metadata says another replica's shipper ships it.
+    ShippedElsewhere {
+        /// Why, for status.
+        detail: String,
+    },
 }
 
 /// What a transition makes the partition forget.
@@ -151,9 +171,10 @@ pub(crate) fn next(from: &Health, event: HealthEvent) -> Step {
         {
             step(from.clone(), false, Forget::Nothing)
         }
-        (Health::Failed { .. } | Health::Fenced { .. }, HealthEvent::Seen { .. }) => {
-            step(Health::Ok, true, Forget::BucketState)
-        }
+        (
+            Health::Failed { .. } | Health::Fenced { .. } | Health::Standby { .. },
+            HealthEvent::Seen { .. },
+        ) => step(Health::Ok, true, Forget::BucketState),
         (
             Health::Ok | Health::Missing | Health::Deleted | Health::NoTopicId,
             HealthEvent::Seen { .. },
@@ -169,6 +190,9 @@ pub(crate) fn next(from: &Health, event: HealthEvent) -> Step {
             Forget::BucketState,
         ),
         (_, HealthEvent::PublishedDeleted) => step(Health::Deleted, false, Forget::Nothing),
+        (_, HealthEvent::ShippedElsewhere { detail }) => {
+            step(Health::Standby { detail }, false, Forget::BucketState)
+        }
     }
 }
 
@@ -205,7 +229,14 @@ mod tests {
             Health::Deleted,
             failed(100),
             fenced(100),
+            standby(),
         ]
+    }
+
+    fn standby() -> Health {
+        Health::Standby {
+            detail: "broker 2 leads".into(),
+        }
     }
 
     #[test]
@@ -345,5 +376,29 @@ mod tests {
                 "{from:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_partition_another_replica_ships_is_on_standby_and_forgets_the_bucket_state() {
+        for from in all_states() {
+            assert_eq!(
+                next(
+                    &from,
+                    HealthEvent::ShippedElsewhere {
+                        detail: "broker 2 leads".into()
+                    }
+                ),
+                step(standby(), false, Forget::BucketState),
+                "{from:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_standby_partition_this_broker_ships_again_starts_from_the_latest_manifest() {
+        assert_eq!(
+            next(&standby(), seen(true, 0)),
+            step(Health::Ok, true, Forget::BucketState)
+        );
     }
 }

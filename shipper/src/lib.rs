@@ -196,6 +196,7 @@ mod feed;
 pub mod gaps;
 mod groups;
 pub mod health;
+mod leadership;
 pub mod metadata;
 pub mod metrics;
 mod partition;

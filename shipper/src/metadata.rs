@@ -9,6 +9,11 @@
 //! broker, or a plain log dir) the shipper works from the log dirs alone,
 //! as it always has.
 //!
+//! With a metadata image, [`BrokerMetadata::role`] says whether this
+//! broker's shipper ships a partition (`crate::leadership`): the leader's
+//! does, the followers' do not. Each log dir's `directory.id` (its
+//! `meta.properties`, read at start) tells JBOD copies apart.
+//!
 //! Invariants:
 //! - The log is re-read incrementally once per cycle ([`BrokerMetadata::poll`]);
 //!   a read that fails leaves this cycle without metadata (nothing is
@@ -20,10 +25,12 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use kafkalog::TopicId;
 use kraft::{MetadataImage, MetadataLogReader};
 use manifest::topic_config::ConfigValue;
 
 use crate::config::ShipperOptions;
+use crate::leadership::{self, DirFacts, Role};
 
 /// Why the metadata named by the configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +59,9 @@ pub(crate) struct BrokerMetadata {
     dir: PathBuf,
     reader: MetadataLogReader,
     node_id: i32,
+    /// Each log dir's `directory.id` (`None`: none in its
+    /// `meta.properties`, or no such file).
+    dir_ids: BTreeMap<PathBuf, Option<TopicId>>,
     static_props: BTreeMap<String, String>,
     /// The last read failed (logged once).
     failing: bool,
@@ -91,11 +101,23 @@ impl BrokerMetadata {
             Some(p) => kraft::properties::read(p).map_err(MetadataError::BrokerConfig)?,
             None => BTreeMap::new(),
         };
-        tracing::info!(dir = %dir.display(), node_id, "reading the broker's KRaft metadata log");
+        let dir_ids = opts
+            .log_dirs
+            .iter()
+            .map(|d| {
+                let id = kraft::meta_properties::read(d)
+                    .ok()
+                    .flatten()
+                    .and_then(|m| m.directory_id);
+                (d.clone(), id)
+            })
+            .collect();
+        tracing::info!(dir = %dir.display(), node_id, "reading the broker's KRaft metadata log: shipping the partitions this broker leads");
         Ok(Some(BrokerMetadata {
             reader: MetadataLogReader::for_log_dir(&dir),
             dir,
             node_id,
+            dir_ids,
             static_props,
             failing: false,
             bad_configs: HashSet::new(),
@@ -124,6 +146,44 @@ impl BrokerMetadata {
             }
         }
         self.reader.image()
+    }
+
+    /// This broker's role for a partition dir in log dir `root` whose
+    /// `partition.metadata` says `topic_id`, by the image of the last
+    /// [`poll`](Self::poll); `None` when there is no image to decide from
+    /// (the log cannot be read now: the partition ships as without
+    /// metadata).
+    pub(crate) fn role(
+        &self,
+        root: &Path,
+        topic: &str,
+        partition: i32,
+        topic_id: TopicId,
+    ) -> Option<Role> {
+        if self.failing {
+            return None;
+        }
+        let image = self.reader.image()?;
+        let facts = DirFacts {
+            node_id: self.node_id,
+            topic_id,
+            dir_id: self.dir_ids.get(root).copied().flatten(),
+        };
+        Some(leadership::role(image, topic, partition, facts))
+    }
+
+    /// Whether a partition whose dir is gone may be published as deleted:
+    /// only when the image no longer has its topic under `topic_id` (else
+    /// the replica moved to another broker or log dir, and the topic
+    /// lives on). `false` while the log cannot be read: a deletion waits
+    /// for the metadata that proves it.
+    pub(crate) fn topic_gone(&self, topic: &str, topic_id: TopicId) -> bool {
+        match self.reader.image() {
+            Some(image) if !self.failing => {
+                image.topics.get(topic).is_none_or(|t| t.id != topic_id)
+            }
+            _ => false,
+        }
     }
 
     /// The configs to publish for `topic` after the last [`poll`](Self::poll)

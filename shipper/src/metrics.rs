@@ -16,7 +16,8 @@
 //! | `segmirror_shipper_lag_seconds` | gauge | `topic`, `partition` | time since the shipped end last reached the high watermark |
 //! | `segmirror_shipper_shipped_end_offset` | gauge | `topic`, `partition` | the manifest's shipped end |
 //! | `segmirror_shipper_source_high_watermark` | gauge | `topic`, `partition` | the source's high watermark (or log end) |
-//! | `segmirror_shipper_partitions` | gauge | `state` | partitions by state (`ok`, `no_topic_id`, `missing`, `deleted`, `failed`, `fenced`) |
+//! | `segmirror_shipper_partitions` | gauge | `state` | partitions by state (`ok`, `no_topic_id`, `missing`, `deleted`, `failed`, `fenced`, `standby`: another replica's shipper ships it) |
+//! | `segmirror_shipper_partition_roles` | gauge | `role` | partitions by this broker's role from its KRaft metadata (`leader`, `last_leader`, `follower`, `leaderless`, `not_replica`, `other_directory`, `deleted`, `stale_topic`, `unknown`, `untrusted`); absent without a metadata log. Alert on `role="untrusted"` > 0: those partitions are shipped by every replica (fenced) |
 //! | `segmirror_shipper_last_cycle_seconds` | gauge | | duration of the last cycle |
 //! | `segmirror_shipper_gap_lost_offsets` | gauge | `topic`, `partition` | offsets the source lost before they were shipped, every recorded gap (`manifest::gaps`) |
 //! | `segmirror_shipper_gap_unacknowledged_offsets` | gauge | `topic`, `partition` | the same, for gaps not acknowledged (`shipper gaps ack`): alert on > 0 |
@@ -57,6 +58,7 @@ pub struct Metrics {
     pub(crate) shipped_end: Family<Labels, Gauge>,
     pub(crate) source_hw: Family<Labels, Gauge>,
     pub(crate) partitions: Family<Labels, Gauge>,
+    pub(crate) roles: Family<Labels, Gauge>,
     pub(crate) last_cycle_seconds: Gauge<f64, AtomicU64>,
     pub(crate) group_versions: Counter,
     pub(crate) group_offsets: Gauge,
@@ -90,6 +92,7 @@ impl Metrics {
             shipped_end: Family::default(),
             source_hw: Family::default(),
             partitions: Family::default(),
+            roles: Family::default(),
             last_cycle_seconds: Gauge::default(),
             group_versions: Counter::default(),
             group_offsets: Gauge::default(),
@@ -163,6 +166,11 @@ impl Metrics {
             m.source_hw.clone(),
         );
         registry.register("partitions", "Partitions by state", m.partitions.clone());
+        registry.register(
+            "partition_roles",
+            "Partitions by this broker's role from its KRaft metadata",
+            m.roles.clone(),
+        );
         registry.register(
             "last_cycle_seconds",
             "Duration of the last cycle",
@@ -284,6 +292,9 @@ mod tests {
         m.partitions
             .get_or_create(&vec![("state", "ok".to_string())])
             .set(2);
+        m.roles
+            .get_or_create(&vec![("role", "leader".to_string())])
+            .set(2);
         m.requests
             .get_or_create(&vec![("kind", "put".to_string())])
             .inc();
@@ -348,6 +359,6 @@ mod tests {
             include_str!("metrics.rs"),
             &s.body,
         );
-        assert_eq!(names.len(), 19, "{names:?}");
+        assert_eq!(names.len(), 20, "{names:?}");
     }
 }

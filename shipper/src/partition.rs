@@ -18,6 +18,7 @@ use kafkalog::checkpoint::EpochEntry;
 use manifest::layout::PartitionKey;
 use manifest::lineage::{EpochLineage, divergence_point};
 use manifest::partition::{MirrorOrigin, PartitionManifest, ShippedRange};
+use manifest::topic_config::ConfigValue;
 
 use crate::error::ShipperError;
 use crate::health::{self, Forget, Health, HealthEvent};
@@ -187,6 +188,9 @@ pub(crate) struct ShipperSlot {
     /// A source lineage already checked against the manifest.
     pub(crate) lineage_ok: Option<Vec<EpochEntry>>,
     pub(crate) health: Health,
+    /// This broker's role for the partition by the broker's metadata, as
+    /// of the last cycle (`None`: no metadata).
+    pub(crate) role: Option<crate::leadership::Role>,
     pub(crate) missing_since_ms: Option<i64>,
     /// A bad batch at the end of the last segment seen once (a write in
     /// progress, or corruption if seen again).
@@ -222,6 +226,7 @@ impl ShipperSlot {
             confirmed: BTreeMap::new(),
             lineage_ok: None,
             health: Health::Ok,
+            role: None,
             missing_since_ms: None,
             suspect_tail: None,
             pages_to_load: Vec::new(),
@@ -485,10 +490,19 @@ impl ShipperSlot {
         let Some(ci) = view.segment_index(cursor.segment) else {
             return Ok(());
         };
+        let immutable = rolled_segments_immutable(view.topic_configs.as_ref());
         for i in 0..ci {
             let seg = &view.segments[i];
             let known = self.confirmed.get(&seg.base);
             if known == Some(&seg.fp) {
+                continue;
+            }
+            if immutable {
+                // Nothing rewrites a rolled segment of a topic that is not
+                // compacted; its boundaries may differ from the ranges'
+                // (another replica's shipper shipped them, and replicas
+                // roll at different offsets).
+                work.confirm.push((seg.base, seg.fp));
                 continue;
             }
             let hi = view.segments[i + 1].base;
@@ -771,6 +785,18 @@ impl ShipperSlot {
 
 /// True when the segment's bytes are, range after range from its start,
 /// those the ranges were shipped with (same sizes and CRC-32C).
+/// Whether the rolled segments of a topic with `configs` (as the broker's
+/// metadata gives them; `None`: unknown) never change: the topic is not
+/// compacted (`cleanup.policy`, whose default is `delete`, has no
+/// `compact`). Only then may a rolled segment be confirmed without
+/// comparing it with the manifest's ranges.
+pub(crate) fn rolled_segments_immutable(configs: Option<&BTreeMap<String, ConfigValue>>) -> bool {
+    configs.is_some_and(|c| {
+        c.get("cleanup.policy")
+            .is_none_or(|v| !v.value.split(',').any(|p| p.trim() == "compact"))
+    })
+}
+
 fn same_bytes(path: &std::path::Path, ranges: &[&ShippedRange]) -> std::io::Result<bool> {
     use std::io::Read;
     let mut f = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
@@ -789,4 +815,49 @@ fn same_bytes(path: &std::path::Path, ranges: &[&ShippedRange]) -> std::io::Resu
         }
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use manifest::topic_config::ConfigSource;
+
+    use super::*;
+
+    type Configs = BTreeMap<String, ConfigValue>;
+
+    #[test]
+    fn rolled_segments_are_immutable_only_when_the_topic_is_known_not_compacted() {
+        let with = |policy: Option<&str>| {
+            let mut c = BTreeMap::new();
+            c.insert(
+                "retention.ms".to_string(),
+                ConfigValue {
+                    value: "1".into(),
+                    source: ConfigSource::Topic,
+                },
+            );
+            if let Some(p) = policy {
+                c.insert(
+                    "cleanup.policy".to_string(),
+                    ConfigValue {
+                        value: p.into(),
+                        source: ConfigSource::Topic,
+                    },
+                );
+            }
+            c
+        };
+        #[rustfmt::skip]
+        let rows: Vec<(&str, Option<Configs>, bool)> = vec![
+            ("configs unknown (no metadata)", None, false),
+            ("the default policy (delete)", Some(with(None)), true),
+            ("delete", Some(with(Some("delete"))), true),
+            ("compact", Some(with(Some("compact"))), false),
+            ("compact,delete", Some(with(Some("compact,delete"))), false),
+            ("delete, compact with a space", Some(with(Some("delete, compact"))), false),
+        ];
+        for (name, configs, want) in rows {
+            assert_eq!(rolled_segments_immutable(configs.as_ref()), want, "{name}");
+        }
+    }
 }

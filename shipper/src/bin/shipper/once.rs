@@ -156,6 +156,12 @@ pub(crate) async fn once(args: OnceArgs) -> anyhow::Result<u8> {
             "  {no_id} partitions without a topic id (no partition.metadata) were not shipped: see the warning above"
         );
     }
+    let standby = partitions.iter().filter(|p| p.state == "standby").count();
+    if standby > 0 {
+        eprintln!(
+            "  {standby} partitions were left to the shippers of the brokers that lead them (standby here)"
+        );
+    }
     for line in &gap_lines {
         eprintln!("{line}");
     }
@@ -251,9 +257,17 @@ fn nothing_shipped(r: &CycleReport, partitions: &[PartitionStatus], selection: &
         if gone > 0 {
             parts.push(format!("{gone} are gone from the log dirs"));
         }
-        let rest = r.partitions
-            - no_id.min(r.partitions)
-            - gone.min(r.partitions - no_id.min(r.partitions));
+        let standby = count("standby");
+        if standby > 0 {
+            parts.push(format!(
+                "{standby} are shipped by other brokers' shippers (this broker does not lead them, by its KRaft metadata)"
+            ));
+        }
+        let rest = r
+            .partitions
+            .saturating_sub(no_id)
+            .saturating_sub(gone)
+            .saturating_sub(standby);
         if rest > 0 {
             parts.push(format!(
                 "{rest} are already shipped up to what the source has committed"
