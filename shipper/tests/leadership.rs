@@ -1,0 +1,477 @@
+//! Leader-aware shipping on a multi-broker source (issue 29): three
+//! brokers hold replicas of the same partitions, written as Kafka's
+//! replicas are (the leader appends, the followers copy its batches byte
+//! for byte, each rolling segments at its own size), each with its own
+//! `meta.properties` and KRaft metadata log (written by the kraft tests'
+//! independent encoder). One shipper per broker, one bucket.
+//!
+//! What a user relies on: each partition is shipped by its leader's
+//! shipper only (bytes uploaded equal bytes produced, no fence), a leader
+//! move is followed in the new leader's first cycle from the manifest's
+//! end (no duplicate upload, whatever the new leader's segment
+//! boundaries), the old leader's shipper stops, and an unclean election
+//! whose new leader diverges cuts the manifest back to the new leader's
+//! log. The shipped objects are the leader's batches, byte for byte.
+
+mod common;
+
+#[path = "../../kraft/tests/support/mod.rs"]
+mod kraft_support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use futures::TryStreamExt;
+use kafkalog::LogDir;
+use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
+use kraft_support::{self as k, MetaLog, V};
+use object_store::ObjectStore;
+use shipper::Shipper;
+
+const TOPIC: &str = "orders";
+const PARTITIONS: [i32; 2] = [0, 1];
+
+struct Broker {
+    node: i32,
+    root: PathBuf,
+    meta: MetaLog,
+    segment_bytes: u64,
+}
+
+/// Three brokers, replicas of orders-0 and orders-1 on each.
+struct Cluster {
+    _dir: tempfile::TempDir,
+    brokers: Vec<Broker>,
+    /// Per partition: the leader and its leader epoch.
+    leaders: BTreeMap<i32, (i32, i32)>,
+    /// Per partition: the replicas that copy the leader's appends.
+    isr: BTreeMap<i32, Vec<i32>>,
+    /// Bytes produced, all partitions.
+    produced: u64,
+    metadata_epoch: i32,
+}
+
+impl Cluster {
+    fn new() -> Cluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Replicas roll at different points: segments of 5, 7 and 11 KB.
+        let brokers: Vec<Broker> = [(1, 5_000), (2, 7_000), (3, 11_000)]
+            .into_iter()
+            .map(|(node, segment_bytes)| {
+                let root = dir.path().join(format!("broker-{node}"));
+                std::fs::create_dir_all(&root).expect("mkdir");
+                Broker {
+                    node,
+                    meta: MetaLog::create(&root, node),
+                    root,
+                    segment_bytes,
+                }
+            })
+            .collect();
+        let mut c = Cluster {
+            _dir: dir,
+            brokers,
+            leaders: BTreeMap::from([(0, (1, 0)), (1, (2, 0))]),
+            isr: PARTITIONS.iter().map(|&p| (p, vec![1, 2, 3])).collect(),
+            produced: 0,
+            metadata_epoch: 1,
+        };
+        let mut records = vec![k::topic(TOPIC, topic_id(1))];
+        for p in PARTITIONS {
+            let (leader, epoch) = c.leaders[&p];
+            records.push(k::partition(
+                0,
+                topic_id(1),
+                p,
+                &[1, 2, 3],
+                &[1, 2, 3],
+                leader,
+                epoch,
+                0,
+                &[],
+            ));
+        }
+        c.metadata(&records);
+        c
+    }
+
+    fn broker(&self, node: i32) -> &Broker {
+        &self.brokers[(node - 1) as usize]
+    }
+
+    /// Appends metadata records to every broker's metadata log (the
+    /// controller's log, replicated).
+    fn metadata(&mut self, records: &[Vec<u8>]) {
+        for b in &mut self.brokers {
+            b.meta.append(self.metadata_epoch, records);
+        }
+    }
+
+    /// The controller moves `p`'s leadership to `leader` (-1: none), with
+    /// ISR `isr`: a PartitionChangeRecord, which bumps the leader epoch.
+    fn elect(&mut self, p: i32, leader: i32, isr: &[i32]) {
+        let rec = k::change(
+            0,
+            topic_id(1),
+            p,
+            &[
+                ("Leader", V::Int(leader.into())),
+                ("Isr", V::I32s(Some(isr.to_vec()))),
+            ],
+        );
+        self.metadata(&[rec]);
+        let epoch = self.leaders[&p].1 + 1;
+        self.leaders.insert(p, (leader, epoch));
+        self.isr.insert(p, isr.to_vec());
+    }
+
+    /// The leader of `p` appends `batches` batches; the other ISR members
+    /// copy them unchanged. Every broker's HW checkpoint is its log end.
+    fn produce(&mut self, p: i32, batches: usize) {
+        let (leader, epoch) = self.leaders[&p];
+        let t = tp(TOPIC, p);
+        let mut copied: Vec<Vec<u8>> = Vec::new();
+        {
+            let b = self.broker(leader);
+            let dir = LogDir::open(&b.root).expect("log dir");
+            let mut log = open_log(&dir, &t, topic_id(1), b.segment_bytes);
+            for i in 0..batches {
+                let recs: Vec<RecordInput> = (0..5)
+                    .map(|r| RecordInput {
+                        timestamp: 1_700_000_000_000 + (i * 5 + r) as i64,
+                        key: Some(format!("k{r}").into_bytes()),
+                        value: Some(vec![b'a' + (r % 26) as u8; 120]),
+                        headers: vec![],
+                    })
+                    .collect();
+                let mut batch = build_batch(&BatchSpec::new(0, -1), &recs).expect("batch");
+                log.append_as_leader(&mut batch, epoch).expect("append");
+                self.produced += batch.len() as u64;
+                copied.push(batch);
+            }
+            log.close().expect("close");
+        }
+        for &node in &self.isr[&p] {
+            if node == leader {
+                continue;
+            }
+            let b = self.broker(node);
+            let dir = LogDir::open(&b.root).expect("log dir");
+            let mut log = open_log(&dir, &t, topic_id(1), b.segment_bytes);
+            for batch in &copied {
+                log.append_replicated(batch).expect("replicate");
+            }
+            log.close().expect("close");
+        }
+        for b in &self.brokers {
+            write_hw(&b.root);
+        }
+    }
+}
+
+/// Writes the broker's HW checkpoint: every partition's log end.
+fn write_hw(root: &Path) {
+    let mut entries = Vec::new();
+    for p in PARTITIONS {
+        let t = tp(TOPIC, p);
+        if root.join(t.dir_name()).is_dir() {
+            let end = source_batches(root, &t)
+                .last()
+                .map_or(0, |(_, h, _)| h.next_offset());
+            entries.push((t, end));
+        }
+    }
+    set_hw(root, &entries);
+}
+
+/// Bytes of every data object in the bucket (the losers' too).
+async fn data_bytes(store: &dyn ObjectStore, prefix: &str) -> u64 {
+    let p = object_store::path::Path::from(prefix);
+    let metas: Vec<_> = store.list(Some(&p)).try_collect().await.expect("list");
+    metas
+        .iter()
+        .filter(|m| m.location.as_ref().contains("/data/"))
+        .map(|m| m.size)
+        .sum()
+}
+
+/// Every shipped object of `p`, concatenated, is `leader`'s log, batch
+/// for batch; the manifest ends at its log end with its epoch lineage.
+async fn assert_mirrors_leader(b: &Backend, c: &Cluster, p: i32, leader: i32) {
+    let t = tp(TOPIC, p);
+    let ms = b.manifests();
+    let m = latest(&ms, &t, topic_id(1)).await.expect("manifest");
+    let shipped: Vec<u8> = fetch(&ms, &all_ranges(&ms, &m).await)
+        .await
+        .iter()
+        .flat_map(|o| o.iter().copied())
+        .collect();
+    let root = &c.broker(leader).root;
+    let batches = source_batches(root, &t);
+    let source: Vec<u8> = batches.iter().flat_map(|(_, _, b)| b.clone()).collect();
+    assert_eq!(shipped.len(), source.len(), "[{}] {t}: bytes", b.name);
+    assert!(
+        shipped == source,
+        "[{}] {t}: not broker {leader}'s batches",
+        b.name
+    );
+    let end = batches.last().map_or(0, |(_, h, _)| h.next_offset());
+    assert_eq!(m.shipped_end_offset, end, "[{}] {t}", b.name);
+    assert_eq!(
+        m.lineage.entries(),
+        source_epochs(root, &t),
+        "[{}] {t}",
+        b.name
+    );
+}
+
+/// One cycle of every shipper, in `order`; returns, per shipper, the
+/// partitions it committed.
+async fn round(shippers: &mut [Shipper], order: &[usize], b: &Backend) -> Vec<Vec<i32>> {
+    let mut out = vec![Vec::new(); shippers.len()];
+    for &i in order {
+        let r = shippers[i].run_cycle().await;
+        assert!(
+            r.errors.is_empty(),
+            "[{}] shipper {}: {:?}",
+            b.name,
+            i + 1,
+            r.errors
+        );
+        assert!(
+            r.fenced.is_empty(),
+            "[{}] shipper {}: fenced {:?}",
+            b.name,
+            i + 1,
+            r.fenced
+        );
+        let mut committed: Vec<i32> = shippers[i]
+            .partitions()
+            .iter()
+            .filter(|s| s.writer.as_deref() == Some(&*format!("s{}", i + 1)))
+            .map(|s| s.partition)
+            .collect();
+        committed.sort_unstable();
+        out[i] = if r.committed > 0 {
+            committed
+        } else {
+            Vec::new()
+        };
+    }
+    out
+}
+
+fn roles(s: &Shipper) -> Vec<(i32, &'static str, Option<&'static str>)> {
+    s.partitions()
+        .iter()
+        .map(|p| (p.partition, p.state, p.role))
+        .collect()
+}
+
+#[tokio::test]
+async fn each_partition_is_shipped_by_its_leader_and_followed_through_leader_moves() {
+    for b in backends() {
+        let mut c = Cluster::new();
+        let mut shippers: Vec<Shipper> = c
+            .brokers
+            .iter()
+            .map(|br| {
+                Shipper::new(options(&br.root, &b, &format!("s{}", br.node)), b.store())
+                    .expect("shipper")
+            })
+            .collect();
+        for p in PARTITIONS {
+            c.produce(p, 40);
+        }
+
+        // Broker 1 leads orders-0, broker 2 orders-1: each is shipped once.
+        let shipped = round(&mut shippers, &[0, 1, 2], &b).await;
+        assert_eq!(shipped, vec![vec![0], vec![1], vec![]], "[{}]", b.name);
+        assert_eq!(
+            roles(&shippers[2]),
+            vec![
+                (0, "standby", Some("follower")),
+                (1, "standby", Some("follower"))
+            ],
+            "[{}]",
+            b.name
+        );
+        assert_eq!(
+            roles(&shippers[0]),
+            vec![(0, "ok", Some("leader")), (1, "standby", Some("follower"))]
+        );
+
+        // orders-0's leadership moves to broker 3, which rolls its segments
+        // elsewhere; the old leader's shipper runs first and stops.
+        c.elect(0, 3, &[1, 2, 3]);
+        c.produce(0, 30);
+        let shipped = round(&mut shippers, &[0, 1, 2], &b).await;
+        assert_eq!(
+            shipped,
+            vec![vec![], vec![], vec![0]],
+            "[{}] takeover in one cycle",
+            b.name
+        );
+
+        // Both move at once; the new leaders' shippers run first this time.
+        c.elect(0, 2, &[1, 2, 3]);
+        c.elect(1, 1, &[1, 2, 3]);
+        c.produce(0, 25);
+        c.produce(1, 35);
+        let shipped = round(&mut shippers, &[2, 1, 0], &b).await;
+        assert_eq!(shipped, vec![vec![1], vec![0], vec![]], "[{}]", b.name);
+        // A quiet round: nothing anywhere.
+        let shipped = round(&mut shippers, &[0, 1, 2], &b).await;
+        assert_eq!(shipped, vec![Vec::<i32>::new(); 3], "[{}]", b.name);
+
+        let uploaded = data_bytes(b.store().as_ref(), &b.prefix).await;
+        let ratio = uploaded as f64 / c.produced as f64;
+        println!(
+            "[{}] RF=3, 3 shippers, 2 leader moves: {uploaded} bytes uploaded for {} produced (ratio {ratio:.4})",
+            b.name, c.produced
+        );
+        assert!(ratio <= 1.02, "[{}] ratio {ratio}", b.name);
+        assert_mirrors_leader(&b, &c, 0, 2).await;
+        assert_mirrors_leader(&b, &c, 1, 1).await;
+        let ms = b.manifests();
+        let m0 = latest(&ms, &tp(TOPIC, 0), topic_id(1)).await.expect("m0");
+        assert_eq!(m0.writer, "s2", "[{}]", b.name);
+
+        // Broker 3 drops out of orders-1's ISR and misses what broker 1
+        // appends next (shipped by s1). Brokers 1 and 2 go down, and an
+        // unclean election makes broker 3 the leader: its log diverges
+        // from the manifest, which is cut back to it.
+        c.elect(1, 1, &[1, 2]);
+        c.produce(1, 10);
+        let shipped = round(&mut shippers, &[0, 1, 2], &b).await;
+        assert_eq!(shipped[0], vec![1], "[{}]", b.name);
+        c.elect(1, 3, &[3]);
+        c.produce(1, 6);
+        let r = shippers[2].run_cycle().await;
+        assert!(
+            r.errors.is_empty() && r.fenced.is_empty(),
+            "[{}] {r:?}",
+            b.name
+        );
+        let r2 = shippers[2].ship_available().await;
+        assert_eq!(r.cuts + r2.cuts, 1, "[{}] {r:?} {r2:?}", b.name);
+        for i in [0, 1] {
+            let r = shippers[i].run_cycle().await;
+            assert_eq!(r.committed, 0, "[{}] shipper {}: {r:?}", b.name, i + 1);
+        }
+        assert_mirrors_leader(&b, &c, 1, 3).await;
+        assert_mirrors_leader(&b, &c, 0, 2).await;
+    }
+}
+
+#[tokio::test]
+async fn a_leaderless_partition_is_shipped_by_its_last_leader_and_untrusted_metadata_by_all() {
+    for b in backends() {
+        let mut c = Cluster::new();
+        let mut shippers: Vec<Shipper> = c
+            .brokers
+            .iter()
+            .map(|br| {
+                Shipper::new(options(&br.root, &b, &format!("s{}", br.node)), b.store())
+                    .expect("shipper")
+            })
+            .collect();
+        c.produce(0, 10);
+        c.produce(1, 10);
+        round(&mut shippers, &[0, 1, 2], &b).await;
+        // Broker 1 led orders-0 and is the last of its ISR when the cluster
+        // loses its leader: broker 1's shipper still ships what its HW
+        // covers, nobody else does.
+        c.elect(0, -1, &[1]);
+        let shipped = round(&mut shippers, &[0, 1, 2], &b).await;
+        assert_eq!(
+            shipped,
+            vec![Vec::<i32>::new(); 3],
+            "[{}] nothing new",
+            b.name
+        );
+        assert_eq!(roles(&shippers[0])[0], (0, "ok", Some("last_leader")));
+        assert_eq!(roles(&shippers[1])[0], (0, "standby", Some("leaderless")));
+
+        // A PartitionChangeRecord of a version this build cannot read: the
+        // partition's leadership is unknown, so every replica's shipper
+        // ships it as without metadata (the manifest commit fences all
+        // but one), and says so.
+        for br in &mut c.brokers {
+            br.meta.append_bytes(&k::data_batch(
+                br.meta.next_offset,
+                1,
+                &[k::frame(5, 99, &[0, 0, 0])],
+            ));
+            br.meta.next_offset += 1;
+        }
+        shippers[2].run_cycle().await;
+        let p1 = shippers[2]
+            .partitions()
+            .into_iter()
+            .find(|p| p.partition == 1)
+            .expect("orders-1");
+        assert_eq!(
+            (p1.state, p1.role),
+            ("ok", Some("untrusted")),
+            "[{}]",
+            b.name
+        );
+        assert!(
+            p1.detail
+                .as_deref()
+                .is_some_and(|d| d.contains("cannot be trusted")),
+            "{:?}",
+            p1.detail
+        );
+        let metrics = shippers[2].metrics().render();
+        assert!(
+            metrics.contains("segmirror_shipper_partition_roles{role=\"untrusted\"} 2"),
+            "{metrics}"
+        );
+    }
+}
+
+/// The same cluster without metadata logs (a ZooKeeper-mode source, or
+/// before this capability): every replica's shipper ships every partition
+/// and all but the first to commit are fenced after uploading. The figure
+/// leader-aware shipping removes (BENCHMARKS.md).
+#[tokio::test]
+async fn without_metadata_every_replica_ships_and_the_losers_are_fenced() {
+    for b in backends() {
+        let mut c = Cluster::new();
+        for br in &c.brokers {
+            std::fs::remove_dir_all(&br.meta.dir).expect("rm metadata log");
+        }
+        for p in PARTITIONS {
+            c.produce(p, 40);
+        }
+        let mut shippers: Vec<Shipper> = c
+            .brokers
+            .iter()
+            .map(|br| {
+                Shipper::new(options(&br.root, &b, &format!("s{}", br.node)), b.store())
+                    .expect("shipper")
+            })
+            .collect();
+        // The three cycles upload before any commits (as concurrent
+        // shippers do): each uploads, one commits, two are fenced.
+        let (r1, r2, r3) = {
+            let [a, bb, cc] = &mut shippers[..] else {
+                unreachable!()
+            };
+            tokio::join!(a.run_cycle(), bb.run_cycle(), cc.run_cycle())
+        };
+        let fenced = r1.fenced.len() + r2.fenced.len() + r3.fenced.len();
+        let uploaded = data_bytes(b.store().as_ref(), &b.prefix).await;
+        let ratio = uploaded as f64 / c.produced as f64;
+        println!(
+            "[{}] RF=3, 3 shippers, no metadata: {uploaded} bytes uploaded for {} produced (ratio {ratio:.4}), {fenced} fenced",
+            b.name, c.produced
+        );
+        assert!(fenced >= 1, "[{}] {r1:?} {r2:?} {r3:?}", b.name);
+        assert!(ratio > 1.5, "[{}] ratio {ratio}", b.name);
+        assert_mirrors_leader(&b, &c, 0, 1).await;
+    }
+}
