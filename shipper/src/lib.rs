@@ -162,9 +162,10 @@
 //! Cross-partition batching of small uploads, pruning old manifest versions
 //! (a pruned version number could be created again by a writer that was
 //! paused through the pruning; a bucket lifecycle rule on `manifest/` older
-//! than a few days is safe in practice), choosing which broker's replica to
-//! ship (run one shipper per partition leader, or accept that fencing
-//! leaves one of several shippers active per partition).
+//! than a few days is safe in practice). Without a KRaft metadata log (a
+//! ZooKeeper-mode broker), choosing which broker's replica to ship: every
+//! replica's shipper ships and fencing leaves one active per partition
+//! (pin partitions with `--topics`/`--exclude`).
 //!
 //! # Modules
 //!
@@ -176,6 +177,10 @@
 //!   feed's head; `sweep`: deleting unreferenced objects.
 //! - [`health`]: a partition's health, a state machine with one transition
 //!   function.
+//! - [`metadata`]: the broker's KRaft metadata log, read every cycle;
+//!   `leadership`: which replica's shipper ships a partition (pure, from
+//!   the metadata image); `topic_configs`: the configs published with the
+//!   manifests.
 //! - [`status`]: what `shipper status` shows; [`metrics`]: Prometheus
 //!   metrics; [`clock`]: injectable time.
 //! - [`bucket_init`]: what "a bucket set up for this cluster" means (the
