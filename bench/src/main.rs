@@ -8,6 +8,9 @@
 //! - `idle`: 10,000 small partitions on one shipper and one applier
 //!   (libraries, in this process, behind a `CountingStore`): start-up time,
 //!   idle CPU and requests per idle minute.
+//! - `metadata`: reading a broker's KRaft metadata log at 10,000
+//!   partitions: the first read, an idle cycle's poll, a cycle with leader
+//!   moves, against reading the same bytes.
 //! - `scan-eof`: the cost of `kafkalog::segment::scan` when there is
 //!   nothing to read (what an idle shipper cycle pays per partition).
 //!
@@ -18,6 +21,10 @@ mod common;
 mod generate;
 mod idle;
 mod lag;
+mod metadata;
+
+#[path = "../../kraft/tests/support/mod.rs"]
+mod kraft_support;
 
 use std::process::ExitCode;
 
@@ -26,6 +33,7 @@ fn usage() -> ExitCode {
         "usage: segmirror-bench gen --out DIR --layout mixed|big|small [--total-mib N] [--segment-mib N (big)] [--partitions N]\n\
          \x20      segmirror-bench lag [--bin DIR] [--rate BATCHES_PER_S] [--partitions N] [--secs S] [--poll-ms MS] [--tail-interval DUR] [--applier-poll-ms MS] [--records N] [--value-size BYTES] [--segment-mib N] [--work DIR] [--keep 1]\n\
          \x20      segmirror-bench idle [--partitions N] [--secs S] [--applier-metrics on] [--work DIR] [--data DIR] [--keep 1]\n\
+         \x20      segmirror-bench metadata [--partitions N] [--cycles N] [--changes N] [--work DIR]\n\
          \x20      segmirror-bench scan-eof [--iterations N]"
     );
     ExitCode::from(2)
@@ -47,6 +55,7 @@ fn main() -> ExitCode {
         "gen" => generate::main(&opts),
         "lag" => lag::main(&opts),
         "idle" => idle::main(&opts),
+        "metadata" => metadata::main(&opts),
         "scan-eof" => common::scan_eof(&opts),
         _ => return usage(),
     };
