@@ -33,7 +33,7 @@ use crate::feed::Feed;
 use crate::groups::GroupOffsetsPublisher;
 use crate::health::{Health, HealthEvent};
 use crate::leadership::Role;
-use crate::metadata::BrokerMetadata;
+use crate::metadata::{BrokerMetadata, Placement};
 use crate::metrics::Metrics;
 use crate::partition::{DecideCtx, PageCache, Shipment, ShipperSlot};
 use crate::plan::RangePlan;
@@ -180,7 +180,11 @@ type Observed = (
     usize,
 );
 
-fn observe_all(opts: &ShipperOptions, known: Vec<(TopicPartition, PathBuf)>) -> Observed {
+fn observe_all(
+    opts: &ShipperOptions,
+    known: Vec<(TopicPartition, PathBuf)>,
+    placement: Option<&Placement>,
+) -> Observed {
     let mut found: BTreeMap<TopicPartition, (PathBuf, Arc<RootCheckpoints>)> = BTreeMap::new();
     let mut up: HashSet<PathBuf> = HashSet::new();
     let mut problems = Vec::new();
@@ -220,10 +224,23 @@ fn observe_all(opts: &ShipperOptions, known: Vec<(TopicPartition, PathBuf)>) -> 
                 continue;
             }
             if let Some((first, _)) = found.get(&tp) {
-                problems.push((
-                    root.clone(),
-                    format!("{tp} is also in {}: shipping that one", first.display()),
-                ));
+                // JBOD: the metadata names the log dir that holds the
+                // partition; a copy in another one is stale.
+                if placement.is_some_and(|p| p.assigned_to(&tp, root)) {
+                    problems.push((
+                        first.clone(),
+                        format!(
+                            "{tp} is also in {}, the log dir the broker's metadata assigns: shipping that one",
+                            root.display()
+                        ),
+                    ));
+                    found.insert(tp, (root.clone(), Arc::clone(&cps)));
+                } else {
+                    problems.push((
+                        root.clone(),
+                        format!("{tp} is also in {}: shipping that one", first.display()),
+                    ));
+                }
                 continue;
             }
             found.insert(tp, (root.clone(), Arc::clone(&cps)));
@@ -271,7 +288,12 @@ impl Shipper {
             // A ZooKeeper-mode broker, or a plain log dir: nothing says which
             // replicas this broker leads.
             tracing::warn!(
-                log_dirs = ?opts.log_dirs,
+                log_dirs = %opts
+                    .log_dirs
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
                 "no KRaft metadata log (__cluster_metadata-0) in the log dirs and no metadata_log_dir: \
                  every partition found is shipped, and topic configs are not published; with several \
                  brokers every replica's shipper ships the same partitions (the losers are fenced): \
@@ -486,16 +508,26 @@ impl Shipper {
             .map(|(tp, st)| (tp.clone(), st.root.clone()))
             .collect();
         let opts = self.opts.clone();
-        let (observed, problems, seen) =
-            match tokio::task::spawn_blocking(move || observe_all(&opts, known)).await {
-                Ok(x) => x,
-                Err(e) => {
-                    report
-                        .errors
-                        .push(("-".into(), format!("reading the log dirs: {e}")));
-                    return None;
-                }
-            };
+        let placement = match &mut self.metadata {
+            Some(md) if opts.log_dirs.len() > 1 => {
+                md.poll();
+                md.placement()
+            }
+            _ => None,
+        };
+        let (observed, problems, seen) = match tokio::task::spawn_blocking(move || {
+            observe_all(&opts, known, placement.as_ref())
+        })
+        .await
+        {
+            Ok(x) => x,
+            Err(e) => {
+                report
+                    .errors
+                    .push(("-".into(), format!("reading the log dirs: {e}")));
+                return None;
+            }
+        };
         self.note_down_roots(problems);
         report.seen = seen;
         let mut views: BTreeMap<TopicPartition, SourceView> = BTreeMap::new();

@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use kafkalog::TopicId;
+use kafkalog::{TopicId, TopicPartition};
 use kraft::{MetadataImage, MetadataLogReader};
 use manifest::topic_config::ConfigValue;
 
@@ -51,6 +51,24 @@ pub enum MetadataError {
     /// `broker_config` cannot be read.
     #[error("broker_config: {0}")]
     BrokerConfig(kraft::Error),
+}
+
+/// Where the broker's metadata places this broker's replicas (JBOD):
+/// each partition's assigned directory id, and each log dir's id.
+#[derive(Debug, Clone)]
+pub(crate) struct Placement {
+    assigned: BTreeMap<TopicPartition, TopicId>,
+    dir_ids: BTreeMap<PathBuf, Option<TopicId>>,
+}
+
+impl Placement {
+    /// True when the metadata assigns `tp`'s replica to log dir `root`.
+    pub(crate) fn assigned_to(&self, tp: &TopicPartition, root: &Path) -> bool {
+        match (self.assigned.get(tp), self.dir_ids.get(root)) {
+            (Some(a), Some(Some(d))) => a == d,
+            _ => false,
+        }
+    }
 }
 
 /// The broker's metadata, read every cycle.
@@ -170,6 +188,31 @@ impl BrokerMetadata {
             dir_id: self.dir_ids.get(root).copied().flatten(),
         };
         Some(leadership::role(image, topic, partition, facts))
+    }
+
+    /// Where the image of the last poll places this broker's replicas
+    /// (`None` without an image). Used to choose between two copies of a
+    /// partition in two log dirs.
+    pub(crate) fn placement(&self) -> Option<Placement> {
+        if self.failing {
+            return None;
+        }
+        let image = self.reader.image()?;
+        let mut assigned = BTreeMap::new();
+        for (name, t) in &image.topics {
+            for (p, reg) in &t.partitions {
+                if let (Some(dir), Ok(tp)) = (
+                    reg.directory_of(self.node_id),
+                    TopicPartition::new(name, *p),
+                ) {
+                    assigned.insert(tp, dir);
+                }
+            }
+        }
+        Some(Placement {
+            assigned,
+            dir_ids: self.dir_ids.clone(),
+        })
     }
 
     /// Whether a partition whose dir is gone may be published as deleted:

@@ -475,3 +475,89 @@ async fn without_metadata_every_replica_ships_and_the_losers_are_fenced() {
         assert_mirrors_leader(&b, &c, 0, 1).await;
     }
 }
+
+/// JBOD: a broker with two log dirs holds a stale copy of orders-0 in the
+/// one the metadata does not assign (a move between log dirs left it) and
+/// a `-future` dir of an intra-broker move in progress. Only the assigned
+/// copy is shipped; the stale one and the `-future` dir never are.
+#[tokio::test]
+async fn jbod_ships_the_copy_in_the_log_dir_the_metadata_assigns() {
+    for b in backends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a, bdir) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).expect("mkdir");
+        std::fs::create_dir_all(&bdir).expect("mkdir");
+        // Log dir a holds the metadata log (its meta.properties has the
+        // encoder's directory.id); log dir b has its own id.
+        let mut meta = MetaLog::create(&a, 1);
+        let b_id = kafkalog::TopicId::from_bytes([9; 16]);
+        std::fs::write(
+            bdir.join("meta.properties"),
+            format!(
+                "node.id=1\ndirectory.id={}\nversion=1\ncluster.id=Mk3OEYBSD34fcwNTJENDM2Qk\n",
+                b_id
+            ),
+        )
+        .expect("meta.properties");
+        meta.append(
+            1,
+            &[
+                k::topic(TOPIC, topic_id(1)),
+                k::partition(1, topic_id(1), 0, &[1], &[1], 1, 0, 0, &[b_id]),
+            ],
+        );
+        let t = tp(TOPIC, 0);
+        // The stale copy in a: 3 batches; the live one in b: 12.
+        for (root, n) in [(&a, 3), (&bdir, 12)] {
+            let d = LogDir::open(root).expect("log dir");
+            let mut log = open_log(&d, &t, topic_id(1), 4096);
+            append_n(&mut log, n, 5, 0, 100);
+            log.close().expect("close");
+            write_hw(root);
+        }
+        // An intra-broker move in progress: b's copy being written into a.
+        let future = a.join(format!(
+            "{}.{}-future",
+            t.dir_name(),
+            "0123456789abcdef0123456789abcdef"
+        ));
+        std::fs::create_dir_all(&future).expect("mkdir future");
+        std::fs::copy(
+            bdir.join(t.dir_name()).join("00000000000000000000.log"),
+            future.join("00000000000000000000.log"),
+        )
+        .expect("copy");
+
+        let mut o = options(&a, &b, "s1");
+        o.log_dirs = vec![a.clone(), bdir.clone()];
+        let mut s = Shipper::new(o, b.store()).expect("shipper");
+        let r = s.ship_available().await;
+        assert!(r.errors.is_empty(), "[{}] {:?}", b.name, r.errors);
+        let st = s.partitions();
+        assert_eq!(
+            st.iter()
+                .map(|p| (p.partition, p.state, p.role))
+                .collect::<Vec<_>>(),
+            vec![(0, "ok", Some("leader"))],
+            "[{}] one partition, no -future one",
+            b.name
+        );
+        let ms = b.manifests();
+        let m = latest(&ms, &t, topic_id(1)).await.expect("manifest");
+        assert_eq!(
+            m.shipped_end_offset, 60,
+            "[{}] b's copy (12 batches of 5)",
+            b.name
+        );
+        let shipped: Vec<u8> = fetch(&ms, &all_ranges(&ms, &m).await)
+            .await
+            .iter()
+            .flat_map(|o| o.iter().copied())
+            .collect();
+        let source: Vec<u8> = source_batches(&bdir, &t)
+            .into_iter()
+            .flat_map(|(_, _, b)| b)
+            .collect();
+        assert!(shipped == source, "[{}] b's batches", b.name);
+    }
+}
