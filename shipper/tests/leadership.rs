@@ -561,3 +561,56 @@ async fn jbod_ships_the_copy_in_the_log_dir_the_metadata_assigns() {
         assert!(shipped == source, "[{}] b's batches", b.name);
     }
 }
+
+/// A partition dir that disappears while the broker's metadata still has
+/// its topic moved (a reassignment, another log dir, a replaced disk): it
+/// is not published as deleted. Once the metadata removed the topic
+/// (RemoveTopicRecord, and Kafka renamed the dir `-delete`), it is.
+#[tokio::test]
+async fn a_dir_gone_is_published_deleted_only_when_the_metadata_removed_its_topic() {
+    for b in backends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("logs");
+        std::fs::create_dir_all(&root).expect("mkdir");
+        let mut meta = MetaLog::create(&root, 1);
+        meta.append(
+            1,
+            &[
+                k::topic(TOPIC, topic_id(1)),
+                k::partition(0, topic_id(1), 0, &[1], &[1], 1, 0, 0, &[]),
+            ],
+        );
+        let t = tp(TOPIC, 0);
+        {
+            let d = LogDir::open(&root).expect("log dir");
+            let mut log = open_log(&d, &t, topic_id(1), 4096);
+            append_n(&mut log, 4, 5, 0, 100);
+            log.close().expect("close");
+            write_hw(&root);
+        }
+        let mut o = options(&root, &b, "s1");
+        o.partition_delete_grace = std::time::Duration::ZERO;
+        let mut s = Shipper::new(o, b.store()).expect("shipper");
+        assert_eq!(s.ship_available().await.committed, 1, "[{}]", b.name);
+
+        // The dir goes; the metadata still has the topic.
+        let moved = dir.path().join("elsewhere");
+        std::fs::rename(root.join(t.dir_name()), &moved).expect("move away");
+        for _ in 0..3 {
+            let r = s.run_cycle().await;
+            assert_eq!(r.deleted_partitions, 0, "[{}] {r:?}", b.name);
+        }
+        let ms = b.manifests();
+        assert!(!latest(&ms, &t, topic_id(1)).await.expect("m").deleted);
+
+        // The topic is deleted on the source.
+        meta.append(1, &[k::remove_topic(topic_id(1))]);
+        let r = s.run_cycle().await;
+        assert_eq!(r.deleted_partitions, 1, "[{}] {r:?}", b.name);
+        assert!(
+            latest(&ms, &t, topic_id(1)).await.expect("m").deleted,
+            "[{}]",
+            b.name
+        );
+    }
+}
