@@ -162,6 +162,14 @@ pub(crate) async fn once(args: OnceArgs) -> anyhow::Result<u8> {
             "  {standby} partitions were left to the shippers of the brokers that lead them (standby here)"
         );
     }
+    for p in partitions.iter().filter(|p| p.role == Some("untrusted")) {
+        eprintln!(
+            "  {}-{}: {}",
+            p.topic,
+            p.partition,
+            p.detail.as_deref().unwrap_or("")
+        );
+    }
     for line in &gap_lines {
         eprintln!("{line}");
     }
