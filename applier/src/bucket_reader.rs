@@ -1,7 +1,7 @@
 //! Everything the applier reads from the bucket: the change feed
-//! ([`FeedReader`]), the source's manifests, and the manifest held in
-//! memory for each mirror partition (so an unchanged feed entry costs no
-//! GET).
+//! ([`FeedReader`]), the source's manifests, the manifest held in memory
+//! for each mirror partition (so an unchanged feed entry costs no GET),
+//! and whole objects verified against their ranges ([`fetch_verified`]).
 //!
 //! Invariants:
 //! - Without a bucket nothing is read: the feed is never polled and every
@@ -20,7 +20,8 @@ use futures::StreamExt;
 use kafkalog::{TopicId, TopicPartition};
 use manifest::feed::{Head, HeadEntry};
 use manifest::layout::PartitionKey;
-use manifest::partition::PartitionManifest;
+use manifest::partition::{PartitionManifest, ShippedRange};
+use manifest::range_check::verify_object;
 
 use crate::error::MirrorError;
 use crate::feed::FeedReader;
@@ -264,4 +265,31 @@ async fn confirm_identity(
         tracing::warn!(partition = %tp, %topic_id, version, error = %e, "the change feed names a manifest that cannot be read; not starting the partition yet");
         e.to_string()
     })
+}
+
+/// Downloads the objects of `ranges` whole, checks each against its range
+/// (`manifest::range_check::verify_object`), and returns their bytes
+/// concatenated in order (a segment rebuilt from the bucket: a compacted
+/// one here, a damaged one by `crate::repair`).
+pub(crate) async fn fetch_verified(
+    store: &ManifestStore,
+    tp: &TopicPartition,
+    ranges: &[&ShippedRange],
+) -> Result<Vec<u8>, MirrorError> {
+    let mut content = Vec::new();
+    for r in ranges {
+        let bytes = store
+            .get(&r.key)
+            .await
+            .map_err(|source| MirrorError::Store {
+                tp: tp.clone(),
+                source,
+            })?;
+        verify_object(r, &bytes).map_err(|corrupt| MirrorError::ObjectCorrupt {
+            tp: tp.clone(),
+            corrupt,
+        })?;
+        content.extend_from_slice(&bytes);
+    }
+    Ok(content)
 }

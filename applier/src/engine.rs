@@ -882,7 +882,7 @@ impl Applier {
             &|| self.mirror_slots().map(|m| m.tp().clone()).collect(),
             &|tp| self.state_of(tp),
             Instant::now(),
-            crate::mirror::now_ms(),
+            crate::clock::now_ms(),
         );
         self.live.stale |= !found.is_empty();
         for (tp, e) in found {
@@ -898,7 +898,7 @@ impl Applier {
                 .filter_map(|s| self.bucket.cached(s.tp()).map(|m| (s.tp().clone(), m)))
                 .flat_map(|(tp, m)| m.ranges.iter().map(move |r| (tp.clone(), r.clone())))
                 .collect();
-            let now = crate::mirror::now_ms();
+            let now = crate::clock::now_ms();
             scrub
                 .check_objects(&self.opts.log_dir, store, &candidates, n, now)
                 .await;

@@ -190,28 +190,6 @@ pub fn statuses(log_dir: &Path) -> Result<BTreeMap<String, Vec<GapStatus>>, Stat
         .collect())
 }
 
-/// Fills each status row's `gaps` from the files (a damaged file is
-/// reported in the rows' errors rather than hidden).
-pub fn annotate(log_dir: &Path, rows: &mut [crate::status::PartitionStatus]) {
-    match statuses(log_dir) {
-        Ok(mut all) => {
-            for r in rows.iter_mut() {
-                if let Some(g) = all.remove(&format!("{}-{}", r.topic, r.partition)) {
-                    r.gaps = g;
-                }
-            }
-        }
-        Err(e) => {
-            for r in rows.iter_mut() {
-                r.last_error = Some(match &r.last_error {
-                    Some(prev) => format!("{prev}; gaps unknown: {e:#}"),
-                    None => format!("gaps unknown: {e:#}"),
-                });
-            }
-        }
-    }
-}
-
 /// The engine's view of the book: what it learned, written when it grows.
 #[derive(Debug, Default)]
 pub struct Ledger {
@@ -227,8 +205,7 @@ impl Ledger {
             Ok(b) => b,
             Err(e) => {
                 let path = book_path(log_dir);
-                let aside =
-                    path.with_extension(format!("json.damaged-{}", crate::mirror::now_ms()));
+                let aside = path.with_extension(format!("json.damaged-{}", crate::clock::now_ms()));
                 let moved = std::fs::rename(&path, &aside);
                 tracing::error!(error = %format!("{e:#}"), kept_as = %aside.display(), moved = moved.is_ok(), "the gap record is damaged: set aside; gaps are learned again from the manifests");
                 GapBook::default()
@@ -371,28 +348,6 @@ pub fn acknowledge(
     });
     write_json(log_dir, &acks_path(log_dir), &acks)?;
     Ok(AckOutcome::Acknowledged(gap))
-}
-
-/// One line per gap not acknowledged here, naming the partition and the
-/// offsets (what `applier once` prints before exiting 1).
-pub fn open_lines(rows: &[crate::status::PartitionStatus], log_dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    for r in rows {
-        for g in r.gaps.iter().filter(|g| g.is_open()) {
-            out.push(format!(
-                "GAP {}-{}: offsets {} never reached the mirror ({}); acknowledge: applier gaps ack --log-dir {} --topic {} --partition {} --offsets {}",
-                r.topic,
-                r.partition,
-                g.gap.gap.offsets_text(),
-                g.gap.gap,
-                log_dir.display(),
-                r.topic,
-                r.partition,
-                g.gap.gap.offsets_text()
-            ));
-        }
-    }
-    out
 }
 
 /// The GAPS cell of the status table.

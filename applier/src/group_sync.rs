@@ -296,7 +296,7 @@ impl GroupOffsetsSync {
             None => self.own_coordinator(log_dir),
         };
         let outcome = self.apply_groups(&mut record, &coordinator, slots, write);
-        let now = crate::mirror::now_ms();
+        let now = crate::clock::now_ms();
         match outcome {
             Ok(()) => {
                 record.last_success_ms = Some(now);
@@ -341,7 +341,7 @@ impl GroupOffsetsSync {
         let applied = record.map_or(0, |r| r.version);
         let lag = pointer.map(|p| {
             if p.version > applied {
-                ((crate::mirror::now_ms() - p.written_at_ms).max(0)) as f64 / 1000.0
+                ((crate::clock::now_ms() - p.written_at_ms).max(0)) as f64 / 1000.0
             } else {
                 0.0
             }
@@ -457,7 +457,7 @@ impl GroupOffsetsSync {
             }
         }
         self.clamped = clamped;
-        let now = crate::mirror::now_ms();
+        let now = crate::clock::now_ms();
         let mut failure = None;
         for (group, commits) in writes {
             match write_offsets(write, &group, &commits, now) {

@@ -43,6 +43,7 @@
 
 pub use manifest::applying;
 mod bucket_reader;
+mod clock;
 pub mod command_plan;
 pub mod commands;
 pub mod config;

@@ -142,7 +142,7 @@ pub(crate) fn status_rows(
     live: &LiveStatus,
     log_dir: &Path,
 ) -> Vec<PartitionStatus> {
-    let now = crate::mirror::now_ms();
+    let now = crate::clock::now_ms();
     let mut rows: Vec<PartitionStatus> = slots
         .values()
         .filter_map(Slot::mirror)
@@ -168,7 +168,7 @@ pub(crate) fn status_rows(
         }
     }
     rows.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
-    crate::gaps::annotate(log_dir, &mut rows);
+    crate::status::annotate_gaps(log_dir, &mut rows);
     rows
 }
 
@@ -179,7 +179,7 @@ pub(crate) fn live_status(
     manifests: &HashMap<TopicPartition, PartitionManifest>,
 ) -> LiveStatus {
     let mut live = LiveStatus {
-        written_at_ms: crate::mirror::now_ms(),
+        written_at_ms: crate::clock::now_ms(),
         ..LiveStatus::default()
     };
     if let Some(head) = head {

@@ -27,8 +27,8 @@ use manifest::reconcile::{self, LocalLog, Plan, Surroundings};
 use manifest::state::PartitionState;
 use serde::Serialize;
 
-use crate::engine::ApplierOptions;
 use crate::mirror::new_record;
+use crate::options::ApplierOptions;
 use crate::schedule::{self, PartitionView, Work};
 use manifest::topic_pattern::Selection;
 
@@ -252,7 +252,7 @@ pub async fn plan_all(
             // (`once` makes every retry due; `plan` shows what it would do).
             let bounds = local.as_ref().map_or((0, 0), |l| (l.log_start, l.log_end));
             let view = PartitionView::of_record(r, bounds, entry, None);
-            schedule::plan_partition(&view, true, crate::mirror::now_ms()).work
+            schedule::plan_partition(&view, true, crate::clock::now_ms()).work
         });
         let action = match (state, &work) {
             // A new partition, or one only an operator's `start` (or

@@ -30,13 +30,12 @@
 use std::path::Path;
 
 use bucket::store::ManifestStore;
-use kafkalog::{LogConfig, LogDir, TopicPartition};
+use kafkalog::{LogConfig, LogDir, PartitionLog, TopicPartition};
 use manifest::layout::PartitionKey;
 use manifest::partition::{PartitionManifest, ShippedRange};
 use manifest::state::PartitionState;
 
 use crate::error::MirrorError;
-use crate::mirror::Mirror;
 use crate::verify::{PartitionScan, SliceEnd, VerifyRecord};
 
 /// Where `start` cuts a mirror partition whose recorded damage has these
@@ -57,15 +56,16 @@ pub fn mirror_cut(cuts: &[i64], bucket_log_start: i64) -> Result<Option<i64>, St
 /// PREPARING's first step when damage is recorded for the partition: the
 /// cut (see the module doc). Returns the new log end when it cut.
 pub fn cut_recorded_damage(
-    mirror: &mut Mirror,
+    log: &mut PartitionLog,
+    tp: &TopicPartition,
     m: &PartitionManifest,
 ) -> Result<Option<i64>, MirrorError> {
-    let Some(log_dir) = mirror.log.dir().parent().map(Path::to_path_buf) else {
+    let Some(log_dir) = log.dir().parent().map(Path::to_path_buf) else {
         return Ok(None);
     };
-    let name = mirror.tp.to_string();
+    let name = tp.to_string();
     let record = VerifyRecord::read(&log_dir).map_err(|e| MirrorError::Unrepairable {
-        tp: mirror.tp.clone(),
+        tp: tp.clone(),
         reason: format!("{e:#}"),
     })?;
     let cuts: Vec<i64> = record
@@ -75,35 +75,35 @@ pub fn cut_recorded_damage(
         .collect();
     let cut =
         mirror_cut(&cuts, m.log_start_offset).map_err(|reason| MirrorError::Unrepairable {
-            tp: mirror.tp.clone(),
+            tp: tp.clone(),
             reason,
         })?;
     let Some(cut) = cut else { return Ok(None) };
     let log_err = |source| MirrorError::Log {
-        tp: mirror.tp.clone(),
+        tp: tp.clone(),
         source,
     };
-    let leo_before = mirror.log.log_end_offset();
+    let leo_before = log.log_end_offset();
     tracing::warn!(partition = %name, from = leo_before, to = cut, "cutting the damaged local log back to the last good batch; the rest is fetched again from the bucket");
-    let mut end = mirror.log.truncate_to(cut).map_err(log_err)?;
+    let mut end = log.truncate_to(cut).map_err(log_err)?;
     // The tail must verify now; else cut to its segment's start.
     for _ in 0..2 {
-        let Some(&active) = mirror.log.segment_base_offsets().last() else {
+        let Some(&active) = log.segment_base_offsets().last() else {
             break;
         };
-        if tail_verifies(&log_dir, &mirror.tp, active) {
+        if tail_verifies(&log_dir, tp, active) {
             break;
         }
         tracing::warn!(partition = %name, segment = active, "the tail still does not verify after the cut: cutting to the segment's start");
-        end = mirror.log.truncate_to(active).map_err(log_err)?;
+        end = log.truncate_to(active).map_err(log_err)?;
     }
-    let now = crate::mirror::now_ms();
+    let now = crate::clock::now_ms();
     VerifyRecord::update(&log_dir, |r| {
         r.damage.retain(|d| d.partition != name);
         r.repaired_at_ms.insert(name.clone(), now);
     })
     .map_err(|e| MirrorError::Unrepairable {
-        tp: mirror.tp.clone(),
+        tp: tp.clone(),
         reason: format!("recording the repair: {e:#}"),
     })?;
     tracing::warn!(partition = %name, cut_from = leo_before, log_end = end, "damaged range cut; fetching it again from the bucket");
@@ -238,7 +238,7 @@ pub async fn repair_stopped(
             state.as_str()
         );
     }
-    let now = crate::mirror::now_ms();
+    let now = crate::clock::now_ms();
     let scan = {
         let mut s = PartitionScan::new(log_dir, tp, None, now)?;
         while s.step(u64::MAX, &mut |_| {})? == SliceEnd::More {}
@@ -308,7 +308,7 @@ pub async fn repair_stopped(
         let picked = ranges_for_segment(&ranges, p.base, p.next, generation)
             .map_err(|e| anyhow::anyhow!("{tp}: {e}"))?;
         let picked: Vec<&ShippedRange> = picked.iter().collect();
-        let bytes = crate::mirror::fetch_verified(store, tp, &picked).await?;
+        let bytes = crate::bucket_reader::fetch_verified(store, tp, &picked).await?;
         tracing::warn!(partition = %tp, segment = p.base, objects = picked.len(), bytes = bytes.len(), "replacing the damaged segment with its copy from the bucket");
         log.replace_segment(p.base, &bytes)?;
         done.segments.push(p.base);
@@ -319,7 +319,7 @@ pub async fn repair_stopped(
     drop(logdir);
     // What it holds now.
     let after = {
-        let mut s = PartitionScan::new(log_dir, tp, None, crate::mirror::now_ms())?;
+        let mut s = PartitionScan::new(log_dir, tp, None, crate::clock::now_ms())?;
         while s.step(u64::MAX, &mut |_| {})? == SliceEnd::More {}
         s
     };
@@ -328,7 +328,7 @@ pub async fn repair_stopped(
         r.damage.retain(|d| d.partition != name);
         r.add_damage(&after.mismatches);
         r.repaired_at_ms
-            .insert(name.clone(), crate::mirror::now_ms());
+            .insert(name.clone(), crate::clock::now_ms());
     })?;
     if let Some(first) = after.mismatches.first() {
         anyhow::bail!("{tp}: still damaged after the repair: {first}");

@@ -160,7 +160,7 @@ pub fn read_live(log_dir: &Path) -> LiveStatus {
 /// (no lock: safe while the daemon runs).
 pub fn collect(log_dir: &Path) -> Result<Vec<PartitionStatus>, kafkalog::Error> {
     let live = read_live(log_dir);
-    let now = crate::mirror::now_ms();
+    let now = crate::clock::now_ms();
     let fresh = now - live.written_at_ms < LIVE_FRESH_MS;
     let mut out = Vec::new();
     for tp in kafkalog::reader::list_partitions(log_dir)? {
@@ -239,7 +239,7 @@ pub fn collect(log_dir: &Path) -> Result<Vec<PartitionStatus>, kafkalog::Error> 
         }
         out.push(r);
     }
-    crate::gaps::annotate(log_dir, &mut out);
+    annotate_gaps(log_dir, &mut out);
     Ok(out)
 }
 
@@ -401,7 +401,7 @@ pub fn table(rows: &[PartitionStatus]) -> String {
             r.last_error.as_deref().unwrap_or("")
         ));
     }
-    out.push_str(&crate::topic_configs::status_note(rows));
+    out.push_str(&topic_configs_note(rows));
     out
 }
 
@@ -412,4 +412,69 @@ fn cut_cell(cut: Option<&manifest::mirror_record::Cut>) -> String {
         || "-".to_string(),
         |c| format!("{}-{} ({})", c.first_offset, c.last_offset, c.offsets()),
     )
+}
+
+/// Fills each status row's `gaps` from the files (a damaged file is
+/// reported in the rows' errors rather than hidden).
+pub fn annotate_gaps(log_dir: &Path, rows: &mut [PartitionStatus]) {
+    match crate::gaps::statuses(log_dir) {
+        Ok(mut all) => {
+            for r in rows.iter_mut() {
+                if let Some(g) = all.remove(&format!("{}-{}", r.topic, r.partition)) {
+                    r.gaps = g;
+                }
+            }
+        }
+        Err(e) => {
+            for r in rows.iter_mut() {
+                r.last_error = Some(match &r.last_error {
+                    Some(prev) => format!("{prev}; gaps unknown: {e:#}"),
+                    None => format!("gaps unknown: {e:#}"),
+                });
+            }
+        }
+    }
+}
+
+/// One line per gap not acknowledged here, naming the partition and the
+/// offsets (what `applier once` prints before exiting 1).
+pub fn open_gap_lines(rows: &[PartitionStatus], log_dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in rows {
+        for g in r.gaps.iter().filter(|g| g.is_open()) {
+            out.push(format!(
+                "GAP {}-{}: offsets {} never reached the mirror ({}); acknowledge: applier gaps ack --log-dir {} --topic {} --partition {} --offsets {}",
+                r.topic,
+                r.partition,
+                g.gap.gap.offsets_text(),
+                g.gap.gap,
+                log_dir.display(),
+                r.topic,
+                r.partition,
+                g.gap.gap.offsets_text()
+            ));
+        }
+    }
+    out
+}
+
+/// The lines `applier status` prints under its table: each partition's
+/// copied configs (`key=value`, sorted), one line per partition that has
+/// any recorded.
+fn topic_configs_note(rows: &[PartitionStatus]) -> String {
+    let mut out = String::new();
+    for r in rows {
+        let Some(c) = &r.topic_configs else { continue };
+        let kv: Vec<String> = c.iter().map(|(k, v)| format!("{k}={}", v.value)).collect();
+        let shown = if kv.is_empty() {
+            "(all at Kafka's defaults)".to_string()
+        } else {
+            kv.join(" ")
+        };
+        out.push_str(&format!(
+            "{}-{} topic configs: {shown}\n",
+            r.topic, r.partition
+        ));
+    }
+    out
 }

@@ -199,7 +199,7 @@ mod tests {
             kafka_idle_timeout: Some(String::new()),
             kafka_request_timeout: Some(String::new()),
             kafka_sasl_failure_delay: Some(String::new()),
-            topic_configs: Some(crate::topic_configs::FilterSection::default()),
+            topic_configs: Some(crate::config::topic_configs::FilterSection::default()),
         };
         let value = serde_json::to_value(&full).expect("serialize");
         let keys: Vec<&str> = value

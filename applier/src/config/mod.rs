@@ -41,6 +41,7 @@ use serde::{Deserialize, Serialize};
 use kafkalog::units::ByteSize;
 
 mod example;
+pub mod topic_configs;
 mod validate;
 
 pub use example::EXAMPLE;
@@ -107,7 +108,7 @@ pub struct ApplierConfig {
     pub kafka_sasl_failure_delay: Option<String>,
     /// Which source topic configs are copied (`[topic_configs]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub topic_configs: Option<crate::topic_configs::FilterSection>,
+    pub topic_configs: Option<topic_configs::FilterSection>,
 }
 
 /// A configuration error naming the field.

@@ -42,7 +42,6 @@
 #![allow(clippy::result_large_err)]
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bucket::store::ManifestStore;
 use kafkalog::builder::build_control_batch;
@@ -58,8 +57,6 @@ use crate::error::MirrorError;
 
 pub mod apply_plan;
 mod stream;
-
-pub(crate) use stream::fetch_verified;
 
 /// What a mirror partition needs to know about its surroundings.
 #[derive(Debug, Clone)]
@@ -152,13 +149,6 @@ pub fn check_cut(
         Ok(plan) => manifest::cut::check(record, &plan, local, m, allowed),
         Err(_) => Ok(None),
     }
-}
-
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// The reason stored in the write guard of a mirror partition.
@@ -313,7 +303,7 @@ impl Mirror {
         let leo_before = self.log.log_end_offset();
         // Damage that `verify` or the scrub recorded is cut first: the
         // follow fetches that range again (`crate::repair`).
-        crate::repair::cut_recorded_damage(self, m)?;
+        crate::repair::cut_recorded_damage(&mut self.log, &self.tp, m)?;
         // The manifest's topic configs first: the tiered-storage rule of the
         // plan reads them; the transition to MIRRORING writes the record.
         crate::topic_configs::record_configs(&mut self.record, m, &ctx.config_filter);
@@ -477,7 +467,7 @@ impl Mirror {
             &local_segments,
         );
         for r in replace {
-            let content = stream::fetch_verified(store, &self.tp, &r.ranges).await?;
+            let content = crate::bucket_reader::fetch_verified(store, &self.tp, &r.ranges).await?;
             let (base, generation) = (r.base, r.generation);
             self.log
                 .replace_segment(base, &content)
@@ -599,5 +589,5 @@ pub fn new_record(
     topic_id: TopicId,
     state: manifest::state::MirrorState,
 ) -> MirrorRecord {
-    MirrorRecord::new(source_cluster_id, topic_id, state, now_ms())
+    MirrorRecord::new(source_cluster_id, topic_id, state, crate::clock::now_ms())
 }

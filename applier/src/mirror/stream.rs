@@ -27,9 +27,7 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use kafkalog::{PartitionLog, TopicPartition};
 use manifest::partition::ShippedRange;
-use manifest::range_check::{
-    ObjectCorrupt, RangeCheck, check_size_and_crc, verify_object, verify_object_crc,
-};
+use manifest::range_check::{ObjectCorrupt, RangeCheck, check_size_and_crc, verify_object_crc};
 
 use super::PIECE;
 use super::apply_plan::{self, BatchSpan, Intake, LogEnds};
@@ -131,33 +129,6 @@ pub(super) async fn fetch_ranges(
             return;
         }
     }
-}
-
-/// Downloads the objects of `ranges` whole, checks each against its range
-/// (`manifest::range_check::verify_object`), and returns their bytes
-/// concatenated in order (a segment rebuilt from the bucket: a compacted
-/// one here, a damaged one by `crate::repair`).
-pub(crate) async fn fetch_verified(
-    store: &ManifestStore,
-    tp: &TopicPartition,
-    ranges: &[&ShippedRange],
-) -> Result<Vec<u8>, MirrorError> {
-    let mut content = Vec::new();
-    for r in ranges {
-        let bytes = store
-            .get(&r.key)
-            .await
-            .map_err(|source| MirrorError::Store {
-                tp: tp.clone(),
-                source,
-            })?;
-        verify_object(r, &bytes).map_err(|corrupt| MirrorError::ObjectCorrupt {
-            tp: tp.clone(),
-            corrupt,
-        })?;
-        content.extend_from_slice(&bytes);
-    }
-    Ok(content)
 }
 
 /// The error of the `applying` marker's file IO in `dir`.

@@ -129,7 +129,7 @@ pub async fn verify_targets(
 ) -> anyhow::Result<Outcome> {
     let mut out = Outcome::default();
     let mut sampleable: Vec<(TopicPartition, ShippedRange)> = Vec::new();
-    let now = crate::mirror::now_ms();
+    let now = crate::clock::now_ms();
     for t in targets {
         let mut facts = None;
         if let Some(store) = store {

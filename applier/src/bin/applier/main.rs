@@ -301,13 +301,13 @@ impl Flags for DaemonTuning {
             }
             std::env::var(var)
                 .ok()
-                .map(|v| applier::topic_configs::split_list(&v))
+                .map(|v| applier::config::topic_configs::split_list(&v))
         };
-        let section = applier::topic_configs::FilterSection {
+        let section = applier::config::topic_configs::FilterSection {
             include: list(&self.config_include, "SEGMIRROR_TOPIC_CONFIGS_INCLUDE"),
             exclude: list(&self.config_exclude, "SEGMIRROR_TOPIC_CONFIGS_EXCLUDE"),
         };
-        if section != applier::topic_configs::FilterSection::default() {
+        if section != applier::config::topic_configs::FilterSection::default() {
             c.topic_configs = Some(section);
         }
         Ok(())

@@ -199,7 +199,7 @@ async fn run_with(
         }
         // Gaps not acknowledged here: exit 1 naming each (mirroring went
         // on; the operator must know what the mirror will never have).
-        let gap_lines = applier::gaps::open_lines(&applier.status_rows(), &v.options.log_dir);
+        let gap_lines = applier::status::open_gap_lines(&applier.status_rows(), &v.options.log_dir);
         for line in &gap_lines {
             eprintln!("{line}");
         }
