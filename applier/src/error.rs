@@ -253,3 +253,49 @@ pub enum PartitionReadError {
     #[error(transparent)]
     Record(#[from] partdir::record::MirrorRecordError),
 }
+
+/// Why `applier verify` could not finish (what it found is not an error:
+/// it is in its outcome).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VerifyError {
+    /// The log dir or a partition could not be read.
+    #[error(transparent)]
+    Log(#[from] kafkalog::Error),
+    /// A partition's mirror record could not be read.
+    #[error(transparent)]
+    Record(#[from] partdir::record::MirrorRecordError),
+    /// The bucket could not be read (the partition or object named).
+    #[error("{what}: {source}")]
+    Store {
+        /// What was being read.
+        what: String,
+        /// The store's error.
+        #[source]
+        source: bucket::store::StoreError,
+    },
+}
+
+/// Why `applier repair` refused or failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RepairError {
+    /// What it will not do, and why (the message says what to do instead).
+    #[error("{0}")]
+    Refused(String),
+    /// The log dir or the partition's files.
+    #[error(transparent)]
+    Log(#[from] kafkalog::Error),
+    /// The partition's mirror record.
+    #[error(transparent)]
+    Record(#[from] partdir::record::MirrorRecordError),
+    /// The verify record.
+    #[error(transparent)]
+    StateFile(#[from] StateFileError),
+    /// The bucket.
+    #[error(transparent)]
+    Store(#[from] bucket::store::StoreError),
+    /// Fetching and verifying the segment's objects.
+    #[error(transparent)]
+    Mirror(#[from] MirrorError),
+}

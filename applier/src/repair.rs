@@ -35,7 +35,7 @@ use manifest::layout::PartitionKey;
 use manifest::partition::{PartitionManifest, ShippedRange};
 use manifest::state::PartitionState;
 
-use crate::error::MirrorError;
+use crate::error::{MirrorError, RepairError};
 use crate::verify::{PartitionScan, SliceEnd, VerifyRecord};
 
 /// Where `start` cuts a mirror partition whose recorded damage has these
@@ -220,23 +220,25 @@ pub async fn repair_stopped(
     log_dir: &Path,
     store: &ManifestStore,
     tp: &TopicPartition,
-) -> anyhow::Result<Repaired> {
+) -> Result<Repaired, RepairError> {
     let logdir = LogDir::open(log_dir).map_err(|e| match e {
-        kafkalog::Error::Locked { .. } => anyhow::anyhow!(
+        kafkalog::Error::Locked { .. } => RepairError::Refused(format!(
             "{e}: `applier repair` needs the log dir alone; stop `applier run`/`serve` first (the damage stays reported meanwhile)"
-        ),
+        )),
         e => e.into(),
     })?;
     let dir = log_dir.join(tp.dir_name());
     let record = partdir::record::read(&dir)?.ok_or_else(|| {
-        anyhow::anyhow!("{tp} is not a mirror partition: nothing in the bucket to repair it from")
+        RepairError::Refused(format!(
+            "{tp} is not a mirror partition: nothing in the bucket to repair it from"
+        ))
     })?;
     let state = record.state.state();
     if state != PartitionState::Stopped {
-        anyhow::bail!(
+        return Err(RepairError::Refused(format!(
             "{tp} is {}: a mirror partition is repaired by `applier start` (the damage fails it; start cuts the damaged range and fetches it again); `applier repair` is for STOPPED partitions",
             state.as_str()
-        );
+        )));
     }
     let now = crate::clock::now_ms();
     let scan = {
@@ -262,7 +264,7 @@ pub async fn repair_stopped(
     for &base in &damaged {
         plans.push(
             plan_stopped_repair(base, &segments, record.stopped_at_offset)
-                .map_err(|e| anyhow::anyhow!("{tp}: segment {base}: {e}"))?,
+                .map_err(|e| RepairError::Refused(format!("{tp}: segment {base}: {e}")))?,
         );
     }
     // Opening the log runs recovery over the segments above the recovery
@@ -275,20 +277,21 @@ pub async fn repair_stopped(
     .copied()
     .unwrap_or(0);
     if let Some(p) = plans.iter().find(|p| p.next > recovery_point) {
-        anyhow::bail!(
+        return Err(RepairError::Refused(format!(
             "{tp}: segment {} ends at {} above the log's recovery point {recovery_point}: opening the log would let its recovery cut the damaged batch and every segment after it (local writes); flush the log first (a clean `applier run` stop does), then repair",
             p.base,
             p.next - 1
-        );
+        )));
     }
     let pk = PartitionKey {
         tp: tp.clone(),
         topic_id: record.topic_id,
     };
-    let m = store
-        .latest_manifest(&pk, None)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("{tp}: the bucket has no manifest of this partition"))?;
+    let m = store.latest_manifest(&pk, None).await?.ok_or_else(|| {
+        RepairError::Refused(format!(
+            "{tp}: the bucket has no manifest of this partition"
+        ))
+    })?;
     let mut ranges = Vec::new();
     for page in &m.pages {
         ranges.extend(store.get_page(&page.key).await?.ranges);
@@ -306,7 +309,7 @@ pub async fn repair_stopped(
             .copied()
             .unwrap_or(0);
         let picked = ranges_for_segment(&ranges, p.base, p.next, generation)
-            .map_err(|e| anyhow::anyhow!("{tp}: {e}"))?;
+            .map_err(|e| RepairError::Refused(format!("{tp}: {e}")))?;
         let picked: Vec<&ShippedRange> = picked.iter().collect();
         let bytes = crate::bucket_reader::fetch_verified(store, tp, &picked).await?;
         tracing::warn!(partition = %tp, segment = p.base, objects = picked.len(), bytes = bytes.len(), "replacing the damaged segment with its copy from the bucket");
@@ -331,7 +334,9 @@ pub async fn repair_stopped(
             .insert(name.clone(), crate::clock::now_ms());
     })?;
     if let Some(first) = after.mismatches.first() {
-        anyhow::bail!("{tp}: still damaged after the repair: {first}");
+        return Err(RepairError::Refused(format!(
+            "{tp}: still damaged after the repair: {first}"
+        )));
     }
     Ok(done)
 }

@@ -14,6 +14,7 @@ use serde::Serialize;
 use super::rules::{ManifestFacts, Sample, pick_sample};
 use super::scan::PartitionScan;
 use super::{Counts, Mismatch};
+use crate::error::VerifyError;
 
 /// A mirror partition to verify, with its record.
 #[derive(Debug, Clone)]
@@ -31,7 +32,7 @@ pub struct Target {
 pub fn targets(
     log_dir: &Path,
     select: &dyn Fn(&TopicPartition) -> bool,
-) -> anyhow::Result<Vec<Target>> {
+) -> Result<Vec<Target>, VerifyError> {
     let mut out = Vec::new();
     for tp in kafkalog::reader::list_partitions(log_dir)? {
         if !select(&tp) {
@@ -126,7 +127,7 @@ pub async fn verify_targets(
     sample: Sample,
     seed: u64,
     progress: &mut dyn FnMut(u64),
-) -> anyhow::Result<Outcome> {
+) -> Result<Outcome, VerifyError> {
     let mut out = Outcome::default();
     let mut sampleable: Vec<(TopicPartition, ShippedRange)> = Vec::new();
     let now = crate::clock::now_ms();
@@ -151,7 +152,12 @@ pub async fn verify_targets(
                         "{}: no manifest in the bucket: bucket checks skipped",
                         t.tp
                     )),
-                    Err(e) => anyhow::bail!("{}: reading its manifest: {e}", t.tp),
+                    Err(source) => {
+                        return Err(VerifyError::Store {
+                            what: format!("{}: reading its manifest", t.tp),
+                            source,
+                        });
+                    }
                 }
             }
         }
@@ -194,7 +200,12 @@ pub async fn verify_targets(
                         r.base_offset, r.last_offset
                     )));
                 }
-                Err(e) => anyhow::bail!("reading object {}: {e}", r.key),
+                Err(source) => {
+                    return Err(VerifyError::Store {
+                        what: format!("reading object {}", r.key),
+                        source,
+                    });
+                }
             }
         }
     }

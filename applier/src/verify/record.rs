@@ -11,6 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{Counts, Mismatch};
+use crate::error::StateFileError;
 
 /// A pass of `verify` or of the scrub, as [`VerifyRecord::pass_completed`]
 /// records it.
@@ -59,28 +60,42 @@ pub struct VerifyRecord {
 
 impl VerifyRecord {
     /// Reads the record (none yet: the default).
-    pub fn read(log_dir: &Path) -> anyhow::Result<VerifyRecord> {
+    pub fn read(log_dir: &Path) -> Result<VerifyRecord, StateFileError> {
         let path = crate::state_dir::verify_record_path(log_dir);
         match kafkalog::fsutil::read_optional(&path)? {
             None => Ok(VerifyRecord::default()),
-            Some(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| anyhow::anyhow!("{}: not a verify record: {e}", path.display())),
+            Some(bytes) => {
+                serde_json::from_slice(&bytes).map_err(|source| StateFileError::Damaged {
+                    path,
+                    what: "verify record",
+                    source,
+                })
+            }
         }
     }
 
     /// Writes it atomically (temp file, fsync, rename, fsync dir).
-    pub fn write(&self, log_dir: &Path) -> anyhow::Result<()> {
+    pub fn write(&self, log_dir: &Path) -> Result<(), StateFileError> {
         let path = crate::state_dir::verify_record_path(log_dir);
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir).map_err(|source| StateFileError::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
         }
-        kafkalog::fsutil::write_atomic(&path, &serde_json::to_vec_pretty(self)?, true)?;
+        let bytes = serde_json::to_vec_pretty(self).map_err(|source| StateFileError::Encode {
+            path: path.clone(),
+            source,
+        })?;
+        kafkalog::fsutil::write_atomic(&path, &bytes, true)?;
         Ok(())
     }
 
     /// Read, change, write.
-    pub fn update(log_dir: &Path, change: impl FnOnce(&mut VerifyRecord)) -> anyhow::Result<()> {
+    pub fn update(
+        log_dir: &Path,
+        change: impl FnOnce(&mut VerifyRecord),
+    ) -> Result<(), StateFileError> {
         let mut r = VerifyRecord::read(log_dir)?;
         change(&mut r);
         r.write(log_dir)
