@@ -165,7 +165,9 @@ store_timeout = "60s"
 preflight = "warn"
 
 # Source topics with tiered storage (remote.storage.enable=true), by exact
-# name (the applier's key of the same name lists its own). Their log start offset (in
+# name (the applier's key of the same name lists its own); with the broker's
+# KRaft metadata log, topics whose config says so are tiered without being
+# listed here. Their log start offset (in
 # log-start-offset-checkpoint) may lie below the first local segment: the
 # offsets in between are in remote storage, which the shipper cannot read.
 # When local retention passes what was shipped, those offsets are reported

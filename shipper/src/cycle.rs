@@ -12,7 +12,7 @@
 //! - steps 1 and 3 read local files only; an idle cycle (nothing new
 //!   anywhere) makes no request to the bucket.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -184,6 +184,7 @@ fn observe_all(
     opts: &ShipperOptions,
     known: Vec<(TopicPartition, PathBuf)>,
     placement: Option<&Placement>,
+    tiered_by_metadata: &BTreeSet<String>,
 ) -> Observed {
     let mut found: BTreeMap<TopicPartition, (PathBuf, Arc<RootCheckpoints>)> = BTreeMap::new();
     let mut up: HashSet<PathBuf> = HashSet::new();
@@ -259,7 +260,8 @@ fn observe_all(
         out.push((tp, root, obs));
     }
     for (tp, (root, cps)) in found {
-        let tiered = opts.tiered_topics.iter().any(|t| t == &tp.topic);
+        let tiered = opts.tiered_topics.iter().any(|t| t == &tp.topic)
+            || tiered_by_metadata.contains(&tp.topic);
         let obs = match source::observe(&root, &tp, &cps, opts.ship_beyond_hw, tiered) {
             Ok(Some(v)) => Observation::View(Box::new(v)),
             Ok(None) => Observation::Missing,
@@ -508,15 +510,23 @@ impl Shipper {
             .map(|(tp, st)| (tp.clone(), st.root.clone()))
             .collect();
         let opts = self.opts.clone();
-        let placement = match &mut self.metadata {
-            Some(md) if opts.log_dirs.len() > 1 => {
+        // What the metadata says about the dirs about to be read: which
+        // copy of a partition is the assigned one (JBOD), which topics are
+        // tiered at the source.
+        let (placement, tiered) = match &mut self.metadata {
+            Some(md) => {
                 md.poll();
-                md.placement()
+                let placement = if opts.log_dirs.len() > 1 {
+                    md.placement()
+                } else {
+                    None
+                };
+                (placement, md.tiered_topics())
             }
-            _ => None,
+            None => (None, BTreeSet::new()),
         };
         let (observed, problems, seen) = match tokio::task::spawn_blocking(move || {
-            observe_all(&opts, known, placement.as_ref())
+            observe_all(&opts, known, placement.as_ref(), &tiered)
         })
         .await
         {

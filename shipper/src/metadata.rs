@@ -22,7 +22,7 @@
 //! - What the image cannot be trusted with is never published
 //!   (`crate::topic_configs`).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use kafkalog::{TopicId, TopicPartition};
@@ -213,6 +213,24 @@ impl BrokerMetadata {
             assigned,
             dir_ids: self.dir_ids.clone(),
         })
+    }
+
+    /// The topics whose configs in the image of the last poll say
+    /// `remote.storage.enable=true` (tiered storage on the source: offsets
+    /// below the first local segment are in remote storage, not lost).
+    pub(crate) fn tiered_topics(&self) -> BTreeSet<String> {
+        match self.reader.image() {
+            Some(image) if !self.failing => image
+                .topic_configs
+                .iter()
+                .filter(|(_, c)| {
+                    c.get("remote.storage.enable")
+                        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+                })
+                .map(|(t, _)| t.clone())
+                .collect(),
+            _ => BTreeSet::new(),
+        }
     }
 
     /// Whether a partition whose dir is gone may be published as deleted:

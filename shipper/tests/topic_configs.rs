@@ -228,3 +228,86 @@ fn without_a_metadata_log_once_warns_that_every_replica_ships_and_publishes_no_c
     assert!(err.contains("--metadata-log-dir"), "{err}");
     assert_eq!(latest(&bucket_dir).topic_configs, None);
 }
+
+/// A tiered topic at the source (`remote.storage.enable=true` in its
+/// KRaft metadata, no `--tiered-topic` flag): offsets that left local
+/// storage before they were shipped are recorded as in remote storage,
+/// not as lost; the same log with the config unset records a loss.
+#[test]
+fn a_tiered_source_topic_from_the_metadata_records_a_remote_gap_not_a_loss() {
+    use kraft_support as k;
+    for tiered in [true, false] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logs = dir.path().join("logs");
+        let bucket_dir = dir.path().join("bucket");
+        let bucket = format!("file://{}", bucket_dir.display());
+        append(&logs, 4);
+        let mut meta = k::MetaLog::create(&logs, 1);
+        let mut records = vec![
+            k::topic("orders", topic_id(1)),
+            k::partition(0, topic_id(1), 0, &[1], &[1], 1, 0, 0, &[]),
+        ];
+        if tiered {
+            records.push(k::config(
+                2,
+                "orders",
+                "remote.storage.enable",
+                Some("true"),
+            ));
+        }
+        meta.append(1, &records);
+        let logs_s = logs.to_str().expect("utf-8");
+        let once = [
+            "once",
+            "--create-bucket",
+            "--log-dir",
+            logs_s,
+            "--bucket",
+            &bucket,
+            "--cluster-id",
+            "src",
+        ];
+        let (code, _, err) = shipper(&once);
+        assert_eq!(code, 0, "{err}");
+        let shipped = latest(&bucket_dir).shipped_end_offset;
+        assert_eq!(shipped, 40);
+
+        // The shipper is down while the broker appends and its local
+        // retention moves past what was shipped; remote storage keeps the
+        // log from offset 0 (log-start-offset-checkpoint).
+        append(&logs, 20);
+        let pdir = logs.join("orders-0");
+        let bases = kafkalog::segment::list_segments(&pdir).expect("segments");
+        let first_kept = *bases
+            .iter()
+            .find(|b| **b > shipped + 20)
+            .expect("a segment past the shipped end");
+        for b in bases.iter().filter(|b| **b < first_kept) {
+            for ext in ["log", "index", "timeindex"] {
+                let _ = std::fs::remove_file(pdir.join(format!("{b:020}.{ext}")));
+            }
+        }
+        let mut starts = BTreeMap::new();
+        starts.insert(tp("orders", 0), 0i64);
+        kafkalog::checkpoint::write_offset_checkpoint(
+            &logs.join(kafkalog::checkpoint::LOG_START_OFFSET_CHECKPOINT),
+            &starts,
+            false,
+        )
+        .expect("log start checkpoint");
+        let (code, _, err) = shipper(&once);
+        let m = latest(&bucket_dir);
+        assert_eq!(m.gaps.len(), 1, "tiered={tiered}: {:?}\n{err}", m.gaps);
+        let g = &m.gaps[0];
+        assert_eq!((g.first_offset, g.last_offset), (shipped, first_kept - 1));
+        if tiered {
+            assert_eq!(g.cause, manifest::gaps::GapCause::RemoteStorage, "{err}");
+            assert!(!g.is_loss());
+            assert_eq!(code, 0, "not a loss: {err}");
+        } else {
+            assert_eq!(g.cause, manifest::gaps::GapCause::Retention, "{err}");
+            assert!(g.is_loss());
+            assert_eq!(code, 1, "a loss not acknowledged: {err}");
+        }
+    }
+}
