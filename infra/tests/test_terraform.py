@@ -460,9 +460,12 @@ class Example(unittest.TestCase):
             ("applier", "ApplierConfig", ("applier_toml", "failback_applier_toml")),
             ("shipper", "ShipperConfig", ("shipper_toml", "failback_shipper_toml")),
         ):
-            src = (REPO / crate / "src" / "config.rs").read_text()
+            # The config module is a file or a directory (`config/mod.rs`).
+            flat = REPO / crate / "src" / "config.rs"
+            path = flat if flat.exists() else REPO / crate / "src" / "config" / "mod.rs"
+            src = path.read_text()
             struct = re.search(rf"pub struct {struct_name} \{{(.*?)\n\}}", src, re.S)
-            assert struct is not None, f"{struct_name} not found in {crate}/src/config.rs"
+            assert struct is not None, f"{struct_name} not found in {path}"
             fields = set(re.findall(r"pub (\w+):", struct.group(1)))
             self.assertIn("bucket", fields)
             for scenario, overrides in render_configs.SCENARIOS.items():
