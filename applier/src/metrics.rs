@@ -384,6 +384,7 @@ mod tests {
             gaps: Vec::new(),
             cut: None,
             topic_configs: None,
+            retention_error: None,
         }
     }
 

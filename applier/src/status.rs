@@ -73,6 +73,12 @@ pub struct PartitionStatus {
     #[serde(default)]
     pub topic_configs:
         Option<std::collections::BTreeMap<String, manifest::topic_config::ConfigValue>>,
+    /// Why a STOPPED mirror's last retention check could not enforce its
+    /// configs (`crate::topic_configs::enforce`), as a running applier
+    /// reported it; the state is unchanged. `None`: enforced, or not
+    /// checked.
+    #[serde(default)]
+    pub retention_error: Option<String>,
 }
 
 /// The live part written by a running applier.
@@ -111,6 +117,9 @@ pub struct LivePartition {
     /// [`UnrecordedState`]).
     #[serde(default)]
     pub unrecorded: Option<UnrecordedState>,
+    /// Why retention could not be enforced (a STOPPED mirror), if so.
+    #[serde(default)]
+    pub retention_error: Option<String>,
 }
 
 /// A partition state that a running applier holds in memory but that is not
@@ -211,6 +220,7 @@ pub fn collect(log_dir: &Path) -> Result<Vec<PartitionStatus>, kafkalog::Error> 
                     gaps: Vec::new(),
                     cut: None,
                     topic_configs: None,
+                    retention_error: None,
                 });
             }
             continue;
@@ -231,6 +241,9 @@ pub fn collect(log_dir: &Path) -> Result<Vec<PartitionStatus>, kafkalog::Error> 
                 r
             }
         };
+        if fresh {
+            r.retention_error = l.and_then(|l| l.retention_error.clone());
+        }
         if let Some(u) = l.and_then(|l| l.unrecorded.as_ref()).filter(|_| fresh) {
             // Newer than the record: the daemon could not write it.
             if live.written_at_ms >= record.updated_at_ms {
@@ -289,6 +302,7 @@ fn unreadable_row(tp: &kafkalog::TopicPartition, error: &str) -> PartitionStatus
         gaps: Vec::new(),
         cut: None,
         topic_configs: None,
+        retention_error: None,
     }
 }
 
@@ -333,6 +347,7 @@ pub fn row(
         gaps: Vec::new(),
         cut: cut_at_stake(record, start, end),
         topic_configs: record.topic_configs.clone(),
+        retention_error: None,
     }
 }
 
@@ -398,11 +413,21 @@ pub fn table(rows: &[PartitionStatus]) -> String {
             r.lme.map_or("-".to_string(), |v| v.to_string()),
             crate::gaps::cell(&r.gaps),
             cut_cell(r.cut.as_ref()),
-            r.last_error.as_deref().unwrap_or("")
+            error_cell(r)
         ));
     }
     out.push_str(&crate::topic_configs::status_note(rows));
     out
+}
+
+/// The LAST_ERROR column: the state's error, else why retention is not
+/// enforced.
+fn error_cell(r: &PartitionStatus) -> String {
+    match (&r.last_error, &r.retention_error) {
+        (Some(e), _) => e.clone(),
+        (None, Some(e)) => format!("retention not enforced: {e}"),
+        (None, None) => String::new(),
+    }
 }
 
 /// The CUT column: `-`, or the offsets at stake and how many
