@@ -784,6 +784,15 @@ impl Applier {
                         self.fail(tp, MirrorError::NoManifest { tp: tp.clone() });
                         false
                     }
+                    Work::SourceRecreated { topic_id } => {
+                        let old = self.slots.get(tp).and_then(Slot::mirror);
+                        let e = MirrorError::SourceRecreated {
+                            tp: tp.clone(),
+                            old: old.map_or(*topic_id, |s| s.mirror.record.topic_id),
+                            new: *topic_id,
+                        };
+                        self.fail(tp, e)
+                    }
                     Work::Apply { .. } => self.apply_latest(tp, report).await,
                     Work::Progressed => {
                         if let Err(e) = self.transition(tp, Event::Progressed) {

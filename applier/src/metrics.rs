@@ -385,6 +385,8 @@ mod tests {
             cut: None,
             topic_configs: None,
             retention_error: None,
+            source_deleted: false,
+            source_deleted_at_ms: None,
         }
     }
 

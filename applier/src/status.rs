@@ -79,6 +79,14 @@ pub struct PartitionStatus {
     /// checked.
     #[serde(default)]
     pub retention_error: Option<String>,
+    /// The source deleted the partition (`crate::lifecycle`): its records
+    /// are kept here, read-only, and nothing more is applied.
+    #[serde(default)]
+    pub source_deleted: bool,
+    /// When the source deleted it (ms since the epoch: the commit time of
+    /// the first manifest version that said so), if it did.
+    #[serde(default)]
+    pub source_deleted_at_ms: Option<i64>,
 }
 
 /// The live part written by a running applier.
@@ -221,6 +229,8 @@ pub fn collect(log_dir: &Path) -> Result<Vec<PartitionStatus>, kafkalog::Error> 
                     cut: None,
                     topic_configs: None,
                     retention_error: None,
+                    source_deleted: false,
+                    source_deleted_at_ms: None,
                 });
             }
             continue;
@@ -303,6 +313,8 @@ fn unreadable_row(tp: &kafkalog::TopicPartition, error: &str) -> PartitionStatus
         cut: None,
         topic_configs: None,
         retention_error: None,
+        source_deleted: false,
+        source_deleted_at_ms: None,
     }
 }
 
@@ -348,6 +360,8 @@ pub fn row(
         cut: cut_at_stake(record, start, end),
         topic_configs: record.topic_configs.clone(),
         retention_error: None,
+        source_deleted: record.source_deleted_at_ms.is_some(),
+        source_deleted_at_ms: record.source_deleted_at_ms,
     }
 }
 
@@ -417,6 +431,7 @@ pub fn table(rows: &[PartitionStatus]) -> String {
         ));
     }
     out.push_str(&crate::topic_configs::status_note(rows));
+    out.push_str(&crate::lifecycle::status_note(rows));
     out
 }
 
