@@ -3,7 +3,9 @@
 //! independent encoder) sets `retention.ms` on `orders`; `shipper once`
 //! publishes it with the manifest, `applier once` records it and
 //! `applier status --json` shows it; a change on the source (a new
-//! `ConfigRecord`) shows after one more `shipper once` + `applier once`;
+//! `ConfigRecord`) shows after one more `shipper once` + `applier once`,
+//! in the status and in confluent-kafka's `describe_configs` against
+//! `applier serve` (skipped with `SEGMIRROR_SKIP_PYTHON=1`);
 //! after `applier stop` the next `applier once` enforces it on the mirror:
 //! the segments older than the retention are deleted, the log start moves,
 //! and what is kept is byte-identical to the source's.
@@ -12,7 +14,8 @@
 mod kraft_support;
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
 use kafkalog::{LogConfig, LogDir, TopicId, TopicPartition};
@@ -75,6 +78,59 @@ fn run(bin: &Path, args: &[&str]) -> (i32, String) {
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
     )
+}
+
+/// A child process killed when dropped.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `retention.ms` of topic `orders` as confluent-kafka's `describe_configs`
+/// reads it from `applier serve` on `log_dir` (`None`: the Python clients
+/// are skipped).
+fn described_retention_ms(bins: &Bins, log_dir: &str) -> Option<String> {
+    let python = segmirror_testkit::needs::python()?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let _serve = Running(
+        Command::new(&bins.applier)
+            .args(["serve", "--log-dir", log_dir, "--kafka-listen", &listen])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("applier serve"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "applier serve never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let script = r#"
+import sys
+from confluent_kafka.admin import AdminClient, ConfigResource
+admin = AdminClient({"bootstrap.servers": sys.argv[1]})
+res = ConfigResource(ConfigResource.Type.TOPIC, "orders")
+entries = admin.describe_configs([res], request_timeout=20)[res].result(timeout=30)
+print(entries["retention.ms"].value)
+"#;
+    let out = Command::new(python)
+        .args(["-c", script, &listen])
+        .output()
+        .expect("python");
+    assert!(
+        out.status.success(),
+        "describe_configs: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 #[test]
@@ -166,6 +222,9 @@ fn a_retention_change_on_the_source_reaches_the_mirror_and_is_enforced_after_sto
         "{row}"
     );
     assert_eq!(row["local_log_start_offset"], 0, "{row}");
+    if let Some(described) = described_retention_ms(&bins, dest_s) {
+        assert_eq!(described, "172800000", "DescribeConfigs on the mirror");
+    }
 
     // Failover: the mirror owns the topic; its next cycle enforces the
     // two days on it.
