@@ -226,6 +226,27 @@ pub struct StartInput<'a> {
     pub allowed: bool,
 }
 
+/// The refusal of `start` of a STOPPED or FAILED partition of the same
+/// source whose log holds records of another topic id than the one the
+/// feed names now (the source topic was recreated), if that is the case;
+/// `applier plan` shows the same.
+pub fn recreated_refusal(
+    state: PartitionState,
+    feed_topic_id: Option<TopicId>,
+    local: &LocalLog<'_>,
+) -> Option<StartRefusal> {
+    let (log_start, log_end) = (local.log_start_offset, local.log_end_offset);
+    let id = feed_topic_id?;
+    let other = local.topic_id.filter(|l| *l != id)?;
+    (matches!(state, PartitionState::Stopped | PartitionState::Failed) && log_end > log_start)
+        .then_some(StartRefusal::SourceRecreated {
+            local: other,
+            log_start,
+            last: log_end - 1,
+            id,
+        })
+}
+
 /// `start`'s plan for a mirror partition, or why it is refused (see the
 /// module doc).
 pub fn plan_start(i: &StartInput<'_>) -> Result<StartPlan, StartRefusal> {
@@ -250,18 +271,8 @@ pub fn plan_start(i: &StartInput<'_>) -> Result<StartPlan, StartRefusal> {
             id,
         });
     }
-    if matches!(state, S::Stopped | S::Failed)
-        && !other_source
-        && let Some(id) = i.feed_topic_id
-        && let Some(local) = i.local.topic_id.filter(|local| *local != id)
-        && log_end > log_start
-    {
-        return Err(StartRefusal::SourceRecreated {
-            local,
-            log_start,
-            last: log_end - 1,
-            id,
-        });
+    if !other_source && let Some(refusal) = recreated_refusal(state, i.feed_topic_id, i.local) {
+        return Err(refusal);
     }
     if matches!(state, S::Mirroring | S::Paused) && other_source {
         return Err(StartRefusal::KeepsSource {

@@ -266,6 +266,17 @@ pub async fn plan_all(
             out.push(row);
             continue;
         }
+        if let (Some(r), Some(l), Some(state)) = (&record, &local, state)
+            && r.source_cluster_id == opts.source_cluster_id
+            && let Some(refusal) =
+                crate::command_plan::recreated_refusal(state, entry.map(|e| e.topic_id), &l.view())
+        {
+            row.action = PlanAction::Start;
+            row.summary = format!("start refused: {refusal}");
+            row.refused = Some(refusal.to_string());
+            out.push(row);
+            continue;
+        }
         let action = match (state, &work) {
             // A new partition, or one only an operator's `start` (or
             // `once`'s retry) moves on.

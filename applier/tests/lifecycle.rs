@@ -117,6 +117,28 @@ impl World {
         ])
     }
 
+    /// Why `applier plan --json` says `orders-0` would be refused.
+    fn plan_refused(&self) -> String {
+        let (code, out) = self.applier(&[
+            "plan",
+            "--log-dir",
+            self.dest(),
+            "--bucket",
+            &self.url,
+            "--source-cluster-id",
+            SOURCE,
+            "--topics",
+            "orders",
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{out}");
+        let v: Value = serde_json::from_str(&out).expect("plan json");
+        v["partitions"][0]["refused"]
+            .as_str()
+            .unwrap_or_else(|| panic!("refused: {v}"))
+            .to_string()
+    }
+
     /// `orders-0`'s row of `applier status --json`, and the table.
     fn status(&self) -> (Value, String) {
         let (code, out) = self.applier(&["status", "--log-dir", self.dest(), "--json"]);
@@ -238,6 +260,9 @@ async fn a_recreated_topic_fails_the_old_partition_until_the_operator_removes_it
     let expected = format!(
         "inconsistent topic id: the source topic was recreated (old id {OLD}, new id {NEW})"
     );
+    // `applier plan` says what the next run does.
+    let refused = w.plan_refused();
+    assert!(refused.contains(&expected), "{refused}");
     // Twice: each `once` is a new process (a restart).
     for _ in 0..2 {
         let (code, out) = w.once();
@@ -256,7 +281,13 @@ async fn a_recreated_topic_fails_the_old_partition_until_the_operator_removes_it
         assert_eq!(local_topic_id(&w.dest), Some(id(OLD)));
     }
 
-    // `start` cannot make it mirror the new topic into the old one's log.
+    // `start` cannot make it mirror the new topic into the old one's log;
+    // `applier plan` says so too.
+    let refused = w.plan_refused();
+    assert!(
+        refused.contains("the source topic was recreated"),
+        "{refused}"
+    );
     let (code, out) = w.applier(&[
         "start",
         "--log-dir",
