@@ -15,7 +15,7 @@
 //!
 //! | state | same source | other source |
 //! | --- | --- | --- |
-//! | STOPPED, FAILED | the record pinned to the configured source and the feed's topic id ([`Repin::InRecord`]) | the same |
+//! | STOPPED, FAILED | the record pinned to the configured source and the feed's topic id ([`Repin::InRecord`]), unless the log holds records of another topic id than the feed's (the source topic was recreated): refused | the same, no refusal |
 //! | PREPARING | nothing to pin | pinned now ([`Repin::Now`]), unless the log holds records of another topic id: refused |
 //! | MIRRORING, PAUSED | nothing to pin | refused: stop (failover) first |
 //! | STOPPING | nothing (the transition refuses it) | the same |
@@ -161,6 +161,21 @@ pub enum StartRefusal {
         /// The feed's topic id.
         id: TopicId,
     },
+    /// STOPPED or FAILED, its log holding records of the topic id its
+    /// source's feed no longer names: the source topic was recreated.
+    #[error(
+        "holds records of topic id {local} (offsets {log_start}..{last}), but the source's topic now has id {id}: the source topic was recreated, and the new topic's records are never appended to the old one's; nothing was changed (to mirror the new topic, stop the applier, remove the partition dir and start it again)"
+    )]
+    SourceRecreated {
+        /// The local log's topic id.
+        local: TopicId,
+        /// The local log start.
+        log_start: i64,
+        /// The local log's last offset.
+        last: i64,
+        /// The feed's topic id.
+        id: TopicId,
+    },
     /// MIRRORING or PAUSED for another source.
     #[error(
         "mirrors source cluster {pinned}, not {configured}: a partition that has begun mirroring keeps its source; run `applier stop` (failover) first, then `applier start` to mirror {configured}"
@@ -211,6 +226,27 @@ pub struct StartInput<'a> {
     pub allowed: bool,
 }
 
+/// The refusal of `start` of a STOPPED or FAILED partition of the same
+/// source whose log holds records of another topic id than the one the
+/// feed names now (the source topic was recreated), if that is the case;
+/// `applier plan` shows the same.
+pub fn recreated_refusal(
+    state: PartitionState,
+    feed_topic_id: Option<TopicId>,
+    local: &LocalLog<'_>,
+) -> Option<StartRefusal> {
+    let (log_start, log_end) = (local.log_start_offset, local.log_end_offset);
+    let id = feed_topic_id?;
+    let other = local.topic_id.filter(|l| *l != id)?;
+    (matches!(state, PartitionState::Stopped | PartitionState::Failed) && log_end > log_start)
+        .then_some(StartRefusal::SourceRecreated {
+            local: other,
+            log_start,
+            last: log_end - 1,
+            id,
+        })
+}
+
 /// `start`'s plan for a mirror partition, or why it is refused (see the
 /// module doc).
 pub fn plan_start(i: &StartInput<'_>) -> Result<StartPlan, StartRefusal> {
@@ -234,6 +270,9 @@ pub fn plan_start(i: &StartInput<'_>) -> Result<StartPlan, StartRefusal> {
             configured: source.to_string(),
             id,
         });
+    }
+    if !other_source && let Some(refusal) = recreated_refusal(state, i.feed_topic_id, i.local) {
+        return Err(refusal);
     }
     if matches!(state, S::Mirroring | S::Paused) && other_source {
         return Err(StartRefusal::KeepsSource {
@@ -449,6 +488,42 @@ mod tests {
             Some(ID),
             0,
             false,
+        );
+        assert_eq!(p.expect("ok").repin, Repin::InRecord);
+    }
+
+    #[test]
+    fn start_of_a_stopped_or_failed_partition_whose_source_topic_was_recreated_is_refused() {
+        for state in [PartitionState::Stopped, PartitionState::Failed] {
+            let e =
+                start(&record(state, "src"), Some(OTHER), Some(ID), 5, true).expect_err("refused");
+            assert!(
+                e.contains("the source topic was recreated") && e.contains("offsets 0..4"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn start_of_a_partition_of_another_topic_id_with_an_empty_log_takes_the_feeds_id() {
+        let p = start(
+            &record(PartitionState::Stopped, "src"),
+            Some(OTHER),
+            Some(ID),
+            0,
+            false,
+        );
+        assert_eq!(p.expect("ok").write_topic_id, Some(OTHER));
+    }
+
+    #[test]
+    fn start_of_a_failed_partition_of_another_source_and_topic_id_is_left_to_the_preparation() {
+        let p = start(
+            &record(PartitionState::Failed, "other"),
+            Some(OTHER),
+            Some(ID),
+            5,
+            true,
         );
         assert_eq!(p.expect("ok").repin, Repin::InRecord);
     }

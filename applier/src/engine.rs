@@ -8,7 +8,9 @@
 //! scheduled (`schedule::schedule`), their work run in rounds
 //! (preparations together through `group_commit::prepare_many`, then each
 //! partition's apply, failover or retry), the cycle's group commit
-//! (`group_commit::commit_applied`), the group offsets sync
+//! (`group_commit::commit_applied`), the retention of STOPPED partitions
+//! (`topic_configs::retention_pass`: each checked every five minutes, no
+//! work in a cycle where none is due), the group offsets sync
 //! (`group_sync`), the root checkpoints, the scrub, and the live status
 //! and metrics (`live`). Operator commands are planned by `command_plan`
 //! and performed here (`group_commit::failover_many` for stops).
@@ -100,6 +102,10 @@ pub struct Applier {
     scrub: Option<crate::scrub::Scrub>,
     /// The operator command being performed gave `--allow-truncate`.
     command_allows_truncate: bool,
+    /// When the next retention pass over the STOPPED partitions is due
+    /// (`crate::topic_configs::retention_pass`); `None`: at the next cycle
+    /// (after a start, or a transition that may have stopped one).
+    retention_at: Option<i64>,
 }
 
 impl Applier {
@@ -160,6 +166,7 @@ impl Applier {
             gaps,
             scrub: None,
             command_allows_truncate: false,
+            retention_at: None,
         };
         // Every log opened first (recovery and unfinished ranges cut, each
         // durable on its own), then every state's actions redone (the
@@ -250,6 +257,8 @@ impl Applier {
             }
             _ => {
                 self.changed.insert(tp.clone());
+                // It may be STOPPED: its retention is checked next cycle.
+                self.retention_at = None;
             }
         }
         self.slots.insert(tp.clone(), slot);
@@ -355,6 +364,8 @@ impl Applier {
         event: Event,
     ) -> Result<PartitionState, state::TransitionError> {
         self.live.stale = true;
+        // It may have become STOPPED: retention is checked at the next cycle.
+        self.retention_at = None;
         let (mut env, slots) = self.env();
         match slots.get_mut(tp).and_then(Slot::mirror_mut) {
             Some(slot) => slot.drive(event, &mut env),
@@ -711,6 +722,9 @@ impl Applier {
         self.reopen_unopened();
         self.discover().await;
         self.work_changed(&mut report).await;
+        // Retention of the STOPPED partitions, before the root checkpoints
+        // record their new log starts.
+        self.enforce_retention();
         // The source's consumer-group offsets, onto what was just applied.
         self.sync_groups(&report).await;
         // Once per cycle for every partition flushed in it.
@@ -770,6 +784,15 @@ impl Applier {
                         self.fail(tp, MirrorError::NoManifest { tp: tp.clone() });
                         false
                     }
+                    Work::SourceRecreated { topic_id } => {
+                        let old = self.slots.get(tp).and_then(Slot::mirror);
+                        let e = MirrorError::SourceRecreated {
+                            tp: tp.clone(),
+                            old: old.map_or(*topic_id, |s| s.mirror.record.topic_id),
+                            new: *topic_id,
+                        };
+                        self.fail(tp, e)
+                    }
                     Work::Apply { .. } => self.apply_latest(tp, report).await,
                     Work::Progressed => {
                         if let Err(e) = self.transition(tp, Event::Progressed) {
@@ -808,6 +831,58 @@ impl Applier {
         }
     }
 
+    /// The retention pass, when one is due: each STOPPED partition whose
+    /// check is due enforces its record's configs
+    /// (`crate::topic_configs::retention_pass`, `enforce`). Segments
+    /// deleted are logged and the gateway's readers told; an error is kept
+    /// in the slot for `status`, the partition's state unchanged.
+    fn enforce_retention(&mut self) {
+        let now = self.clock.now_ms();
+        if self.retention_at.is_some_and(|at| now < at) {
+            return;
+        }
+        let pass = crate::topic_configs::retention_pass(
+            self.mirror_slots()
+                .map(|s| (s.tp(), s.state(), s.retention_checked_ms)),
+            now,
+        );
+        for tp in pass.due {
+            let Some(slot) = self.slot_mut(&tp) else {
+                continue;
+            };
+            slot.retention_checked_ms = Some(now);
+            let m = &mut slot.mirror;
+            let enforced =
+                crate::topic_configs::enforce(&mut m.log, m.record.topic_configs.as_ref(), now);
+            let error = enforced.as_ref().err().map(ToString::to_string);
+            if slot.retention_error != error {
+                match &error {
+                    Some(e) => {
+                        tracing::warn!(partition = %tp, error = %e, "retention not enforced");
+                    }
+                    None => tracing::info!(partition = %tp, "retention enforced again"),
+                }
+                slot.retention_error = error;
+                self.live.stale = true;
+            }
+            if let Ok(Some(cut)) = enforced {
+                tracing::info!(
+                    partition = %tp,
+                    segments = cut.segments,
+                    bytes = cut.bytes,
+                    log_start = cut.new_log_start,
+                    reason = ?cut.reason,
+                    "retention deleted old segments"
+                );
+                self.live.stale = true;
+                if let Some(link) = &self.gateway {
+                    link.start_raised(&tp);
+                }
+            }
+        }
+        self.retention_at = Some(pass.next_at_ms.unwrap_or(i64::MAX));
+    }
+
     /// Writes the log dir's root checkpoints if a flush changed them (see
     /// [`LogDir::defer_checkpoints`]). A failure is logged and retried next
     /// cycle: checkpoints that lag only make recovery scan more.
@@ -836,9 +911,15 @@ impl Applier {
     /// refresh is due (`crate::live::LiveOutput::write_status`).
     fn write_live_status(&mut self) {
         let (slots, head, held) = (&self.slots, self.bucket.head(), self.bucket.all_cached());
+        // Without a feed head (the bucket unreadable after a failover) a
+        // retention error is still worth showing.
+        let worth_writing = head.is_some()
+            || slots
+                .values()
+                .any(|s| s.mirror().is_some_and(|m| m.retention_error.is_some()));
         self.live.write_status(
             &self.opts.log_dir,
-            head.is_some(),
+            worth_writing,
             || crate::live::live_status(slots, head, held),
             &mut self.reserve,
         );

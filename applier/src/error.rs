@@ -57,6 +57,22 @@ pub enum MirrorError {
         #[source]
         refusal: manifest::reconcile::Refusal,
     },
+    /// The source topic was deleted and created again: the feed names the
+    /// partition under a new topic id, and this partition holds the old
+    /// topic's (`crate::schedule::Work::SourceRecreated`). Not retried: the
+    /// new topic's records are never appended to the old one's.
+    #[error(
+        "{tp}: inconsistent topic id: the source topic was recreated (old id {old}, new id {new}); this partition keeps the old topic's records, read-only; to mirror the new topic, stop the applier, remove the partition dir {dir} and start it again (or `applier stop` keeps the old records as a writable topic)",
+        dir = tp.dir_name()
+    )]
+    SourceRecreated {
+        /// The partition.
+        tp: TopicPartition,
+        /// The topic id this partition holds (its record's).
+        old: kafkalog::TopicId,
+        /// The topic id the source's feed names now.
+        new: kafkalog::TopicId,
+    },
     /// The source has not published this partition (yet).
     #[error("{tp}: no manifest in the bucket yet")]
     NoManifest {
@@ -154,6 +170,7 @@ impl MirrorError {
             MirrorError::ObjectCorrupt { .. }
             | MirrorError::BadBatch { .. }
             | MirrorError::Refused { .. }
+            | MirrorError::SourceRecreated { .. }
             | MirrorError::LocalDamage { .. }
             | MirrorError::Unrepairable { .. } => false,
         }

@@ -40,6 +40,9 @@
 //! - [`listener`]: the Kafka listener's configured limits and metrics.
 //! - [`topic_configs`]: the source's topic configs the mirror record keeps,
 //!   and the retention a STOPPED mirror enforces of them.
+//! - [`lifecycle`]: a source topic deleted (its records kept here,
+//!   read-only) or deleted and created again (FAILED until the operator
+//!   removes the partition dir).
 
 pub use manifest::applying;
 mod bucket_reader;
@@ -55,6 +58,7 @@ pub mod gaps;
 mod group_commit;
 pub mod group_sync;
 pub mod inventory;
+pub mod lifecycle;
 pub mod listener;
 mod live;
 pub mod metrics;

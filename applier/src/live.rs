@@ -149,14 +149,16 @@ pub(crate) fn status_rows(
         .map(|s| {
             let m = &s.mirror;
             let l = live.partitions.get(&m.tp.to_string());
-            crate::status::row(
+            let mut row = crate::status::row(
                 &m.tp,
                 &m.record,
                 l,
                 m.log.log_start_offset(),
                 m.log.log_end_offset(),
                 now,
-            )
+            );
+            row.retention_error.clone_from(&s.retention_error);
+            row
         })
         .collect();
     for (tp, slot) in slots {
@@ -213,18 +215,25 @@ pub(crate) fn live_status(
                         _ => None,
                     },
                     unrecorded: slot.and_then(unrecorded),
+                    retention_error: mirror.and_then(|m| m.retention_error.clone()),
                 },
             );
         }
     }
-    // Partitions the daemon cannot record, whether the feed names them
-    // or not.
+    // Partitions the daemon cannot record, and STOPPED ones whose
+    // retention is not enforced, whether the feed names them or not.
     for (tp, slot) in slots {
         if let Some(u) = unrecorded(slot) {
             live.partitions
                 .entry(tp.to_string())
                 .or_default()
                 .unrecorded = Some(u);
+        }
+        if let Some(e) = slot.mirror().and_then(|m| m.retention_error.as_ref()) {
+            live.partitions
+                .entry(tp.to_string())
+                .or_default()
+                .retention_error = Some(e.clone());
         }
     }
     live

@@ -14,6 +14,8 @@
 //! | `segmirror_applier_gap_lost_offsets` | gauge | `topic`, `partition` | offsets this mirror never received and never will, every known gap (`crate::gaps`) |
 //! | `segmirror_applier_gap_unacknowledged_offsets` | gauge | `topic`, `partition` | the same, for gaps not acknowledged here (`applier gaps ack`): alert on > 0 |
 //! | `segmirror_applier_gap_last_detected_timestamp_seconds` | gauge | `topic`, `partition` | when the partition's newest gap was detected (Unix time; absent without a gap) |
+//! | `segmirror_applier_source_deleted` | gauge | `topic`, `partition` | 1 when the source deleted the partition (its records kept here, read-only: `crate::lifecycle`), else 0 |
+//! | `segmirror_applier_retention_failing` | gauge | `topic`, `partition` | 1 while the last retention check of a STOPPED partition could not enforce its configs (`applier status` says why), else 0 |
 //! | `segmirror_applier_applied_batches_total` | counter | | batches appended |
 //! | `segmirror_applier_applied_bytes_total` | counter | | bytes appended |
 //! | `segmirror_applier_cycles_total` | counter | | poll cycles run |
@@ -83,6 +85,8 @@ struct Row {
     gap_lost: i64,
     gap_open: i64,
     gap_last_detected_s: Option<i64>,
+    source_deleted: bool,
+    retention_failing: bool,
 }
 
 impl Row {
@@ -94,7 +98,7 @@ impl Row {
 /// An integer per-partition gauge: name, help text, and its value.
 type IntGauge = (&'static str, &'static str, fn(&Row) -> Option<i64>);
 
-const INT_GAUGES: [IntGauge; 7] = [
+const INT_GAUGES: [IntGauge; 9] = [
     (
         "retries",
         "Automatic retries of the partition's current failure streak.",
@@ -127,6 +131,16 @@ const INT_GAUGES: [IntGauge; 7] = [
         "gap_last_detected_timestamp_seconds",
         "When the partition's newest gap was detected (Unix time).",
         |r| r.gap_last_detected_s,
+    ),
+    (
+        "source_deleted",
+        "1 when the source deleted the partition (its records are kept here, read-only).",
+        |r| Some(i64::from(r.source_deleted)),
+    ),
+    (
+        "retention_failing",
+        "1 while the last retention check of a STOPPED partition could not enforce its configs.",
+        |r| Some(i64::from(r.retention_failing)),
     ),
 ];
 
@@ -316,6 +330,8 @@ pub fn render_with(
             gap_lost: gap_offsets(r, |_| true),
             gap_open: gap_offsets(r, crate::gaps::GapStatus::is_open),
             gap_last_detected_s: r.gaps.iter().map(|g| g.gap.gap.detected_at_ms / 1000).max(),
+            source_deleted: r.source_deleted,
+            retention_failing: r.retention_error.is_some(),
         })
         .collect();
     registry.register_collector(Box::new(Partitions(rows)));
@@ -384,6 +400,9 @@ mod tests {
             gaps: Vec::new(),
             cut: None,
             topic_configs: None,
+            retention_error: None,
+            source_deleted: false,
+            source_deleted_at_ms: None,
         }
     }
 
@@ -440,6 +459,8 @@ mod tests {
             acknowledged_here_at_ms: None,
         };
         gapped.gaps = vec![gap(100, 229, true), gap(300, 309, false)];
+        gapped.source_deleted = true;
+        failed.retention_error = Some("config retention.ms=\"x\"".into());
         let rows = [gapped, failed];
         let counters = Counters {
             batches: 7,
@@ -493,6 +514,10 @@ mod tests {
                 300.0,
             ),
             (format!("segmirror_applier_gap_lost_offsets{{{p1}}}"), 0.0),
+            (format!("segmirror_applier_source_deleted{{{p0}}}"), 1.0),
+            (format!("segmirror_applier_source_deleted{{{p1}}}"), 0.0),
+            (format!("segmirror_applier_retention_failing{{{p0}}}"), 0.0),
+            (format!("segmirror_applier_retention_failing{{{p1}}}"), 1.0),
             ("segmirror_applier_failed_partitions".into(), 1.0),
             ("segmirror_applier_applied_batches_total".into(), 7.0),
             ("segmirror_applier_applied_bytes_total".into(), 700.0),
@@ -527,9 +552,9 @@ mod tests {
             !samples.contains_key(&format!("segmirror_applier_lag_offsets{{{p1}}}")),
             "an unknown lag is absent"
         );
-        // 7 gauges per partition, the failed one's 3 lags unknown, and
+        // 9 gauges per partition, the failed one's 3 lags unknown, and
         // the last gap's time only where there is a gap.
-        let per_partition = manifest::state::PartitionState::ALL.len() * 2 + 7 * 2 - 3 + 1;
+        let per_partition = manifest::state::PartitionState::ALL.len() * 2 + 9 * 2 - 3 + 1;
         // 4 counters and the failed gauge, then the group sync's 5, then
         // the scrub's 4.
         assert_eq!(samples.len(), per_partition + 4 + 5 + 4, "{}", s.body);
@@ -537,6 +562,6 @@ mod tests {
             include_str!("metrics.rs"),
             &s.body,
         );
-        assert_eq!(names.len(), 22, "{names:?}");
+        assert_eq!(names.len(), 24, "{names:?}");
     }
 }

@@ -254,6 +254,29 @@ pub async fn plan_all(
             let view = PartitionView::of_record(r, bounds, entry, None);
             schedule::plan_partition(&view, true, crate::clock::now_ms()).work
         });
+        if let (Some(Work::SourceRecreated { topic_id }), Some(r)) = (&work, &record) {
+            let reason = crate::error::MirrorError::SourceRecreated {
+                tp: tp.clone(),
+                old: r.topic_id,
+                new: *topic_id,
+            }
+            .to_string();
+            row.summary = format!("would go FAILED: {reason}");
+            row.refused = Some(reason);
+            out.push(row);
+            continue;
+        }
+        if let (Some(r), Some(l), Some(state)) = (&record, &local, state)
+            && r.source_cluster_id == opts.source_cluster_id
+            && let Some(refusal) =
+                crate::command_plan::recreated_refusal(state, entry.map(|e| e.topic_id), &l.view())
+        {
+            row.action = PlanAction::Start;
+            row.summary = format!("start refused: {refusal}");
+            row.refused = Some(refusal.to_string());
+            out.push(row);
+            continue;
+        }
         let action = match (state, &work) {
             // A new partition, or one only an operator's `start` (or
             // `once`'s retry) moves on.

@@ -12,8 +12,8 @@
 //!
 //! | state | work |
 //! | --- | --- |
-//! | PREPARING | [`Work::Prepare`] (waits without a bucket) |
-//! | MIRRORING | [`Work::Apply`] the feed's version unless caught up; caught up with retries counted: [`Work::Progressed`]; no feed entry of its topic id: wait |
+//! | PREPARING | [`Work::Prepare`] (waits without a bucket); the feed names another topic id: [`Work::SourceRecreated`] |
+//! | MIRRORING | [`Work::Apply`] the feed's version unless caught up; caught up with retries counted: [`Work::Progressed`]; no feed entry: wait; the feed names another topic id: [`Work::SourceRecreated`] |
 //! | STOPPING | [`Work::Failover`] (needs no bucket) |
 //! | FAILED, retryable | [`Work::Retry`] once its retry time has come, else wait for it |
 //! | PAUSED, STOPPED, FAILED (not retryable) | [`Work::Idle`] |
@@ -176,6 +176,14 @@ pub enum Work {
     Failover,
     /// A retryable FAILED whose retry is due: back to the state it failed in.
     Retry,
+    /// PREPARING or MIRRORING, and the feed names the partition under
+    /// another topic id than the one its record pins: the source topic was
+    /// deleted and created again. The partition fails (not retried): the
+    /// new topic's records are never appended to the old one's.
+    SourceRecreated {
+        /// The topic id the feed names now.
+        topic_id: TopicId,
+    },
     /// Nothing can be done now.
     Wait(Wait),
     /// Nothing to do until something changes.
@@ -238,14 +246,20 @@ pub fn caught_up(p: &PartitionView) -> bool {
 /// One partition's work at `now_ms`.
 pub fn plan_partition(p: &PartitionView, has_bucket: bool, now_ms: i64) -> Planned {
     use PartitionState as S;
+    let recreated = p
+        .feed
+        .filter(|f| f.topic_id != p.topic_id)
+        .map(|f| Work::SourceRecreated {
+            topic_id: f.topic_id,
+        });
     let work = match p.state {
-        S::Preparing if has_bucket => Work::Prepare,
-        S::Preparing => Work::Wait(Wait::NoBucket),
-        S::Mirroring if !has_bucket => Work::Wait(Wait::NoBucket),
-        S::Mirroring => match p.feed.filter(|f| f.topic_id == p.topic_id) {
-            None => Work::Wait(Wait::NotInFeed),
-            Some(_) if caught_up(p) => Work::Idle,
-            Some(f) => {
+        S::Preparing | S::Mirroring if !has_bucket => Work::Wait(Wait::NoBucket),
+        S::Preparing => recreated.unwrap_or(Work::Prepare),
+        S::Mirroring => match (recreated, p.feed) {
+            (Some(recreated), _) => recreated,
+            (None, None) => Work::Wait(Wait::NotInFeed),
+            (None, Some(_)) if caught_up(p) => Work::Idle,
+            (None, Some(f)) => {
                 let applied = cache_fresh(p)
                     && p.cached.as_ref().is_some_and(|c| {
                         p.applied_version == c.version && p.log_end >= c.shipped_end_offset
@@ -424,7 +438,7 @@ mod tests {
     }
 
     #[test]
-    fn a_mirroring_partition_whose_feed_entry_has_another_topic_id_waits() {
+    fn a_mirroring_partition_whose_feed_entry_has_another_topic_id_was_recreated() {
         let p = PartitionView {
             feed: Some(FeedEntry {
                 topic_id: OTHER,
@@ -432,7 +446,44 @@ mod tests {
             }),
             ..base()
         };
-        row(p, true, Work::Wait(Wait::NotInFeed), true);
+        row(p, true, Work::SourceRecreated { topic_id: OTHER }, true);
+    }
+
+    #[test]
+    fn a_preparing_partition_whose_feed_entry_has_another_topic_id_was_recreated() {
+        let p = PartitionView {
+            feed: Some(FeedEntry {
+                topic_id: OTHER,
+                manifest_version: 1,
+            }),
+            ..in_state(S::Preparing)
+        };
+        row(p, true, Work::SourceRecreated { topic_id: OTHER }, true);
+    }
+
+    #[test]
+    fn a_preparing_partition_the_feed_does_not_name_prepares() {
+        // Its manifest is waited for by the preparation (a partition
+        // adopted by `start` before the feed names it).
+        let p = PartitionView {
+            feed: None,
+            ..in_state(S::Preparing)
+        };
+        row(p, true, Work::Prepare, true);
+    }
+
+    #[test]
+    fn a_stopped_or_paused_partition_whose_source_was_recreated_is_idle() {
+        for state in [S::Stopped, S::Paused] {
+            let p = PartitionView {
+                feed: Some(FeedEntry {
+                    topic_id: OTHER,
+                    manifest_version: 1,
+                }),
+                ..in_state(state)
+            };
+            row(p, true, Work::Idle, false);
+        }
     }
 
     #[test]

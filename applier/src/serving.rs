@@ -13,7 +13,9 @@
 //!   gateway's readers are told ([`gateway::writer::Readers`]): an append
 //!   wakes waiting fetches at once, and a truncation (preparation, a
 //!   replaced segment) makes the gateway read the partition's tail again
-//!   (and forget its producers' sequences), so nothing cut is ever served.
+//!   (and forget its producers' sequences), so nothing cut is ever served;
+//!   a log start raised by retention makes it read the partition again too
+//!   (its producers' sequences kept).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -80,6 +82,13 @@ impl GatewayLink {
     /// gone, so their table is rebuilt at the next write.
     pub(crate) fn truncated(&mut self, tp: &TopicPartition) {
         self.producers.remove(tp);
+        self.readers.truncated(tp);
+    }
+
+    /// `tp`'s oldest segments were deleted (retention of a STOPPED mirror):
+    /// readers look again where it starts; its producers' sequences stay
+    /// (Kafka keeps them when the log start moves).
+    pub(crate) fn start_raised(&self, tp: &TopicPartition) {
         self.readers.truncated(tp);
     }
 

@@ -15,6 +15,8 @@
 //!   (prepare, apply, fail over, retry) is derived from its state by
 //!   `crate::schedule`;
 //! - `retry_at_ms` is set only in a retryable FAILED.
+//! - `retention_error` is set only by a retention check of a STOPPED
+//!   partition; it never changes the state.
 
 use kafkalog::TopicPartition;
 use manifest::state::PartitionState;
@@ -42,6 +44,13 @@ pub struct MirrorSlot {
     /// wait: a crash before the commit leaves PREPARING, which prepares
     /// again (the cut is idempotent and already durable).
     pub(crate) persist_at_commit: bool,
+    /// When retention was last checked (STOPPED only;
+    /// `crate::topic_configs::retention_pass`), `None`: not since this
+    /// process opened the partition.
+    pub(crate) retention_checked_ms: Option<i64>,
+    /// Why the last retention check could not be enforced (shown by
+    /// `status`; the partition keeps its state), until one succeeds.
+    pub(crate) retention_error: Option<String>,
 }
 
 impl MirrorSlot {
@@ -54,6 +63,8 @@ impl MirrorSlot {
             guard_set: None,
             action_error: None,
             persist_at_commit: false,
+            retention_checked_ms: None,
+            retention_error: None,
         }
     }
 

@@ -73,6 +73,20 @@ pub struct PartitionStatus {
     #[serde(default)]
     pub topic_configs:
         Option<std::collections::BTreeMap<String, manifest::topic_config::ConfigValue>>,
+    /// Why a STOPPED mirror's last retention check could not enforce its
+    /// configs (`crate::topic_configs::enforce`), as a running applier
+    /// reported it; the state is unchanged. `None`: enforced, or not
+    /// checked.
+    #[serde(default)]
+    pub retention_error: Option<String>,
+    /// The source deleted the partition (`crate::lifecycle`): its records
+    /// are kept here, read-only, and nothing more is applied.
+    #[serde(default)]
+    pub source_deleted: bool,
+    /// When the source deleted it (ms since the epoch: the commit time of
+    /// the first manifest version that said so), if it did.
+    #[serde(default)]
+    pub source_deleted_at_ms: Option<i64>,
 }
 
 /// The live part written by a running applier.
@@ -111,6 +125,9 @@ pub struct LivePartition {
     /// [`UnrecordedState`]).
     #[serde(default)]
     pub unrecorded: Option<UnrecordedState>,
+    /// Why retention could not be enforced (a STOPPED mirror), if so.
+    #[serde(default)]
+    pub retention_error: Option<String>,
 }
 
 /// A partition state that a running applier holds in memory but that is not
@@ -211,6 +228,9 @@ pub fn collect(log_dir: &Path) -> Result<Vec<PartitionStatus>, kafkalog::Error> 
                     gaps: Vec::new(),
                     cut: None,
                     topic_configs: None,
+                    retention_error: None,
+                    source_deleted: false,
+                    source_deleted_at_ms: None,
                 });
             }
             continue;
@@ -231,6 +251,9 @@ pub fn collect(log_dir: &Path) -> Result<Vec<PartitionStatus>, kafkalog::Error> 
                 r
             }
         };
+        if fresh {
+            r.retention_error = l.and_then(|l| l.retention_error.clone());
+        }
         if let Some(u) = l.and_then(|l| l.unrecorded.as_ref()).filter(|_| fresh) {
             // Newer than the record: the daemon could not write it.
             if live.written_at_ms >= record.updated_at_ms {
@@ -289,6 +312,9 @@ fn unreadable_row(tp: &kafkalog::TopicPartition, error: &str) -> PartitionStatus
         gaps: Vec::new(),
         cut: None,
         topic_configs: None,
+        retention_error: None,
+        source_deleted: false,
+        source_deleted_at_ms: None,
     }
 }
 
@@ -333,6 +359,9 @@ pub fn row(
         gaps: Vec::new(),
         cut: cut_at_stake(record, start, end),
         topic_configs: record.topic_configs.clone(),
+        retention_error: None,
+        source_deleted: record.source_deleted_at_ms.is_some(),
+        source_deleted_at_ms: record.source_deleted_at_ms,
     }
 }
 
@@ -398,11 +427,22 @@ pub fn table(rows: &[PartitionStatus]) -> String {
             r.lme.map_or("-".to_string(), |v| v.to_string()),
             crate::gaps::cell(&r.gaps),
             cut_cell(r.cut.as_ref()),
-            r.last_error.as_deref().unwrap_or("")
+            error_cell(r)
         ));
     }
     out.push_str(&topic_configs_note(rows));
+    out.push_str(&source_deleted_note(rows));
     out
+}
+
+/// The LAST_ERROR column: the state's error, else why retention is not
+/// enforced.
+fn error_cell(r: &PartitionStatus) -> String {
+    match (&r.last_error, &r.retention_error) {
+        (Some(e), _) => e.clone(),
+        (None, Some(e)) => format!("retention not enforced: {e}"),
+        (None, None) => String::new(),
+    }
 }
 
 /// The CUT column: `-`, or the offsets at stake and how many
@@ -460,6 +500,29 @@ pub fn open_gap_lines(rows: &[PartitionStatus], log_dir: &Path) -> Vec<String> {
 
 /// The lines `applier status` prints under its table: each partition's
 /// copied configs (`key=value`, sorted), one line per partition that has
+/// The lines `applier status` prints under its table for the partitions
+/// whose source was deleted.
+pub fn source_deleted_note(rows: &[PartitionStatus]) -> String {
+    let mut out = String::new();
+    for r in rows {
+        let Some(at) = r.source_deleted_at_ms else {
+            continue;
+        };
+        let when = u64::try_from(at)
+            .ok()
+            .map(|ms| std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+            .map_or_else(
+                || at.to_string(),
+                |t| humantime::format_rfc3339_seconds(t).to_string(),
+            );
+        out.push_str(&format!(
+            "{}-{} source deleted at {when}: its records are kept here, read-only, and nothing more is applied (`applier stop` makes it a writable topic; remove the partition dir to drop it)\n",
+            r.topic, r.partition
+        ));
+    }
+    out
+}
+
 /// any recorded.
 fn topic_configs_note(rows: &[PartitionStatus]) -> String {
     let mut out = String::new();

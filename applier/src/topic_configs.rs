@@ -25,16 +25,54 @@
 
 use std::collections::BTreeMap;
 
-use kafkalog::PartitionLog;
 use kafkalog::retention::{RetentionCut, RetentionLimits};
+use kafkalog::{PartitionLog, TopicPartition};
 use manifest::mirror_record::MirrorRecord;
 use manifest::partition::PartitionManifest;
+use manifest::state::PartitionState;
 use manifest::topic_config::{self, ConfigFilter, ConfigValue, ConfigValueError, Enforcement};
 
 /// Kafka's `log.retention.check.interval.ms` default: how often a broker
 /// looks for segments to delete, and how often the engine should call
 /// [`enforce`] for each STOPPED partition.
 pub const RETENTION_CHECK_INTERVAL_MS: i64 = 300_000;
+
+/// What one retention pass over the mirror partitions does at a time
+/// ([`retention_pass`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RetentionPass {
+    /// The STOPPED partitions whose check is due now, in order.
+    pub due: Vec<TopicPartition>,
+    /// When the next check of a STOPPED partition is due (the due ones
+    /// counted as checked now); `None` when no partition is STOPPED, so no
+    /// pass is needed until one becomes STOPPED.
+    pub next_at_ms: Option<i64>,
+}
+
+/// The retention pass at `now_ms` over the mirror partitions, each given
+/// with its state and when its retention was last checked (`None`: never
+/// since this process opened it): the STOPPED ones whose check is due
+/// ([`retention_due`]); the others enforce nothing (before the stop the
+/// source decides).
+pub fn retention_pass<'a>(
+    partitions: impl IntoIterator<Item = (&'a TopicPartition, PartitionState, Option<i64>)>,
+    now_ms: i64,
+) -> RetentionPass {
+    let mut pass = RetentionPass::default();
+    for (tp, state, last) in partitions {
+        if state != PartitionState::Stopped {
+            continue;
+        }
+        let next = if retention_due(last, now_ms) {
+            pass.due.push(tp.clone());
+            now_ms.saturating_add(RETENTION_CHECK_INTERVAL_MS)
+        } else {
+            last.map_or(now_ms, |l| l.saturating_add(RETENTION_CHECK_INTERVAL_MS))
+        };
+        pass.next_at_ms = Some(pass.next_at_ms.map_or(next, |n| n.min(next)));
+    }
+    pass
+}
 
 /// Why retention could not be enforced.
 #[derive(Debug, thiserror::Error)]
@@ -277,6 +315,69 @@ mod tests {
         m.topic_configs = None;
         assert!(!record_configs(&mut record, &m, &filter));
         assert!(record.topic_configs.is_some());
+    }
+
+    /// One row: each partition's (state, last check), the partitions due
+    /// at `NOW` and when the next pass is.
+    fn pass(rows: &[(PartitionState, Option<i64>)], due: &[i32], next: Option<i64>) {
+        let tps: Vec<TopicPartition> = (0..rows.len())
+            .map(|p| TopicPartition::new("orders", p as i32).expect("tp"))
+            .collect();
+        let got = retention_pass(
+            tps.iter()
+                .zip(rows)
+                .map(|(tp, &(state, last))| (tp, state, last)),
+            NOW,
+        );
+        let due: Vec<TopicPartition> = due.iter().map(|&p| tps[p as usize].clone()).collect();
+        assert_eq!(
+            got,
+            RetentionPass {
+                due,
+                next_at_ms: next
+            },
+            "{rows:?}"
+        );
+    }
+
+    const CHECK: i64 = RETENTION_CHECK_INTERVAL_MS;
+
+    #[test]
+    fn retention_pass_by_row() {
+        use PartitionState as S;
+        // No partition: nothing due, no next pass.
+        pass(&[], &[], None);
+        // Only STOPPED partitions are checked; the others never.
+        for s in [
+            S::Preparing,
+            S::Mirroring,
+            S::Paused,
+            S::Stopping,
+            S::Failed,
+        ] {
+            pass(&[(s, None)], &[], None);
+        }
+        // A STOPPED partition never checked since start: due now.
+        pass(&[(S::Stopped, None)], &[0], Some(NOW + CHECK));
+        // Checked a minute ago: due four minutes from now.
+        pass(
+            &[(S::Stopped, Some(NOW - 60_000))],
+            &[],
+            Some(NOW - 60_000 + CHECK),
+        );
+        // Checked five minutes ago: due.
+        pass(&[(S::Stopped, Some(NOW - CHECK))], &[0], Some(NOW + CHECK));
+        // The next pass is the earliest of them.
+        pass(
+            &[
+                (S::Stopped, Some(NOW - 60_000)),
+                (S::Mirroring, None),
+                (S::Stopped, Some(NOW - 120_000)),
+                (S::Stopped, None),
+            ],
+            &[3],
+            Some(NOW - 120_000 + CHECK),
+        );
     }
 
     #[test]

@@ -142,6 +142,14 @@ pub struct MirrorRecord {
     /// such a record has the bytes it always had.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic_configs: Option<std::collections::BTreeMap<String, crate::topic_config::ConfigValue>>,
+    /// When the source's partition was deleted (the commit time of the
+    /// first applied manifest version with `deleted = true`): the mirror
+    /// keeps its records, read-only, and applies nothing new until the
+    /// source publishes the partition again (cleared then). `None` while
+    /// the source's partition lives; absent from the encoding then, so such
+    /// a record has the bytes it always had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_deleted_at_ms: Option<i64>,
 }
 
 impl MirrorRecord {
@@ -170,6 +178,7 @@ impl MirrorRecord {
             segment_generations: std::collections::BTreeMap::new(),
             updated_at_ms: now_ms,
             topic_configs: None,
+            source_deleted_at_ms: None,
         }
     }
 
@@ -231,6 +240,7 @@ pub mod fixtures {
             segment_generations: [(0, 1), (70, 2)].into_iter().collect(),
             updated_at_ms: 1_700_000_000_200,
             topic_configs: None,
+            source_deleted_at_ms: None,
         }
     }
 
@@ -311,6 +321,28 @@ mod tests {
             MirrorRecord::decode(GOLDEN_1_2.as_bytes())
                 .expect("decode")
                 .topic_configs,
+            None
+        );
+    }
+
+    #[test]
+    fn a_record_of_a_deleted_source_round_trips_and_one_without_keeps_its_bytes() {
+        let mut r = sample();
+        r.source_deleted_at_ms = Some(1_700_000_000_900);
+        let bytes = r.encode().expect("encode");
+        let text = String::from_utf8(bytes.clone()).expect("utf-8");
+        assert!(
+            text.contains(
+                r#","updated_at_ms":1700000000200,"source_deleted_at_ms":1700000000900,"crc32c":"#
+            ),
+            "{text}"
+        );
+        assert_eq!(MirrorRecord::decode(&bytes).expect("decode"), r);
+        assert_eq!(sample().encode().expect("encode"), GOLDEN_1_2.as_bytes());
+        assert_eq!(
+            MirrorRecord::decode(GOLDEN_1_2.as_bytes())
+                .expect("decode")
+                .source_deleted_at_ms,
             None
         );
     }

@@ -307,6 +307,7 @@ impl Mirror {
         // The manifest's topic configs first: the tiered-storage rule of the
         // plan reads them; the transition to MIRRORING writes the record.
         crate::topic_configs::record_configs(&mut self.record, m, &ctx.config_filter);
+        self.note_deletion(m);
         let plan = self.plan_preparation(m, ctx)?;
         // Records of the partition's own are cut only when the operator
         // said so (`manifest::cut`); refused, nothing is changed.
@@ -419,7 +420,28 @@ impl Mirror {
         if crate::topic_configs::record_configs(&mut self.record, m, &ctx.config_filter) {
             self.record_dirty = true;
         }
+        // Whether the source deleted the partition, written with it too.
+        if self.note_deletion(m) {
+            self.record_dirty = true;
+        }
         Ok(report)
+    }
+
+    /// Notes in the record whether the source deleted the partition, as
+    /// of `m` (`crate::lifecycle::record_deletion`), and logs a change.
+    /// Returns whether the record changed.
+    fn note_deletion(&mut self, m: &PartitionManifest) -> bool {
+        match crate::lifecycle::record_deletion(&mut self.record, m) {
+            crate::lifecycle::Deletion::Unchanged => false,
+            crate::lifecycle::Deletion::Deleted(at_ms) => {
+                tracing::warn!(partition = %self.tp, version = m.version, at_ms, "the source deleted this partition: its records are kept here, read-only, and nothing more is applied (`applier stop` makes it writable; remove the partition dir to drop it)");
+                true
+            }
+            crate::lifecycle::Deletion::Restored => {
+                tracing::info!(partition = %self.tp, version = m.version, "the source publishes this partition again: mirroring goes on");
+                true
+            }
+        }
     }
 
     /// The group commit's first half, after [`Mirror::apply`]: the log

@@ -183,3 +183,33 @@ pub fn run_applier(bin: &str, args: &[&str]) -> (i32, String) {
         String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout),
     )
 }
+
+/// Commits the next version of `t`'s manifest under `id`, the latest one
+/// changed by `change` (its configs, `deleted`), and publishes it in the
+/// head, as a shipper would.
+pub async fn republish(
+    store: &ManifestStore,
+    t: &TopicPartition,
+    id: TopicId,
+    change: impl Fn(&mut PartitionManifest),
+) -> PartitionManifest {
+    let pk = PartitionKey {
+        tp: t.clone(),
+        topic_id: id,
+    };
+    let committed = store
+        .update_manifest(&pk, None, |latest| {
+            let mut m = latest.expect("a manifest to change").clone();
+            change(&mut m);
+            Ok::<_, std::convert::Infallible>(Some(m))
+        })
+        .await
+        .expect("store")
+        .expect("decided")
+        .expect("committed");
+    store
+        .publish_head(None, "test", &[HeadEntry::for_manifest(&committed)])
+        .await
+        .expect("head");
+    committed
+}

@@ -203,6 +203,12 @@ async fn run_with(
         for line in &gap_lines {
             eprintln!("{line}");
         }
+        // Partitions the source deleted: kept here, said once per run (not
+        // a failure: exit 0).
+        eprint!(
+            "{}",
+            applier::status::source_deleted_note(&applier.status_rows())
+        );
         // Selected but refused before becoming mirrors (a cut without
         // --allow-truncate, another topic id here): never a silent skip.
         let refused = applier.refused();
