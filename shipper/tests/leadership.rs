@@ -14,161 +14,20 @@
 //! log. The shipped objects are the leader's batches, byte for byte.
 
 mod common;
+mod replicas;
 
 #[path = "../../kraft/tests/support/mod.rs"]
 mod kraft_support;
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::*;
 use futures::TryStreamExt;
 use kafkalog::LogDir;
-use kafkalog::builder::{BatchSpec, RecordInput, build_batch};
-use kraft_support::{self as k, MetaLog, V};
+use kraft_support::{self as k, MetaLog};
 use object_store::ObjectStore;
+use replicas::{Cluster, PARTITIONS, TOPIC, orders_id};
 use shipper::Shipper;
-
-const TOPIC: &str = "orders";
-const PARTITIONS: [i32; 2] = [0, 1];
-
-struct Broker {
-    node: i32,
-    root: PathBuf,
-    meta: MetaLog,
-    segment_bytes: u64,
-}
-
-/// Three brokers, replicas of orders-0 and orders-1 on each.
-struct Cluster {
-    _dir: tempfile::TempDir,
-    brokers: Vec<Broker>,
-    /// Per partition: the leader and its leader epoch.
-    leaders: BTreeMap<i32, (i32, i32)>,
-    /// Per partition: the replicas that copy the leader's appends.
-    isr: BTreeMap<i32, Vec<i32>>,
-    /// Bytes produced, all partitions.
-    produced: u64,
-    metadata_epoch: i32,
-}
-
-impl Cluster {
-    fn new() -> Cluster {
-        let dir = tempfile::tempdir().expect("tempdir");
-        // Replicas roll at different points: segments of 5, 7 and 11 KB.
-        let brokers: Vec<Broker> = [(1, 5_000), (2, 7_000), (3, 11_000)]
-            .into_iter()
-            .map(|(node, segment_bytes)| {
-                let root = dir.path().join(format!("broker-{node}"));
-                std::fs::create_dir_all(&root).expect("mkdir");
-                Broker {
-                    node,
-                    meta: MetaLog::create(&root, node),
-                    root,
-                    segment_bytes,
-                }
-            })
-            .collect();
-        let mut c = Cluster {
-            _dir: dir,
-            brokers,
-            leaders: BTreeMap::from([(0, (1, 0)), (1, (2, 0))]),
-            isr: PARTITIONS.iter().map(|&p| (p, vec![1, 2, 3])).collect(),
-            produced: 0,
-            metadata_epoch: 1,
-        };
-        let mut records = vec![k::topic(TOPIC, topic_id(1))];
-        for p in PARTITIONS {
-            let (leader, epoch) = c.leaders[&p];
-            records.push(k::partition(
-                0,
-                topic_id(1),
-                p,
-                &[1, 2, 3],
-                &[1, 2, 3],
-                leader,
-                epoch,
-                0,
-                &[],
-            ));
-        }
-        c.metadata(&records);
-        c
-    }
-
-    fn broker(&self, node: i32) -> &Broker {
-        &self.brokers[(node - 1) as usize]
-    }
-
-    /// Appends metadata records to every broker's metadata log (the
-    /// controller's log, replicated).
-    fn metadata(&mut self, records: &[Vec<u8>]) {
-        for b in &mut self.brokers {
-            b.meta.append(self.metadata_epoch, records);
-        }
-    }
-
-    /// The controller moves `p`'s leadership to `leader` (-1: none), with
-    /// ISR `isr`: a PartitionChangeRecord, which bumps the leader epoch.
-    fn elect(&mut self, p: i32, leader: i32, isr: &[i32]) {
-        let rec = k::change(
-            0,
-            topic_id(1),
-            p,
-            &[
-                ("Leader", V::Int(leader.into())),
-                ("Isr", V::I32s(Some(isr.to_vec()))),
-            ],
-        );
-        self.metadata(&[rec]);
-        let epoch = self.leaders[&p].1 + 1;
-        self.leaders.insert(p, (leader, epoch));
-        self.isr.insert(p, isr.to_vec());
-    }
-
-    /// The leader of `p` appends `batches` batches; the other ISR members
-    /// copy them unchanged. Every broker's HW checkpoint is its log end.
-    fn produce(&mut self, p: i32, batches: usize) {
-        let (leader, epoch) = self.leaders[&p];
-        let t = tp(TOPIC, p);
-        let mut copied: Vec<Vec<u8>> = Vec::new();
-        {
-            let b = self.broker(leader);
-            let dir = LogDir::open(&b.root).expect("log dir");
-            let mut log = open_log(&dir, &t, topic_id(1), b.segment_bytes);
-            for i in 0..batches {
-                let recs: Vec<RecordInput> = (0..5)
-                    .map(|r| RecordInput {
-                        timestamp: 1_700_000_000_000 + (i * 5 + r) as i64,
-                        key: Some(format!("k{r}").into_bytes()),
-                        value: Some(vec![b'a' + (r % 26) as u8; 120]),
-                        headers: vec![],
-                    })
-                    .collect();
-                let mut batch = build_batch(&BatchSpec::new(0, -1), &recs).expect("batch");
-                log.append_as_leader(&mut batch, epoch).expect("append");
-                self.produced += batch.len() as u64;
-                copied.push(batch);
-            }
-            log.close().expect("close");
-        }
-        for &node in &self.isr[&p] {
-            if node == leader {
-                continue;
-            }
-            let b = self.broker(node);
-            let dir = LogDir::open(&b.root).expect("log dir");
-            let mut log = open_log(&dir, &t, topic_id(1), b.segment_bytes);
-            for batch in &copied {
-                log.append_replicated(batch).expect("replicate");
-            }
-            log.close().expect("close");
-        }
-        for b in &self.brokers {
-            write_hw(&b.root);
-        }
-    }
-}
 
 /// Writes the broker's HW checkpoint: every partition's log end.
 fn write_hw(root: &Path) {
@@ -201,7 +60,7 @@ async fn data_bytes(store: &dyn ObjectStore, prefix: &str) -> u64 {
 async fn assert_mirrors_leader(b: &Backend, c: &Cluster, p: i32, leader: i32) {
     let t = tp(TOPIC, p);
     let ms = b.manifests();
-    let m = latest(&ms, &t, topic_id(1)).await.expect("manifest");
+    let m = latest(&ms, &t, orders_id()).await.expect("manifest");
     let shipped: Vec<u8> = fetch(&ms, &all_ranges(&ms, &m).await)
         .await
         .iter()
@@ -262,6 +121,17 @@ async fn round(shippers: &mut [Shipper], order: &[usize], b: &Backend) -> Vec<Ve
     out
 }
 
+/// One shipper per broker, `s<node>`, on `b`.
+fn shippers_of(c: &Cluster, b: &Backend) -> Vec<Shipper> {
+    c.brokers
+        .iter()
+        .map(|br| {
+            Shipper::new(options(&br.root, b, &format!("s{}", br.node)), b.store())
+                .expect("shipper")
+        })
+        .collect()
+}
+
 fn roles(s: &Shipper) -> Vec<(i32, &'static str, Option<&'static str>)> {
     s.partitions()
         .iter()
@@ -273,14 +143,7 @@ fn roles(s: &Shipper) -> Vec<(i32, &'static str, Option<&'static str>)> {
 async fn each_partition_is_shipped_by_its_leader_and_followed_through_leader_moves() {
     for b in backends() {
         let mut c = Cluster::new();
-        let mut shippers: Vec<Shipper> = c
-            .brokers
-            .iter()
-            .map(|br| {
-                Shipper::new(options(&br.root, &b, &format!("s{}", br.node)), b.store())
-                    .expect("shipper")
-            })
-            .collect();
+        let mut shippers = shippers_of(&c, &b);
         for p in PARTITIONS {
             c.produce(p, 40);
         }
@@ -335,7 +198,7 @@ async fn each_partition_is_shipped_by_its_leader_and_followed_through_leader_mov
         assert_mirrors_leader(&b, &c, 0, 2).await;
         assert_mirrors_leader(&b, &c, 1, 1).await;
         let ms = b.manifests();
-        let m0 = latest(&ms, &tp(TOPIC, 0), topic_id(1)).await.expect("m0");
+        let m0 = latest(&ms, &tp(TOPIC, 0), orders_id()).await.expect("m0");
         assert_eq!(m0.writer, "s2", "[{}]", b.name);
 
         // Broker 3 drops out of orders-1's ISR and misses what broker 1
@@ -369,14 +232,7 @@ async fn each_partition_is_shipped_by_its_leader_and_followed_through_leader_mov
 async fn a_leaderless_partition_is_shipped_by_its_last_leader_and_untrusted_metadata_by_all() {
     for b in backends() {
         let mut c = Cluster::new();
-        let mut shippers: Vec<Shipper> = c
-            .brokers
-            .iter()
-            .map(|br| {
-                Shipper::new(options(&br.root, &b, &format!("s{}", br.node)), b.store())
-                    .expect("shipper")
-            })
-            .collect();
+        let mut shippers = shippers_of(&c, &b);
         c.produce(0, 10);
         c.produce(1, 10);
         round(&mut shippers, &[0, 1, 2], &b).await;
@@ -447,14 +303,7 @@ async fn without_metadata_every_replica_ships_and_the_losers_are_fenced() {
         for p in PARTITIONS {
             c.produce(p, 40);
         }
-        let mut shippers: Vec<Shipper> = c
-            .brokers
-            .iter()
-            .map(|br| {
-                Shipper::new(options(&br.root, &b, &format!("s{}", br.node)), b.store())
-                    .expect("shipper")
-            })
-            .collect();
+        let mut shippers = shippers_of(&c, &b);
         // The three cycles upload before any commits (as concurrent
         // shippers do): each uploads, one commits, two are fenced.
         let (r1, r2, r3) = {
