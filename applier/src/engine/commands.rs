@@ -1,8 +1,19 @@
-//! Operator commands (start, pause, resume, stop), planned by `crate::command_plan` and performed here: new partitions adopted one by one, mirror partitions together in a few durable barriers.
+//! Operator commands (start, pause, resume, stop), planned by
+//! `crate::command_plan` and performed here: new partitions adopted one by
+//! one, mirror partitions together in a few durable barriers.
 
 #![allow(clippy::result_large_err)]
 
-use super::*;
+use std::collections::BTreeMap;
+
+use kafkalog::TopicPartition;
+use manifest::partition::PartitionManifest;
+use manifest::state::{Command, Event, PartitionState};
+
+use crate::options::CommandOutcome;
+use crate::slot::Slot;
+
+use super::Applier;
 
 impl Applier {
     /// Runs an operator command on `targets` (all mirror partitions when

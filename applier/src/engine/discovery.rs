@@ -1,8 +1,20 @@
-//! Finding the mirror partitions: the change feed read, the partitions the selection picks adopted (a plain partition becomes a mirror only when nothing would be cut), and the manifests their decisions need.
+//! Finding the mirror partitions: the change feed read, the partitions the
+//! selection picks adopted (a plain partition becomes a mirror only when
+//! nothing would be cut), and the manifests their decisions need.
 
 #![allow(clippy::result_large_err)]
 
-use super::*;
+use std::collections::BTreeSet;
+
+use bucket::store::StoreError;
+use kafkalog::{TopicId, TopicPartition};
+use manifest::partition::PartitionManifest;
+use manifest::state::PartitionState;
+
+use crate::error::MirrorError;
+use crate::slot::Slot;
+
+use super::Applier;
 
 impl Applier {
     /// Reads the change feed: one GET when nothing changed, a LIST at start

@@ -1,8 +1,15 @@
-//! The applier as the log dir's single writer for a gateway in the same process: producers' appends, readers told of appends and truncations, and the consumer-group offsets sync.
+//! The applier as the log dir's single writer for a gateway in the same
+//! process: producers' appends, readers told of appends and truncations,
+//! and the consumer-group offsets sync.
 
 #![allow(clippy::result_large_err)]
 
-use super::*;
+use kafkalog::TopicPartition;
+
+use crate::options::CycleReport;
+use crate::slot::Slot;
+
+use super::Applier;
 
 impl Applier {
     /// The group offsets sync.

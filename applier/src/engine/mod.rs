@@ -49,12 +49,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bucket::store::{ManifestStore, StoreError};
-use kafkalog::{LogDir, TopicId, TopicPartition};
+use bucket::store::ManifestStore;
+use kafkalog::{LogDir, TopicPartition};
 use manifest::clock::{Clock, SystemClock};
 use manifest::layout::ClusterLayout;
-use manifest::partition::PartitionManifest;
-use manifest::state::{self, Command, Event, PartitionState};
+use manifest::state::{self, Event, PartitionState};
 use manifest::topic_pattern::Selection;
 use object_store::ObjectStore;
 
@@ -62,7 +61,6 @@ use crate::bucket_reader::BucketReader;
 use crate::driver::{Backoff, Env};
 use crate::error::{MirrorError, OpenError};
 use crate::mirror::{Mirror, MirrorContext};
-use crate::schedule::{PartitionView, View, Wait, Work, schedule};
 use crate::slot::{MirrorSlot, Slot};
 
 mod commands;

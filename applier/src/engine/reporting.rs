@@ -1,8 +1,18 @@
-//! What the applier tells: the root checkpoints, status rows, the live status file and metrics, the scrub, and the lists `applier once` reports from.
+//! What the applier tells: the root checkpoints, status rows, the live
+//! status file and metrics, the scrub, and the lists `applier once` reports
+//! from.
 
 #![allow(clippy::result_large_err)]
 
-use super::*;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use kafkalog::TopicPartition;
+use manifest::state::PartitionState;
+
+use crate::slot::Slot;
+
+use super::Applier;
 
 impl Applier {
     /// Writes the log dir's root checkpoints if a flush changed them (see

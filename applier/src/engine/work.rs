@@ -1,8 +1,23 @@
-//! A cycle's work: the changed partitions viewed as values, scheduled (`crate::schedule`) and their work run in rounds (preparations together, then each partition's apply, failover or retry), and the retention of STOPPED partitions.
+//! A cycle's work: the changed partitions viewed as values, scheduled
+//! (`crate::schedule`) and their work run in rounds (preparations together,
+//! then each partition's apply, failover or retry), and the retention of
+//! STOPPED partitions.
 
 #![allow(clippy::result_large_err)]
 
-use super::*;
+use std::collections::BTreeSet;
+
+use kafkalog::TopicPartition;
+use manifest::partition::PartitionManifest;
+use manifest::state::{Event, PartitionState};
+
+use crate::error::MirrorError;
+use crate::mirror::MirrorContext;
+use crate::options::CycleReport;
+use crate::schedule::{PartitionView, View, Wait, Work, schedule};
+use crate::slot::{MirrorSlot, Slot};
+
+use super::{Applier, MAX_ROUNDS};
 
 impl Applier {
     /// The view of `tps` that [`schedule`] decides on (mirror partitions
