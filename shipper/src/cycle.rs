@@ -159,6 +159,8 @@ pub struct Shipper {
     pages: PageCache,
     started_ms: i64,
     down_roots: HashSet<PathBuf>,
+    /// Partitions found in two log dirs, as last logged.
+    duplicates: HashSet<String>,
     /// The source broker's KRaft metadata, when it has a metadata log
     /// (`crate::metadata`): topic configs are published from it.
     metadata: Option<BrokerMetadata>,
@@ -172,12 +174,14 @@ enum Observation {
 }
 
 /// What one read of the log dirs found: each partition's observation,
-/// the log dirs that could not be read, and how many partitions the
-/// readable ones hold (selected or not).
+/// the log dirs that could not be read, how many partitions the readable
+/// ones hold (selected or not), and the partitions found in two log dirs
+/// (which copy is shipped, and why).
 type Observed = (
     Vec<(TopicPartition, PathBuf, Observation)>,
     Vec<(PathBuf, String)>,
     usize,
+    Vec<String>,
 );
 
 fn observe_all(
@@ -189,6 +193,7 @@ fn observe_all(
     let mut found: BTreeMap<TopicPartition, (PathBuf, Arc<RootCheckpoints>)> = BTreeMap::new();
     let mut up: HashSet<PathBuf> = HashSet::new();
     let mut problems = Vec::new();
+    let mut duplicates = Vec::new();
     let mut seen = 0;
     for root in &opts.log_dirs {
         if !root.is_dir() {
@@ -228,18 +233,17 @@ fn observe_all(
                 // JBOD: the metadata names the log dir that holds the
                 // partition; a copy in another one is stale.
                 if placement.is_some_and(|p| p.assigned_to(&tp, root)) {
-                    problems.push((
-                        first.clone(),
-                        format!(
-                            "{tp} is also in {}, the log dir the broker's metadata assigns: shipping that one",
-                            root.display()
-                        ),
+                    duplicates.push(format!(
+                        "{tp} is in {} and in {}, the log dir the broker's metadata assigns: shipping that one",
+                        first.display(),
+                        root.display()
                     ));
                     found.insert(tp, (root.clone(), Arc::clone(&cps)));
                 } else {
-                    problems.push((
-                        root.clone(),
-                        format!("{tp} is also in {}: shipping that one", first.display()),
+                    duplicates.push(format!(
+                        "{tp} is in {} and in {}: shipping the first",
+                        first.display(),
+                        root.display()
                     ));
                 }
                 continue;
@@ -269,7 +273,7 @@ fn observe_all(
         };
         out.push((tp, root, obs));
     }
-    (out, problems, seen)
+    (out, problems, seen, duplicates)
 }
 
 impl Shipper {
@@ -315,6 +319,7 @@ impl Shipper {
             pages: PageCache::default(),
             started_ms,
             down_roots: HashSet::new(),
+            duplicates: HashSet::new(),
             metadata,
             opts,
         })
@@ -525,7 +530,7 @@ impl Shipper {
             }
             None => (None, BTreeSet::new()),
         };
-        let (observed, problems, seen) = match tokio::task::spawn_blocking(move || {
+        let (observed, problems, seen, duplicates) = match tokio::task::spawn_blocking(move || {
             observe_all(&opts, known, placement.as_ref(), &tiered)
         })
         .await
@@ -539,6 +544,7 @@ impl Shipper {
             }
         };
         self.note_down_roots(problems);
+        self.note_duplicates(duplicates);
         report.seen = seen;
         let mut views: BTreeMap<TopicPartition, SourceView> = BTreeMap::new();
         let mut deletions: Vec<TopicPartition> = Vec::new();
@@ -644,6 +650,15 @@ impl Shipper {
             }
         }
         Some((views, deletions))
+    }
+
+    /// Logs each partition found in two log dirs once, while it lasts.
+    fn note_duplicates(&mut self, duplicates: Vec<String>) {
+        let now: HashSet<String> = duplicates.into_iter().collect();
+        for d in now.iter().filter(|d| !self.duplicates.contains(*d)) {
+            tracing::warn!(found = %d, "a partition is in two log dirs");
+        }
+        self.duplicates = now;
     }
 
     /// Logs log dirs that became unreadable or readable again.
