@@ -18,7 +18,7 @@ use kafkalog::checkpoint::EpochEntry;
 use manifest::layout::PartitionKey;
 use manifest::lineage::{EpochLineage, divergence_point};
 use manifest::partition::{MirrorOrigin, PartitionManifest, ShippedRange};
-use manifest::topic_config::ConfigValue;
+use manifest::topic_config::{ConfigValue, Enforcement};
 
 use crate::error::ShipperError;
 use crate::health::{self, Forget, Health, HealthEvent};
@@ -788,13 +788,13 @@ impl ShipperSlot {
 /// Whether the rolled segments of a topic with `configs` (as the broker's
 /// metadata gives them; `None`: unknown) never change: the topic is not
 /// compacted (`cleanup.policy`, whose default is `delete`, has no
-/// `compact`). Only then may a rolled segment be confirmed without
-/// comparing it with the manifest's ranges.
+/// `compact`, as `manifest::topic_config::Enforcement` reads it; configs it
+/// refuses count as unknown). Only then may a rolled segment be confirmed
+/// without comparing it with the manifest's ranges.
 pub(crate) fn rolled_segments_immutable(configs: Option<&BTreeMap<String, ConfigValue>>) -> bool {
-    configs.is_some_and(|c| {
-        c.get("cleanup.policy")
-            .is_none_or(|v| !v.value.split(',').any(|p| p.trim() == "compact"))
-    })
+    configs
+        .and_then(|c| Enforcement::of(c).ok())
+        .is_some_and(|e| !e.compact)
 }
 
 fn same_bytes(path: &std::path::Path, ranges: &[&ShippedRange]) -> std::io::Result<bool> {
