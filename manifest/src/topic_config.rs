@@ -440,8 +440,17 @@ pub fn broker_name(key: &str) -> Option<&'static str> {
 /// topic (`remote.storage.enable=true`), which a mirror cannot be.
 pub fn is_tiered(configs: &BTreeMap<String, ConfigValue>) -> bool {
     configs
-        .get("remote.storage.enable")
-        .is_some_and(|v| v.value.trim().eq_ignore_ascii_case("true"))
+        .get(REMOTE_STORAGE_ENABLE)
+        .is_some_and(|v| enables_remote_storage(&v.value))
+}
+
+/// The topic config that turns tiered storage on.
+pub const REMOTE_STORAGE_ENABLE: &str = "remote.storage.enable";
+
+/// Whether a value of `remote.storage.enable` turns it on (Kafka reads
+/// booleans case-insensitively, around blanks).
+pub fn enables_remote_storage(value: &str) -> bool {
+    value.trim().eq_ignore_ascii_case("true")
 }
 
 #[cfg(test)]

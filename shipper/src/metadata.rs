@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use kafkalog::{TopicId, TopicPartition};
 use kraft::{MetadataImage, MetadataLogReader};
-use manifest::topic_config::ConfigValue;
+use manifest::topic_config::{self, ConfigValue};
 
 use crate::config::ShipperOptions;
 use crate::leadership::{self, DirFacts, Role};
@@ -224,8 +224,8 @@ impl BrokerMetadata {
                 .topic_configs
                 .iter()
                 .filter(|(_, c)| {
-                    c.get("remote.storage.enable")
-                        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+                    c.get(topic_config::REMOTE_STORAGE_ENABLE)
+                        .is_some_and(|v| topic_config::enables_remote_storage(v))
                 })
                 .map(|(t, _)| t.clone())
                 .collect(),
