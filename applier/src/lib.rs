@@ -11,6 +11,8 @@
 //! - [`command_plan`]: operator commands planned in pure code (targets,
 //!   `start`'s pin rules and cut guard).
 //! - [`slot`]: what the applier holds for each partition (one slot each).
+//! - `table`: every partition's slot and what its changes wake, the one
+//!   path of state changes and failures the executors take.
 //! - [`driver`]: the one place that performs the state machine's actions.
 //! - `bucket_reader`, `group_commit`, `opening`, `live`: executors that
 //!   do not import the engine (the bucket's feed and manifests; the
@@ -74,6 +76,7 @@ pub mod serving;
 pub mod slot;
 pub mod state_dir;
 pub mod status;
+mod table;
 pub mod topic_configs;
 pub mod verify;
 

@@ -81,6 +81,35 @@ impl ApplierOptions {
             config_filter: std::sync::Arc::default(),
         }
     }
+
+    /// What one partition's work needs of these options.
+    pub(crate) fn context(&self, tp: &kafkalog::TopicPartition) -> crate::mirror::MirrorContext {
+        crate::mirror::MirrorContext {
+            local_cluster_id: self.local_cluster_id.clone(),
+            tiered_storage: self.tiered_topics.iter().any(|t| t == &tp.topic),
+            prefetch: self.prefetch,
+            download_memory: self.download_memory,
+            stream_above: self.stream_above,
+            allow_truncate: self.allow_truncate,
+            config_filter: std::sync::Arc::clone(&self.config_filter),
+        }
+    }
+
+    /// The retry backoff.
+    pub(crate) fn backoff(&self) -> crate::driver::Backoff {
+        crate::driver::Backoff {
+            base: self.base_backoff,
+            max: self.max_backoff,
+        }
+    }
+
+    /// The topic selection (`topics`, `exclude`).
+    pub fn selection(&self) -> manifest::topic_pattern::Selection<'_> {
+        manifest::topic_pattern::Selection {
+            include: self.topics.as_ref(),
+            exclude: self.exclude.as_ref(),
+        }
+    }
 }
 
 /// What one cycle did.

@@ -23,12 +23,15 @@ use std::sync::Arc;
 
 use gateway::groups::Coordinator;
 use gateway::idempotence::ProducerTable;
-use gateway::writer::{AppendError, Appended, Readers, append_as_leader, refusal, save_producers};
+use gateway::writer::{
+    AppendError, Appended, PlainLogs, Readers, append_as_leader, refusal, save_producers,
+};
 use gateway::{AppendRequest, Appends, LogView};
 use kafkalog::TopicPartition;
 use tokio::sync::mpsc;
 
 use crate::slot::{MirrorSlot, Slot};
+use crate::table::Notices;
 
 /// What the applier holds of a running gateway.
 pub struct GatewayLink {
@@ -70,6 +73,32 @@ impl GatewayLink {
         match link {
             Some(l) => l.requests.recv().await,
             None => std::future::pending().await,
+        }
+    }
+
+    /// Hands `notices` (the table's appends and cuts since the last call)
+    /// to the gateway's readers, when a gateway runs; they are dropped
+    /// either way.
+    pub(crate) fn tell(link: &mut Option<GatewayLink>, notices: &mut Notices) {
+        if notices.is_empty() {
+            return;
+        }
+        let Notices {
+            appended,
+            truncated,
+            start_raised,
+        } = std::mem::take(notices);
+        let Some(link) = link else {
+            return;
+        };
+        for tp in &truncated {
+            link.truncated(tp);
+        }
+        for tp in appended.difference(&truncated) {
+            link.appended(tp);
+        }
+        for tp in start_raised.difference(&truncated) {
+            link.start_raised(tp);
         }
     }
 
@@ -126,4 +155,16 @@ impl GatewayLink {
             }
         }
     }
+}
+
+/// The log dir's writes that are not a mirror's own work: producers'
+/// appends through a gateway and the group offsets sync, both to
+/// partitions that are not mirrors through one [`PlainLogs`] (the writer
+/// `applier serve` uses too), and the gateway's readers told of changes.
+#[derive(Debug, Default)]
+pub(crate) struct LocalWriter {
+    /// Partitions of the log dir that are not mirrors, open for writing.
+    pub(crate) plain: PlainLogs,
+    /// The gateway served from this process, if any.
+    pub(crate) link: Option<GatewayLink>,
 }

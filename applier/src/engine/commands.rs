@@ -1,6 +1,11 @@
 //! Operator commands (start, pause, resume, stop), planned by
-//! `crate::command_plan` and performed here: new partitions adopted one by
-//! one, mirror partitions together in a few durable barriers.
+//! `crate::command_plan` and performed by [`CommandRun`]: new partitions
+//! adopted one by one, mirror partitions together in a few durable
+//! barriers.
+//!
+//! It works on the parts it is given (the partition table, the bucket
+//! reader, what adopting needs), never on the applier itself; the engine
+//! writes the checkpoints and the live status after it.
 
 #![allow(clippy::result_large_err)]
 
@@ -10,62 +15,39 @@ use kafkalog::TopicPartition;
 use manifest::partition::PartitionManifest;
 use manifest::state::{Command, Event, PartitionState};
 
+use crate::bucket_reader::BucketReader;
 use crate::options::CommandOutcome;
 use crate::slot::Slot;
+use crate::table::MirrorTable;
 
-use super::Applier;
+use super::discovery::{Adopter, poll_feed};
 
-impl Applier {
-    /// Runs an operator command on `targets` (all mirror partitions when
-    /// empty and `all`). A command the state does not allow changes nothing
-    /// and is reported with its reason. `stop` completes the failover before
-    /// returning. `start` on a partition that is not a mirror yet adopts it
-    /// (its topic id comes from the feed).
-    pub async fn command(
-        &mut self,
-        command: Command,
-        targets: &[String],
-        all: bool,
-    ) -> Vec<CommandOutcome> {
-        self.command_allowing(command, targets, all, false).await
-    }
+/// What an operator command runs on.
+pub(super) struct CommandRun<'a> {
+    pub(super) table: &'a mut MirrorTable,
+    pub(super) bucket: &'a mut BucketReader,
+    /// Adopting new partitions (`start`); its `allowed` is the command's
+    /// `--allow-truncate` or the applier's.
+    pub(super) adopter: Adopter<'a>,
+}
 
-    /// [`Applier::command`], where `allow_truncate` says whether a `start`
-    /// may cut records of a partition's own (`manifest::cut`; the
-    /// applier's own `allow_truncate` option allows it too).
-    pub async fn command_allowing(
-        &mut self,
-        command: Command,
-        targets: &[String],
-        all: bool,
-        allow_truncate: bool,
-    ) -> Vec<CommandOutcome> {
-        self.command_allows_truncate = allow_truncate;
-        let out = self.perform_command(command, targets, all).await;
-        self.command_allows_truncate = false;
-        out
-    }
-
-    pub(super) async fn perform_command(
+impl CommandRun<'_> {
+    /// Runs `command` on `targets` (all mirror partitions when empty and
+    /// `all`); see [`crate::Applier::command`].
+    pub(super) async fn perform(
         &mut self,
         command: Command,
         targets: &[String],
         all: bool,
     ) -> Vec<CommandOutcome> {
         if command == Command::Start
-            && let Err(e) = self.poll_feed().await
+            && let Err(e) = poll_feed(self.bucket, self.table).await
         {
             tracing::warn!(error = %e, "could not read the change feed before start");
         }
-        let mirrors: Vec<TopicPartition> = self.mirror_slots().map(|m| m.tp().clone()).collect();
-        let unopened: Vec<(TopicPartition, String)> = self
-            .slots
-            .iter()
-            .filter_map(|(tp, s)| match s {
-                Slot::Unopened(e) => Some((tp.clone(), e.clone())),
-                _ => None,
-            })
-            .collect();
+        let mirrors: Vec<TopicPartition> =
+            self.table.mirror_slots().map(|m| m.tp().clone()).collect();
+        let unopened = self.table.unopened();
         let in_feed: Vec<TopicPartition> = match (command, self.bucket.head()) {
             (Command::Start, Some(h)) => h
                 .partitions
@@ -84,13 +66,13 @@ impl Applier {
             Ok(tps) => tps,
             Err(refused) => return vec![refused],
         };
-        self.changed.extend(tps.iter().cloned());
+        self.table.changed.extend(tps.iter().cloned());
         // Partitions new to this log dir (start only) are adopted one by
         // one (reading their manifest); the mirror partitions take the
         // command together, durable in a few barriers (`command_mirrors`).
         let (mirrors, new): (Vec<TopicPartition>, Vec<TopicPartition>) = tps
             .into_iter()
-            .partition(|tp| self.slots.get(tp).and_then(Slot::mirror).is_some());
+            .partition(|tp| self.table.mirror(tp).is_some());
         let mut out = Vec::new();
         for tp in new {
             out.push(self.adopt_for_start(&tp).await);
@@ -101,16 +83,13 @@ impl Applier {
             BTreeMap::new()
         };
         out.extend(self.command_mirrors(command, &mirrors, &manifests));
-        self.live.stale = true;
-        self.discovered = None;
-        self.write_checkpoints();
-        self.write_live_status();
+        self.table.stale = true;
         out
     }
 
     /// `start` of a partition that is not a mirror here yet: adopts it from
     /// the feed (PREPARING).
-    pub(super) async fn adopt_for_start(&mut self, tp: &TopicPartition) -> CommandOutcome {
+    async fn adopt_for_start(&mut self, tp: &TopicPartition) -> CommandOutcome {
         let name = tp.to_string();
         let Some((topic_id, version)) = self
             .bucket
@@ -123,11 +102,12 @@ impl Applier {
                 error: Some("not in the source's bucket".into()),
             };
         };
-        self.live.stale = true;
+        self.table.stale = true;
         let manifest = match self.bucket.confirm(tp, topic_id, version).await {
             Ok(m) => m,
             Err(waiting) => {
-                self.slots
+                self.table
+                    .slots
                     .insert(tp.clone(), Slot::Waiting(waiting.clone()));
                 return CommandOutcome {
                     partition: name.clone(),
@@ -138,7 +118,10 @@ impl Applier {
                 };
             }
         };
-        match self.adopt(tp, topic_id, manifest) {
+        match self
+            .adopter
+            .adopt(self.table, self.bucket, tp, topic_id, manifest)
+        {
             Ok(()) => CommandOutcome {
                 partition: name,
                 state: Some("PREPARING".into()),
@@ -146,7 +129,9 @@ impl Applier {
             },
             Err(reason) => {
                 let reason = reason.to_string();
-                self.slots.insert(tp.clone(), Slot::Refused(reason.clone()));
+                self.table
+                    .slots
+                    .insert(tp.clone(), Slot::Refused(reason.clone()));
                 CommandOutcome {
                     partition: name,
                     state: Some("FAILED".into()),
@@ -170,7 +155,7 @@ impl Applier {
     /// 4. for a stop: STOPPED for the others, once their ABORT markers are.
     ///
     /// No `.await` in here: the deferred scope belongs to this thread.
-    pub(super) fn command_mirrors(
+    fn command_mirrors(
         &mut self,
         command: Command,
         tps: &[TopicPartition],
@@ -188,24 +173,19 @@ impl Applier {
                 refused.insert(tp.clone(), why.to_string());
                 continue;
             }
-            if let Err(e) = self.transition(tp, Event::from(command)) {
+            if let Err(e) = self.table.transition(tp, Event::from(command)) {
                 refused.insert(tp.clone(), e.to_string());
             }
         }
         let stopping: Vec<TopicPartition> = tps
             .iter()
             .filter(|tp| !refused.contains_key(*tp))
-            .filter(|tp| {
-                self.slots
-                    .get(*tp)
-                    .and_then(Slot::mirror)
-                    .is_some_and(|s| s.state() == PartitionState::Stopping)
-            })
+            .filter(|tp| self.table.state_of(tp) == Some(PartitionState::Stopping))
             .cloned()
             .collect();
         let mut barrier = scope.barrier();
         if !stopping.is_empty() && barrier.is_ok() {
-            crate::group_commit::failover_many(self, &stopping, &scope);
+            crate::group_commit::failover_many(self.table, &stopping, &scope);
             barrier = scope.finish();
         } else {
             drop(scope);
@@ -223,7 +203,7 @@ impl Applier {
                 });
                 CommandOutcome {
                     partition: tp.to_string(),
-                    state: self.state_of(tp).map(|s| s.as_str().to_string()),
+                    state: self.table.state_of(tp).map(|s| s.as_str().to_string()),
                     error,
                 }
             })
@@ -232,17 +212,16 @@ impl Applier {
 
     /// The source's manifests of the mirror partitions `start` may cut
     /// records of their own from (`manifest::cut::at_stake`), for
-    /// [`Applier::before_start`]; one that cannot be read is left out.
-    pub(super) async fn start_manifests(
+    /// `before_start`; one that cannot be read is left out.
+    async fn start_manifests(
         &mut self,
         tps: &[TopicPartition],
     ) -> BTreeMap<TopicPartition, PartitionManifest> {
         let at_stake: Vec<TopicPartition> = tps
             .iter()
             .filter(|tp| {
-                self.slots
-                    .get(*tp)
-                    .and_then(Slot::mirror)
+                self.table
+                    .mirror(tp)
                     .is_some_and(|s| manifest::cut::at_stake(&s.mirror.record))
             })
             .cloned()
@@ -251,60 +230,40 @@ impl Applier {
     }
 
     /// `start`'s checks and pin changes on a mirror partition
-    /// (`command_plan::plan_start`, performed here); the reason when the
-    /// start is refused (nothing changed then). `manifest` is the
+    /// (`command_plan::plan_start`, performed by the driver); the reason
+    /// when the start is refused (nothing changed then). `manifest` is the
     /// source's, when it could be read.
-    pub(super) fn before_start(
+    fn before_start(
         &mut self,
         tp: &TopicPartition,
         manifest: Option<&PartitionManifest>,
     ) -> Result<(), crate::driver::StartError> {
         use crate::command_plan::{StartInput, plan_start};
-        let source = self.opts.source_cluster_id.clone();
+        let source = self.adopter.opts.source_cluster_id.as_str();
         let feed_topic_id = self.bucket.entry(tp).map(|e| e.topic_id);
-        let ctx = self.context(tp);
-        let allowed = self.truncate_allowed();
+        let ctx = self.adopter.opts.context(tp);
+        let allowed = self.adopter.allowed;
         // Read the manifest again: `start` is how an operator says that
         // what failed (a corrupt manifest, say) was repaired.
         self.bucket.forget(tp);
-        let (mut env, slots) = self.env();
-        let Some(slot) = slots.get_mut(tp).and_then(Slot::mirror_mut) else {
-            return Ok(());
-        };
-        let plan = {
-            let local = slot.mirror.local_view();
-            plan_start(&StartInput {
-                tp,
-                record: &slot.mirror.record,
-                source: &source,
-                feed_topic_id,
-                local: &local,
-                manifest,
-                ctx: &ctx,
-                allowed,
-            })?
-        };
-        slot.perform_start(&plan, &source, feed_topic_id, allowed, &mut env)
-    }
-    /// Performs every pending command request
-    /// (`crate::commands::claim_requests`) and writes its response.
-    /// Returns how many were handled.
-    pub async fn process_command_requests(&mut self) -> usize {
-        let log_dir = self.opts.log_dir.clone();
-        let requests = crate::commands::claim_requests(&log_dir);
-        let handled = requests.len();
-        for request in requests {
-            tracing::info!(command = %request.command, topics = %request.topics.join(","), all = request.all, "operator command");
-            let outcomes = self
-                .command_allowing(
-                    request.command,
-                    &request.topics,
-                    request.all,
-                    request.allow_truncate,
-                )
-                .await;
-            crate::commands::respond(&log_dir, &request.id, outcomes);
-        }
-        handled
+        self.table.start(
+            tp,
+            |slot| {
+                let local = slot.mirror.local_view();
+                Ok(plan_start(&StartInput {
+                    tp,
+                    record: &slot.mirror.record,
+                    source,
+                    feed_topic_id,
+                    local: &local,
+                    manifest,
+                    ctx: &ctx,
+                    allowed,
+                })?)
+            },
+            source,
+            feed_topic_id,
+            allowed,
+        )
     }
 }

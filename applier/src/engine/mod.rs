@@ -1,11 +1,16 @@
-//! The applier: the one module that owns `impl Applier` and wires the
-//! executors together. This file opens the log dir and runs the cycle;
-//! each child module holds one job's methods: `discovery` (the feed and
-//! adoption), `work` (the changed partitions viewed, scheduled and their
-//! work run; retention), `commands` (operator commands), `reporting`
-//! (checkpoints, status, metrics, scrub) and `gateway_link` (the gateway's
-//! appends and readers, the group offsets sync). The children depend on
-//! this file, never on each other's internals.
+//! The applier: the one file that owns `impl Applier`. It opens the log
+//! dir and runs the cycle by handing each executor the parts it works on;
+//! no executor sees the applier itself. The parts: the partition table
+//! (`crate::table`: slots, wake set, the driver's environment), the bucket
+//! reader (`crate::bucket_reader`), the local writer
+//! (`crate::serving::LocalWriter`: plain logs and the gateway link), the
+//! gaps ledger, the group offsets sync, the scrub and the live output. The
+//! executors: `discovery` (the feed and adoption), `work` (the changed
+//! partitions viewed, scheduled and their work run; retention), `commands`
+//! (operator commands), `reporting` (checkpoints, scrub) and
+//! `gateway_link` (producers' appends, the group offsets sync). They
+//! depend on the parts and on each other in one direction (`discovery`
+//! below `work` and `commands`), never on this file.
 //!
 //! One cycle ([`Applier::run_once`]): the feed read (`bucket_reader`: one
 //! GET when nothing changed), partitions that cannot be opened opened again
@@ -19,17 +24,17 @@
 //! work in a cycle where none is due), the group offsets sync
 //! (`group_sync`), the root checkpoints, the scrub, and the live status
 //! and metrics (`live`). Operator commands are planned by `command_plan`
-//! and performed here (`group_commit::failover_many` for stops).
+//! and performed by `commands` (`group_commit::failover_many` for stops).
 //!
 //! Invariants:
 //! - Every state change goes through the driver (`driver`), which performs
 //!   the actions `manifest::state::next` returns; the work a partition has
 //!   is derived from its state by the schedule, never stored beside it.
-//! - An idle cycle does no work per partition: `changed` is empty after a
-//!   settled cycle, and only a feed change, a command, a producer's append
-//!   to a mirror, a transition whose actions wake its partition, a failure
-//!   or a partition the last schedule left unsettled (a retry to wait for,
-//!   the bucket to wait for) put one back.
+//! - An idle cycle does no work per partition: the table's wake set is
+//!   empty after a settled cycle, and only a feed change, a command, a
+//!   producer's append to a mirror, a transition whose actions wake its
+//!   partition, a failure or a partition the last schedule left unsettled
+//!   (a retry to wait for, the bucket to wait for) put one back.
 //! - Records of a partition's own (a plain partition adopted, a STOPPED one
 //!   started again) are cut only with `--allow-truncate`: otherwise the
 //!   adoption or start is refused before anything is written
@@ -45,7 +50,6 @@
 // built only on the failure path, where its size costs nothing measurable.
 #![allow(clippy::result_large_err)]
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,15 +57,15 @@ use bucket::store::ManifestStore;
 use kafkalog::{LogDir, TopicPartition};
 use manifest::clock::{Clock, SystemClock};
 use manifest::layout::ClusterLayout;
-use manifest::state::{self, Event, PartitionState};
+use manifest::state::{Command, PartitionState};
 use manifest::topic_pattern::Selection;
 use object_store::ObjectStore;
 
 use crate::bucket_reader::BucketReader;
-use crate::driver::{Backoff, Env};
-use crate::error::{MirrorError, OpenError};
-use crate::mirror::{Mirror, MirrorContext};
-use crate::slot::{MirrorSlot, Slot};
+use crate::error::OpenError;
+use crate::mirror::Mirror;
+use crate::serving::{GatewayLink, LocalWriter};
+use crate::table::MirrorTable;
 
 mod commands;
 mod discovery;
@@ -77,44 +81,32 @@ pub use crate::options::{
 #[derive(Debug)]
 pub struct Applier {
     opts: ApplierOptions,
-    pub(crate) logdir: LogDir,
+    logdir: LogDir,
     /// The bucket: the feed, the manifests and the ones held.
     bucket: BucketReader,
-    pub(crate) slots: BTreeMap<TopicPartition, Slot>,
+    /// Every partition known, and what their changes wake.
+    table: MirrorTable,
     clock: Arc<dyn Clock>,
-    pub(crate) counters: crate::metrics::Counters,
+    counters: crate::metrics::Counters,
     /// The live status and the metrics as last written.
-    pub(crate) live: crate::live::LiveOutput,
+    live: crate::live::LiveOutput,
     /// The feed head `discover` last went through with no partition left
     /// to retry.
     discovered: Option<u64>,
-    /// The mirror partitions the next cycle views and schedules
-    /// (`crate::schedule`): those a feed change, a command, an append, a
-    /// transition or a failure touched, and those the last schedule left
-    /// unsettled (a retry to wait for, the bucket to wait for). Empty after
-    /// a settled cycle, so an idle cycle over 10,000 partitions costs the
-    /// feed's GET, not 10,000 lookups.
-    pub(crate) changed: BTreeSet<TopicPartition>,
     /// Mirror partitions that could not be opened, seen by the last
     /// `reopen_unopened`.
     unopened_left: usize,
-    reserve: crate::reserve::DiskReserve,
-    /// The Kafka gateway served from this process, if any.
-    pub(crate) gateway: Option<crate::serving::GatewayLink>,
-    /// Partitions of the log dir that are not mirrors, open for writing
-    /// (producers through the gateway, the group offsets sync).
-    pub(crate) producer_logs: gateway::writer::PlainLogs,
+    /// Producers' appends and the group offsets sync (partitions that are
+    /// not mirrors), and the gateway served from this process, if any.
+    writer: LocalWriter,
     /// The source's consumer-group offsets and what was synced of them.
     group_sync: crate::group_sync::GroupOffsetsSync,
     /// Gaps known (offsets never received), written when one is new.
     gaps: crate::gaps::Ledger,
     /// The background verification of `applier run` (`crate::scrub`).
     scrub: Option<crate::scrub::Scrub>,
-    /// The operator command being performed gave `--allow-truncate`.
-    command_allows_truncate: bool,
     /// When the next retention pass over the STOPPED partitions is due
-    /// (`crate::topic_configs::retention_pass`); `None`: at the next cycle
-    /// (after a start, or a transition that may have stopped one).
+    /// (`crate::topic_configs::retention_pass`); `None`: at the next cycle.
     retention_at: Option<i64>,
 }
 
@@ -159,23 +151,19 @@ impl Applier {
         let reserve = crate::reserve::DiskReserve::open(logdir.root(), opts.disk_reserve_bytes);
         let gaps = crate::gaps::Ledger::open(&opts.log_dir);
         let mut applier = Applier {
+            table: MirrorTable::new(opts.backoff(), reserve),
             opts,
             logdir,
             bucket: BucketReader::new(store),
-            slots: BTreeMap::new(),
             clock,
             counters: crate::metrics::Counters::default(),
             live: crate::live::LiveOutput::default(),
             discovered: None,
-            changed: BTreeSet::new(),
             unopened_left: 0,
-            reserve,
-            gateway: None,
-            producer_logs: gateway::writer::PlainLogs::default(),
+            writer: LocalWriter::default(),
             group_sync: crate::group_sync::GroupOffsetsSync::default(),
             gaps,
             scrub: None,
-            command_allows_truncate: false,
             retention_at: None,
         };
         // Every log opened first (recovery and unfinished ranges cut, each
@@ -192,112 +180,59 @@ impl Applier {
             .collect();
         let scope = kafkalog::fsutil::DeferredSync::begin();
         for (tp, mirror) in opened {
-            applier.restart_mirror(&tp, mirror);
+            applier.table.restart(&tp, mirror);
         }
         scope.finish().map_err(OpenError::Guards)?;
+        let table = &mut applier.table;
         // An interrupted failover completes now, bucket or not.
-        let stopping: Vec<_> = applier
+        let stopping: Vec<_> = table
             .mirror_slots()
             .filter(|m| m.state() == PartitionState::Stopping)
             .map(|m| m.tp().clone())
             .collect();
         // Damage recorded by `applier verify` (or a scrub before a restart)
         // fails its mirror partitions (`crate::scrub::recorded_failures`).
-        let states = applier.mirror_states();
-        for (tp, e) in crate::scrub::recorded_failures(&applier.opts.log_dir, &states) {
-            applier.fail(&tp, e);
+        for (tp, e) in crate::scrub::recorded_failures(&applier.opts.log_dir, &table.states()) {
+            table.fail(&tp, e);
         }
         for tp in stopping {
-            applier.run_failover(&tp);
+            work::run_failover(table, &tp);
         }
-        applier.write_checkpoints();
+        reporting::write_checkpoints(&applier.logdir, &mut table.reserve);
         Ok(applier)
-    }
-
-    fn env(&mut self) -> (Env<'_>, &mut BTreeMap<TopicPartition, Slot>) {
-        (
-            Env {
-                backoff: Backoff {
-                    base: self.opts.base_backoff,
-                    max: self.opts.max_backoff,
-                },
-                reserve: &mut self.reserve,
-                wake: &mut self.changed,
-            },
-            &mut self.slots,
-        )
-    }
-
-    /// Opens one partition of the log dir if it is a mirror and restarts its
-    /// driver. A non-mirror partition gets no slot; one that cannot be
-    /// opened fails alone (the others mirror on) and is opened again every
-    /// cycle.
-    fn open_mirror(&mut self, tp: &TopicPartition) {
-        let opened = self.open_mirror_log(tp);
-        self.restart_mirror(tp, opened);
     }
 
     /// Opens a mirror partition's log and record (`None`: not a mirror;
     /// `crate::opening::open_existing`).
-    fn open_mirror_log(&self, tp: &TopicPartition) -> Result<Option<Mirror>, MirrorError> {
+    fn open_mirror_log(
+        &self,
+        tp: &TopicPartition,
+    ) -> Result<Option<Mirror>, crate::error::MirrorError> {
         crate::opening::open_existing(&self.logdir, tp, &self.clock)
-    }
-
-    /// Puts an opened mirror partition in its slot, its state's actions
-    /// performed again (`MirrorSlot::restart`).
-    fn restart_mirror(&mut self, tp: &TopicPartition, opened: Result<Option<Mirror>, MirrorError>) {
-        let slot = match opened {
-            Ok(None) => {
-                self.slots.remove(tp);
-                return;
-            }
-            Ok(Some(mirror)) => {
-                let mut slot = MirrorSlot::new(mirror);
-                let (mut env, _) = self.env();
-                match slot.restart(&mut env) {
-                    Ok(()) => Slot::Mirror(Box::new(slot)),
-                    Err(e) => Slot::Unopened(e.to_string()),
-                }
-            }
-            Err(e) => Slot::Unopened(e.to_string()),
-        };
-        match &slot {
-            Slot::Unopened(e) => {
-                tracing::error!(partition = %tp, error = %e, "cannot open the mirror partition; retrying every cycle");
-            }
-            _ => {
-                self.changed.insert(tp.clone());
-                // It may be STOPPED: its retention is checked next cycle.
-                self.retention_at = None;
-            }
-        }
-        self.slots.insert(tp.clone(), slot);
     }
 
     /// Opens again the partitions that could not be opened before.
     fn reopen_unopened(&mut self) {
         let tps: Vec<TopicPartition> = self
-            .slots
-            .iter()
-            .filter(|(_, s)| matches!(s, Slot::Unopened(_)))
-            .map(|(tp, _)| tp.clone())
+            .table
+            .unopened()
+            .into_iter()
+            .map(|(tp, _)| tp)
             .collect();
         self.unopened_left = 0;
         if tps.is_empty() {
             return;
         }
-        self.live.stale = true;
+        self.table.stale = true;
         // A partition opened now may turn out not to be a mirror: a
         // candidate for `discover` again.
         self.discovered = None;
         for tp in tps {
-            self.open_mirror(&tp);
-            match self.slots.get(&tp) {
-                Some(Slot::Mirror(_)) => {
-                    tracing::info!(partition = %tp, "opened the mirror partition");
-                }
-                Some(Slot::Unopened(_)) => self.unopened_left += 1,
-                _ => {}
+            let opened = self.open_mirror_log(&tp);
+            if !self.table.restart(&tp, opened) {
+                self.unopened_left += 1;
+            } else if self.table.mirror(&tp).is_some() {
+                tracing::info!(partition = %tp, "opened the mirror partition");
             }
         }
     }
@@ -311,7 +246,8 @@ impl Applier {
         timeout: Duration,
     ) -> Result<(), bucket::diagnosis::FirstRequestFailure> {
         use bucket::diagnosis::{FirstRequestFailure, one_line};
-        match tokio::time::timeout(timeout, self.poll_feed()).await {
+        let poll = discovery::poll_feed(&mut self.bucket, &mut self.table);
+        match tokio::time::timeout(timeout, poll).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(FirstRequestFailure::Failed(one_line(&e))),
             Err(_) => Err(FirstRequestFailure::NoAnswer(timeout)),
@@ -320,10 +256,7 @@ impl Applier {
 
     /// The topic selection (`topics`, `exclude`).
     pub fn selection(&self) -> Selection<'_> {
-        Selection {
-            include: self.opts.topics.as_ref(),
-            exclude: self.opts.exclude.as_ref(),
-        }
+        self.opts.selection()
     }
 
     /// The options.
@@ -331,89 +264,14 @@ impl Applier {
         &self.opts
     }
 
-    fn mirror_slots(&self) -> impl Iterator<Item = &MirrorSlot> {
-        self.slots.values().filter_map(Slot::mirror)
-    }
-
-    fn slot_mut(&mut self, tp: &TopicPartition) -> Option<&mut MirrorSlot> {
-        self.slots.get_mut(tp).and_then(Slot::mirror_mut)
-    }
-
     /// The mirror partitions.
     pub fn mirrors(&self) -> impl Iterator<Item = &Mirror> {
-        self.mirror_slots().map(|m| &m.mirror)
+        self.table.mirror_slots().map(|m| &m.mirror)
     }
 
     /// The state of one partition, if it is a mirror.
     pub fn state_of(&self, tp: &TopicPartition) -> Option<PartitionState> {
-        self.slots.get(tp)?.mirror().map(MirrorSlot::state)
-    }
-
-    fn context(&self, tp: &TopicPartition) -> MirrorContext {
-        MirrorContext {
-            local_cluster_id: self.opts.local_cluster_id.clone(),
-            tiered_storage: self.opts.tiered_topics.iter().any(|t| t == &tp.topic),
-            prefetch: self.opts.prefetch,
-            download_memory: self.opts.download_memory,
-            stream_above: self.opts.stream_above,
-            allow_truncate: self.opts.allow_truncate,
-            config_filter: std::sync::Arc::clone(&self.opts.config_filter),
-        }
-    }
-
-    /// Whether cutting records of a partition's own is allowed now.
-    fn truncate_allowed(&self) -> bool {
-        self.opts.allow_truncate || self.command_allows_truncate
-    }
-
-    /// Drives one partition's state machine with `event` (see
-    /// [`crate::driver`]). Returns the new state.
-    fn transition(
-        &mut self,
-        tp: &TopicPartition,
-        event: Event,
-    ) -> Result<PartitionState, state::TransitionError> {
-        self.live.stale = true;
-        // It may have become STOPPED: retention is checked at the next cycle.
-        self.retention_at = None;
-        let (mut env, slots) = self.env();
-        match slots.get_mut(tp).and_then(Slot::mirror_mut) {
-            Some(slot) => slot.drive(event, &mut env),
-            None => Ok(PartitionState::Failed),
-        }
-    }
-
-    /// Records `e` as the partition's failure (or, for replication lag,
-    /// as what it waits for). Returns true (something changed).
-    fn fail(&mut self, tp: &TopicPartition, e: MirrorError) -> bool {
-        self.live.stale = true;
-        if e.is_waiting() {
-            // Replication has not delivered it yet: wait, keep the state.
-            tracing::info!(partition = %tp, reason = %e, "waiting for the bucket");
-            if let Some(slot) = self.slot_mut(tp) {
-                slot.waiting = Some(e.to_string());
-            }
-            return false;
-        }
-        if let Some(slot) = self.slot_mut(tp) {
-            slot.waiting = None;
-        }
-        let retryable = e.is_retryable();
-        if retryable {
-            tracing::warn!(partition = %tp, error = %e, "retryable failure");
-        } else {
-            tracing::error!(partition = %tp, error = %e, "partition FAILED; waiting for an operator's stop or start");
-        }
-        if let Err(stale) = self.transition(
-            tp,
-            Event::Error {
-                message: e.to_string(),
-                retryable,
-            },
-        ) {
-            tracing::debug!(partition = %tp, error = %stale, "the failure arrived in a state that records none");
-        }
-        true
+        self.table.state_of(tp)
     }
 
     /// One cycle: read the feed, start new partitions, then schedule and
@@ -421,25 +279,59 @@ impl Applier {
     /// be done now.
     pub async fn run_once(&mut self) -> CycleReport {
         let mut report = CycleReport::default();
-        match self.poll_feed().await {
-            Ok(_) => {}
-            Err(e) => {
-                report.feed_error = Some(e.to_string());
-                tracing::warn!(error = %e, "could not read the change feed; retrying next cycle");
-            }
+        if let Err(e) = discovery::poll_feed(&mut self.bucket, &mut self.table).await {
+            report.feed_error = Some(e.to_string());
+            tracing::warn!(error = %e, "could not read the change feed; retrying next cycle");
         }
         self.reopen_unopened();
-        self.discover().await;
-        self.work_changed(&mut report).await;
+        let adopter = discovery::Adopter {
+            opts: &self.opts,
+            logdir: &self.logdir,
+            clock: &self.clock,
+            allowed: self.opts.allow_truncate,
+        };
+        self.discovered = adopter
+            .discover(&mut self.table, &mut self.bucket, self.discovered)
+            .await;
+        let unresolved = self.unopened_left
+            + usize::from(
+                self.bucket
+                    .head()
+                    .is_some_and(|h| self.discovered != Some(h.seq)),
+            );
+        work::CycleWork {
+            opts: &self.opts,
+            clock: &self.clock,
+            table: &mut self.table,
+            bucket: &mut self.bucket,
+            gaps: &mut self.gaps,
+            readers: &mut self.writer.link,
+            unresolved,
+        }
+        .run(&mut report)
+        .await;
         // Retention of the STOPPED partitions, before the root checkpoints
         // record their new log starts.
-        self.enforce_retention();
+        let now = self.clock.now_ms();
+        work::enforce_retention(&mut self.table, &mut self.retention_at, now);
+        GatewayLink::tell(&mut self.writer.link, &mut self.table.notices);
         // The source's consumer-group offsets, onto what was just applied.
-        self.sync_groups(&report).await;
+        self.table.stale |= gateway_link::sync_groups(
+            &mut self.group_sync,
+            &self.bucket,
+            &self.logdir,
+            &self.table,
+            &mut self.writer,
+            &self.opts.source_cluster_id,
+            report.batches > 0 || report.transitions > 0,
+        )
+        .await;
         // Once per cycle for every partition flushed in it.
-        self.write_checkpoints();
-        self.scrub_step().await;
-        let changed = self.live.stale;
+        reporting::write_checkpoints(&self.logdir, &mut self.table.reserve);
+        if let Some(scrub) = self.scrub.as_mut() {
+            reporting::scrub_step(scrub, &self.opts.log_dir, &mut self.table, &self.bucket).await;
+        }
+        let changed = self.live.stale || self.table.stale;
         self.write_live_status();
         self.counters.batches += report.batches;
         self.counters.bytes += report.bytes;
@@ -467,59 +359,190 @@ impl Applier {
                 }
                 let tick = Duration::from_millis(100).min(poll_interval);
                 tokio::select! {
-                    Some(request) = crate::serving::GatewayLink::next(&mut self.gateway) => {
-                        self.handle_append(request);
+                    Some(request) = GatewayLink::next(&mut self.writer.link) => {
+                        gateway_link::handle_append(
+                            request,
+                            &self.logdir,
+                            &mut self.table,
+                            &mut self.writer,
+                        );
                     }
                     _ = tokio::time::sleep(tick) => {}
                 }
             }
         }
     }
-}
 
-/// Rounds of scheduling per cycle: a partition's work that changed
-/// something is scheduled again, at most this many times.
-const MAX_ROUNDS: usize = 8;
-/// The group commit's view of the applier: steps route through the driver.
-impl crate::group_commit::Partitions for Applier {
-    fn slot(&mut self, tp: &TopicPartition) -> Option<&mut MirrorSlot> {
-        self.slot_mut(tp)
+    // Operator commands.
+
+    /// Runs an operator command on `targets` (all mirror partitions when
+    /// empty and `all`). A command the state does not allow changes nothing
+    /// and is reported with its reason. `stop` completes the failover before
+    /// returning. `start` on a partition that is not a mirror yet adopts it
+    /// (its topic id comes from the feed).
+    pub async fn command(
+        &mut self,
+        command: Command,
+        targets: &[String],
+        all: bool,
+    ) -> Vec<CommandOutcome> {
+        self.command_allowing(command, targets, all, false).await
     }
 
-    fn failed(&mut self, tp: &TopicPartition, e: MirrorError) {
-        self.fail(tp, e);
+    /// [`Applier::command`], where `allow_truncate` says whether a `start`
+    /// may cut records of a partition's own (`manifest::cut`; the
+    /// applier's own `allow_truncate` option allows it too).
+    pub async fn command_allowing(
+        &mut self,
+        command: Command,
+        targets: &[String],
+        all: bool,
+        allow_truncate: bool,
+    ) -> Vec<CommandOutcome> {
+        let adopter = discovery::Adopter {
+            opts: &self.opts,
+            logdir: &self.logdir,
+            clock: &self.clock,
+            allowed: allow_truncate || self.opts.allow_truncate,
+        };
+        let out = commands::CommandRun {
+            table: &mut self.table,
+            bucket: &mut self.bucket,
+            adopter,
+        }
+        .perform(command, targets, all)
+        .await;
+        GatewayLink::tell(&mut self.writer.link, &mut self.table.notices);
+        self.discovered = None;
+        reporting::write_checkpoints(&self.logdir, &mut self.table.reserve);
+        self.write_live_status();
+        out
     }
 
-    /// Readers told of a cut, and MIRRORING, whose record write (at the
-    /// cycle's group commit) also carries what the preparation cleared in
-    /// the record.
-    fn prepared(&mut self, tp: &TopicPartition) {
-        self.tell_truncated(tp);
-        if let Some(slot) = self.slot_mut(tp) {
-            slot.persist_at_commit = true;
+    /// Performs every pending command request
+    /// (`crate::commands::claim_requests`) and writes its response.
+    /// Returns how many were handled.
+    pub async fn process_command_requests(&mut self) -> usize {
+        let log_dir = self.opts.log_dir.clone();
+        let requests = crate::commands::claim_requests(&log_dir);
+        let handled = requests.len();
+        for request in requests {
+            tracing::info!(command = %request.command, topics = %request.topics.join(","), all = request.all, "operator command");
+            let outcomes = self
+                .command_allowing(
+                    request.command,
+                    &request.topics,
+                    request.all,
+                    request.allow_truncate,
+                )
+                .await;
+            crate::commands::respond(&log_dir, &request.id, outcomes);
         }
-        let moved = self.transition(tp, Event::Prepared);
-        if let Some(slot) = self.slot_mut(tp) {
-            slot.persist_at_commit = false;
-        }
-        if let Err(e) = moved {
-            tracing::debug!(partition = %tp, error = %e, "preparation finished in another state");
-            if let Some(slot) = self.slot_mut(tp)
-                && let Err(e) = slot.mirror.save()
-            {
-                tracing::warn!(partition = %tp, error = %e, "could not record the preparation");
-            }
-        }
+        handled
     }
 
-    fn stopped(&mut self, tp: &TopicPartition) {
-        self.tell_appended(tp);
-        if let Err(e) = self.transition(tp, Event::Stopped) {
-            tracing::debug!(partition = %tp, error = %e, "failover finished in another state");
-        }
+    /// Makes every retryable failure due now (for `applier once`, whose
+    /// schedule is its backoff).
+    pub fn retry_failures_now(&mut self) {
+        let now = self.clock.now_ms();
+        self.table.retry_all_at(now);
     }
 
-    fn stop_again(&mut self, tp: TopicPartition) {
-        self.changed.insert(tp);
+    // What the applier tells.
+
+    /// Every mirror partition's status, from memory (no file is read).
+    /// Partitions that could not be opened are FAILED here.
+    pub fn status_rows(&self) -> Vec<crate::status::PartitionStatus> {
+        let slots = &self.table.slots;
+        let live = crate::live::live_status(slots, self.bucket.head(), self.bucket.all_cached());
+        crate::live::status_rows(slots, &live, &self.opts.log_dir)
+    }
+
+    /// Rewrites the live status when something it shows changed or its
+    /// refresh is due (`crate::live::LiveOutput::write_status`).
+    fn write_live_status(&mut self) {
+        self.live.stale |= std::mem::take(&mut self.table.stale);
+        let (slots, head, held) = (
+            &self.table.slots,
+            self.bucket.head(),
+            self.bucket.all_cached(),
+        );
+        // Without a feed head (the bucket unreadable after a failover) a
+        // retention error is still worth showing.
+        let worth_writing = head.is_some()
+            || slots
+                .values()
+                .any(|s| s.mirror().is_some_and(|m| m.retention_error.is_some()));
+        self.live.write_status(
+            &self.opts.log_dir,
+            worth_writing,
+            || crate::live::live_status(slots, head, held),
+            &mut self.table.reserve,
+        );
+    }
+
+    /// Re-renders the metrics when due (`crate::live::LiveOutput::render_metrics`).
+    fn render_metrics(&mut self, changed: bool) {
+        let (slots, head, log_dir) = (&self.table.slots, self.bucket.head(), &self.opts.log_dir);
+        let held = self.bucket.all_cached();
+        self.live.render_metrics(
+            changed,
+            || {
+                let live = crate::live::live_status(slots, head, held);
+                crate::live::status_rows(slots, &live, log_dir)
+            },
+            &self.counters,
+            self.scrub.as_ref().map(|s| &s.stats),
+        );
+    }
+
+    /// Turns on the scrub at `scrub_bytes_per_hour` (`applier run`).
+    pub fn enable_scrub(&mut self) {
+        self.scrub = crate::scrub::Scrub::new(self.opts.scrub_bytes_per_hour);
+    }
+
+    /// Publishes metrics to `exposition` after every cycle.
+    pub fn set_metrics(&mut self, exposition: crate::metrics::Exposition) {
+        self.live.metrics = Some(exposition);
+    }
+
+    /// How many mirror partitions could not be opened.
+    pub fn unopened_count(&self) -> usize {
+        self.table.unopened().len()
+    }
+
+    /// Partitions that are FAILED now (in memory, whether recorded or not),
+    /// including those that could not be opened.
+    pub fn failed(&self) -> Vec<TopicPartition> {
+        self.table.failed()
+    }
+
+    /// Partitions selected (by `--topics` or `start`) but refused before
+    /// they became mirrors, each with the reason (nothing was changed in
+    /// them): `once` exits 1 naming them.
+    pub fn refused(&self) -> Vec<(TopicPartition, String)> {
+        self.table.refused()
+    }
+
+    // The gateway and the group offsets sync.
+
+    /// The group offsets sync.
+    pub fn group_sync(&self) -> &crate::group_sync::GroupOffsetsSync {
+        &self.group_sync
+    }
+
+    /// Serves producers' appends from a gateway, and tells it of changes.
+    pub fn set_gateway(&mut self, link: GatewayLink) {
+        self.writer.link = Some(link);
+    }
+
+    /// At a clean shutdown: saves the producers' sequences as Kafka's
+    /// producer snapshots and closes the partitions that are not mirrors
+    /// (opened for producers or the group offsets sync).
+    pub fn close_gateway(&mut self) {
+        self.writer.plain.close_all();
+        if let Some(mut link) = self.writer.link.take() {
+            link.save_producers(&mut self.table.slots);
+        }
     }
 }
