@@ -33,6 +33,8 @@
 //!   truncation passed the shipped end): the pure decision of which offsets
 //!   are lost, recorded in the manifest.
 //! - [`feed`]: the change feed (head objects) an applier polls cheaply.
+//! - [`pack`]: one object holding many partitions' new ranges (a shipper
+//!   cycle's), its index and the ranged reads a subset needs.
 //! - [`groups`]: consumer-group offsets shipped from the source's
 //!   `__consumer_offsets`, and the decision of what the applier syncs.
 //! - [`topic_config`]: a source topic's configs as a mirror takes them
@@ -76,6 +78,7 @@ pub mod layout;
 pub mod lineage;
 pub mod mirror_record;
 pub mod name_regex;
+pub mod pack;
 pub mod partition;
 pub mod range_check;
 pub mod reconcile;
