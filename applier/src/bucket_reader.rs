@@ -279,7 +279,7 @@ pub(crate) async fn fetch_verified(
     let mut content = Vec::new();
     for r in ranges {
         let bytes = store
-            .get(&r.key)
+            .get_in(&r.key, r.object_range())
             .await
             .map_err(|source| MirrorError::Store {
                 tp: tp.clone(),

@@ -312,7 +312,7 @@ impl Scrub {
         let mut found = Vec::new();
         for i in crate::verify::pick_sample(&keys, n, now_ms as u64) {
             let (tp, r) = &candidates[i];
-            let message = match store.get(&r.key).await {
+            let message = match store.get_in(&r.key, r.object_range()).await {
                 Ok(bytes) => {
                     self.stats.objects_verified += 1;
                     self.stats.bytes_verified += bytes.len() as u64;

@@ -466,7 +466,7 @@ impl Exporter {
     ) -> Result<Bytes, ExportError> {
         let bytes = self
             .source
-            .get(&r.key)
+            .get_in(&r.key, r.object_range())
             .await
             .map_err(|source| ExportError::Partition {
                 tp: tp.clone(),

@@ -159,6 +159,7 @@ mod tests {
             segment_base_offset: seg,
             completes_segment: false,
             segment_generation: 0,
+            object_offset: None,
         }
     }
 

@@ -333,7 +333,7 @@ impl Restorer {
         {
             let bytes = self
                 .store
-                .get(&r.key)
+                .get_in(&r.key, r.object_range())
                 .await
                 .map_err(|source| RestoreError::Bucket {
                     tp: tp.clone(),
@@ -446,6 +446,7 @@ mod tests {
             segment_base_offset: base,
             completes_segment: true,
             segment_generation: 0,
+            object_offset: None,
         }
     }
 

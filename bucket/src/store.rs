@@ -247,11 +247,18 @@ impl ManifestStore {
     /// read in [`READ_PIECE`] pieces on the blocking pool (object_store's own
     /// file stream reads 8 KiB at a time).
     pub async fn get_stream(&self, key: &str) -> Result<ObjectBody, StoreError> {
-        let result = self
-            .store
-            .get(&Path::from(key))
-            .await
-            .map_err(|e| self.store_err("get", key, e))?;
+        self.get_stream_in(key, None).await
+    }
+
+    /// [`ManifestStore::get_stream`] of the bytes `range` of the object
+    /// (one ranged GET), or of the whole object when `range` is `None`: a
+    /// range inside a pack (`manifest::pack`) is read this way.
+    pub async fn get_stream_in(
+        &self,
+        key: &str,
+        range: Option<std::ops::Range<u64>>,
+    ) -> Result<ObjectBody, StoreError> {
+        let result = self.get_result(key, range).await?;
         let len = result.range.end.saturating_sub(result.range.start);
         let pieces = match result.payload {
             object_store::GetResultPayload::File(file, path) => {
@@ -297,14 +304,22 @@ impl ManifestStore {
     /// proxy): the object is read once more, and a second short body is a
     /// store error (transient, so callers retry), never bytes to decode.
     pub async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
+        self.get_in(key, None).await
+    }
+
+    /// [`ManifestStore::get`] of the bytes `range` of the object (one
+    /// ranged GET), or of the whole object when `range` is `None`. A range
+    /// past the object's end is a store error (the object is shorter than
+    /// the manifest that names it says).
+    pub async fn get_in(
+        &self,
+        key: &str,
+        range: Option<std::ops::Range<u64>>,
+    ) -> Result<Bytes, StoreError> {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let result = self
-                .store
-                .get(&Path::from(key))
-                .await
-                .map_err(|e| self.store_err("get", key, e))?;
+            let result = self.get_result(key, range.clone()).await?;
             let announced = result.range.end.saturating_sub(result.range.start);
             let bytes = result
                 .bytes()
@@ -329,6 +344,39 @@ impl ManifestStore {
             }
             tracing::warn!(key, %detail, "short object body; reading it again");
         }
+    }
+
+    /// One GET of `key`, of `range` when given. A range the store answers
+    /// with other bytes than asked for (a store that ignores ranges) is a
+    /// store error, never bytes to decode.
+    async fn get_result(
+        &self,
+        key: &str,
+        range: Option<std::ops::Range<u64>>,
+    ) -> Result<object_store::GetResult, StoreError> {
+        let options = object_store::GetOptions {
+            range: range.clone().map(object_store::GetRange::Bounded),
+            ..Default::default()
+        };
+        let result = self
+            .store
+            .get_opts(&Path::from(key), options)
+            .await
+            .map_err(|e| self.store_err("get", key, e))?;
+        if let Some(asked) = range
+            && result.range != asked
+        {
+            let e = object_store::Error::Generic {
+                store: "segmirror",
+                source: format!(
+                    "asked for bytes {}..{}, the store answered {}..{} (of {})",
+                    asked.start, asked.end, result.range.start, result.range.end, result.meta.size
+                )
+                .into(),
+            };
+            return Err(self.store_err("get", key, e));
+        }
+        Ok(result)
     }
 
     /// Deletes an object (absent is fine).

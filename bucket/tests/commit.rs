@@ -213,6 +213,7 @@ async fn damaged_manifests_pages_and_heads_are_format_errors_naming_kind_and_key
                 segment_base_offset: 0,
                 completes_segment: false,
                 segment_generation: 0,
+                object_offset: None,
             };
             if let Some((key, page)) = m.push_range(r, |a, b| {
                 ms.layout().page_key(&p, a, b, &bucket::upload_id::fresh())
@@ -341,6 +342,7 @@ async fn pages_are_written_before_the_manifest_that_names_them() {
             segment_base_offset: 0,
             completes_segment: false,
             segment_generation: 0,
+            object_offset: None,
         };
         if let Some((key, page)) = m.push_range(r, |a, b| {
             ms.layout().page_key(&p, a, b, &bucket::upload_id::fresh())

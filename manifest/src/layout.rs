@@ -27,6 +27,10 @@
 //!     `pages/<first:020>-<last:020>.json`, still parsed.
 //! <prefix>/segmirror/v1/<cluster>/topics/<topic>/<topic-id>/<partition>/data/<base:020>-<last:020>-e<epoch:010>-<upload>.batches
 //!     shipped batches, byte for byte as in the source segment.
+//! <prefix>/segmirror/v1/<cluster>/packs/<hh>/<upload>.pack
+//!     a shipper cycle's ranges of many partitions in one object (see
+//!     `pack`), `hh` the upload id's last two characters; manifest ranges
+//!     name a byte range of it (`ShippedRange::object_offset`).
 //! ```
 //!
 //! Offsets are zero-padded to 20 digits and sequence numbers and versions to
@@ -414,6 +418,38 @@ impl ClusterLayout {
         format!("{}/data", self.partition_dir(p))
     }
 
+    /// Key of a pack (`crate::pack`: many partitions' ranges in one object)
+    /// uploaded as `upload_id`: `<root>/packs/<hh>/<upload id>.pack`, where
+    /// `hh` is the id's last two hex digits (random bits), so packs spread
+    /// over 256 prefixes and no prefix nears S3's per-prefix request rates.
+    pub fn pack_key(&self, upload_id: &str) -> Result<String, LayoutError> {
+        validate_upload_id(upload_id)?;
+        let spread = &upload_id[upload_id.len().saturating_sub(2)..];
+        Ok(format!("{}/packs/{spread}/{upload_id}.pack", self.root))
+    }
+
+    /// Parses a pack key of this cluster back to its upload id.
+    pub fn parse_pack_key<'k>(&self, key: &'k str) -> Result<&'k str, LayoutError> {
+        let bad = || {
+            err(
+                "pack key",
+                key,
+                "not packs/<hh>/<upload id>.pack under this cluster",
+            )
+        };
+        let rest = key
+            .strip_prefix(self.root.as_str())
+            .and_then(|r| r.strip_prefix("/packs/"))
+            .ok_or_else(bad)?;
+        let (spread, name) = rest.split_once('/').ok_or_else(bad)?;
+        let id = name.strip_suffix(".pack").ok_or_else(bad)?;
+        validate_upload_id(id)?;
+        if !id.ends_with(spread) || spread.len() != id.len().min(2) {
+            return Err(bad());
+        }
+        Ok(id)
+    }
+
     /// Key of a data object holding batches `[base, last]`, whose first batch
     /// has leader epoch `epoch`, uploaded as `upload_id`.
     pub fn data_key(
@@ -643,6 +679,28 @@ mod tests {
             assert_eq!(parse_cluster_dir(prefix, &format!("{dir}/a/b")), None);
             assert_eq!(parse_cluster_dir(prefix, "elsewhere/src-1"), None);
         }
+    }
+
+    #[test]
+    fn pack_keys_are_pinned_spread_and_parse_back() {
+        let l = ClusterLayout::new("dr", "src-1").expect("layout");
+        let id = "0190a2b3c4d5e6f708192a3b4c5d6e7f"[..27].to_string();
+        let key = l.pack_key(&id).expect("key");
+        assert_eq!(
+            key,
+            format!("dr/segmirror/v1/src-1/packs/{}/{id}.pack", &id[25..])
+        );
+        assert_eq!(l.parse_pack_key(&key), Ok(id.as_str()));
+        let other = ClusterLayout::new("dr", "src-2").expect("layout");
+        for bad in [
+            other.pack_key(&id).expect("key"),
+            format!("dr/segmirror/v1/src-1/packs/zz/{id}.pack"),
+            format!("dr/segmirror/v1/src-1/packs/{}/{id}.batches", &id[25..]),
+            "dr/segmirror/v1/src-1/packs/ab/../x.pack".to_string(),
+        ] {
+            assert!(l.parse_pack_key(&bad).is_err(), "{bad}");
+        }
+        assert!(l.pack_key("no/slash").is_err());
     }
 
     #[test]

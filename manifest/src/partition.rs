@@ -101,9 +101,26 @@ pub struct ShippedRange {
     /// range of the same segment.
     #[serde(default)]
     pub segment_generation: u32,
+    /// Where the range's bytes start inside the object `key` when the
+    /// object holds more than this range (a pack of a shipper cycle,
+    /// `crate::pack`): the range is bytes `object_offset..object_offset +
+    /// bytes` of it, and `crc32c` is theirs. Absent (the only form before
+    /// packs): the range is the whole object. An additive field, written
+    /// only for pack ranges: a manifest without one encodes as before, and
+    /// a reader that predates packs reads the whole pack and refuses it by
+    /// its size, loudly; run appliers at least as new as the shippers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_offset: Option<u64>,
 }
 
 impl ShippedRange {
+    /// The bytes of the object `key` that are this range: `None` for the
+    /// whole object, else the range inside a pack (one ranged GET).
+    pub fn object_range(&self) -> Option<std::ops::Range<u64>> {
+        self.object_offset
+            .map(|at| at..at.saturating_add(self.bytes))
+    }
+
     /// The leader epoch the range assigns to `offset`: that of its last
     /// epoch entry starting at or below it (Kafka's `epochForOffset` over
     /// the range's entries); `None` below the first entry or when the range
@@ -473,6 +490,7 @@ mod tests {
                 segment_base_offset: 0,
                 completes_segment: true,
                 segment_generation: 0,
+                object_offset: None,
             },
             ShippedRange {
                 key: "k/data/b".into(),
@@ -486,6 +504,7 @@ mod tests {
                 segment_base_offset: 70,
                 completes_segment: false,
                 segment_generation: 0,
+                object_offset: None,
             },
         ];
         m.committed_at_ms = 1_700_000_000_200;
@@ -893,6 +912,7 @@ mod tests {
                 segment_base_offset: i * 100,
                 completes_segment: true,
                 segment_generation: 0,
+                object_offset: None,
             };
             if let Some((key, page)) = m.push_range(r, |a, b| format!("pages/{a:020}-{b:020}.json"))
             {

@@ -335,6 +335,7 @@ mod tests {
             segment_base_offset: 0,
             completes_segment: false,
             segment_generation: 0,
+            object_offset: None,
         }
     }
 

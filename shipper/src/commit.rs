@@ -166,6 +166,7 @@ fn shipped_range(plan: &RangePlan, up: &Uploaded) -> ShippedRange {
         segment_base_offset: plan.segment_base,
         completes_segment: plan.completes_segment,
         segment_generation: plan.generation,
+        object_offset: None,
     }
 }
 

@@ -69,7 +69,7 @@ pub(super) async fn fetch_ranges(
         .map(|r| {
             let store = store.clone();
             async move {
-                let body = store.get_stream(&r.key).await;
+                let body = store.get_stream_in(&r.key, r.object_range()).await;
                 (r, body)
             }
         })

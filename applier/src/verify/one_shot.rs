@@ -185,7 +185,7 @@ pub async fn verify_targets(
             let (tp, r) = &sampleable[i];
             out.counts.objects += 1;
             let object = |message: String| Mismatch::object(tp, r, message, now);
-            match store.get(&r.key).await {
+            match store.get_in(&r.key, r.object_range()).await {
                 Ok(bytes) => {
                     out.counts.object_bytes += bytes.len() as u64;
                     if let Err(e) = manifest::range_check::verify_object(r, &bytes) {

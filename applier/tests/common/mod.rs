@@ -45,14 +45,17 @@ pub fn produce(log: &mut PartitionLog, n: usize, epoch: i32) {
     }
 }
 
-/// Publishes the whole source partition: one range per segment, one
-/// manifest version, one head.
-pub async fn publish(
-    store: &ManifestStore,
-    source: &Path,
-    t: &TopicPartition,
-    upload: &str,
-) -> PartitionManifest {
+/// A source partition read for publishing: one range per segment, each
+/// with its bytes (the range's `key` left empty), and the manifest to
+/// commit once the ranges have keys.
+pub struct SourceRanges {
+    pub pk: PartitionKey,
+    pub manifest: PartitionManifest,
+    pub ranges: Vec<(Vec<u8>, ShippedRange)>,
+}
+
+/// Reads the whole source partition `t` as [`SourceRanges`].
+pub fn read_source(store: &ManifestStore, source: &Path, t: &TopicPartition) -> SourceRanges {
     let reader = PartitionReader::open(source, t).expect("reader");
     // The source partition's own topic id (`topic_id()` when it has none).
     let id = reader
@@ -70,6 +73,7 @@ pub async fn publish(
         .map(|r| r.origin());
     m.log_start_offset = segments.first().map_or(0, |s| s.base_offset);
     m.shipped_end_offset = m.log_start_offset;
+    let mut ranges = Vec::new();
     for (i, seg) in segments.iter().enumerate() {
         let mut bytes = Vec::new();
         let mut first = None;
@@ -104,16 +108,8 @@ pub async fn publish(
             })
             .expect("walk");
         let Some(first) = first else { continue };
-        let key = store
-            .layout()
-            .data_key(&pk, first, last, epochs[0].epoch, upload)
-            .expect("key");
-        store
-            .put_new(&key, Bytes::from(bytes.clone()))
-            .await
-            .expect("put");
-        m.ranges.push(ShippedRange {
-            key,
+        let range = ShippedRange {
+            key: String::new(),
             base_offset: first,
             last_offset: last,
             bytes: bytes.len() as u64,
@@ -124,8 +120,10 @@ pub async fn publish(
             segment_base_offset: seg.base_offset,
             completes_segment: i + 1 < segments.len(),
             segment_generation: 0,
-        });
+            object_offset: None,
+        };
         m.shipped_end_offset = last + 1;
+        ranges.push((bytes, range));
     }
     m.source_high_watermark = m.shipped_end_offset;
     let end = m.shipped_end_offset;
@@ -137,8 +135,21 @@ pub async fn publish(
             .filter(|e| e.start_offset < end),
     )
     .expect("the source's lineage");
+    SourceRanges {
+        pk,
+        manifest: m,
+        ranges,
+    }
+}
+
+/// Commits `m` as the next version of `pk` and publishes it in the head.
+async fn commit(
+    store: &ManifestStore,
+    pk: &PartitionKey,
+    m: PartitionManifest,
+) -> PartitionManifest {
     let committed = store
-        .update_manifest(&pk, None, |_| {
+        .update_manifest(pk, None, |_| {
             Ok::<_, std::convert::Infallible>(Some(m.clone()))
         })
         .await
@@ -150,6 +161,88 @@ pub async fn publish(
         .await
         .expect("head");
     committed
+}
+
+/// Publishes the whole source partition: one range per segment, one
+/// object each, one manifest version, one head.
+pub async fn publish(
+    store: &ManifestStore,
+    source: &Path,
+    t: &TopicPartition,
+    upload: &str,
+) -> PartitionManifest {
+    let SourceRanges {
+        pk,
+        mut manifest,
+        ranges,
+    } = read_source(store, source, t);
+    for (bytes, mut range) in ranges {
+        let epoch = range.epochs.entries()[0].epoch;
+        range.key = store
+            .layout()
+            .data_key(&pk, range.base_offset, range.last_offset, epoch, upload)
+            .expect("key");
+        store
+            .put_new(&range.key, Bytes::from(bytes))
+            .await
+            .expect("put");
+        manifest.ranges.push(range);
+    }
+    commit(store, &pk, manifest).await
+}
+
+/// Publishes the whole source partitions `tps` with every range of all of
+/// them in one pack (`manifest::pack`, one PUT), each partition's manifest
+/// naming its ranges' bytes in it (`ShippedRange::object_offset`). Returns
+/// the pack's key and the committed manifests.
+pub async fn publish_packed(
+    store: &ManifestStore,
+    source: &Path,
+    tps: &[TopicPartition],
+    upload: &str,
+) -> (String, Vec<PartitionManifest>) {
+    let read: Vec<SourceRanges> = tps.iter().map(|t| read_source(store, source, t)).collect();
+    let inputs: Vec<manifest::pack::PackInput<'_>> = read
+        .iter()
+        .flat_map(|s| {
+            s.ranges.iter().map(|(bytes, r)| manifest::pack::PackInput {
+                tp: s.pk.tp.clone(),
+                topic_id: s.pk.topic_id,
+                bytes,
+                base_offset: r.base_offset,
+                last_offset: r.last_offset,
+                batches: r.batches,
+                max_timestamp: r.max_timestamp,
+                epochs: r.epochs.clone(),
+                segment_base_offset: r.segment_base_offset,
+                completes_segment: r.completes_segment,
+                segment_generation: r.segment_generation,
+            })
+        })
+        .collect();
+    let (object, index) = manifest::pack::encode(inputs).expect("pack");
+    let key = store.layout().pack_key(upload).expect("pack key");
+    store
+        .put_new(&key, Bytes::from(object))
+        .await
+        .expect("put pack");
+    let mut committed = Vec::new();
+    for s in read {
+        let mut manifest = s.manifest;
+        for (_, mut range) in s.ranges {
+            let entry = index
+                .entries
+                .iter()
+                .find(|e| e.tp == s.pk.tp && e.base_offset == range.base_offset)
+                .expect("packed");
+            assert_eq!(entry.crc32c, range.crc32c, "the pack keeps the bytes");
+            range.key = key.clone();
+            range.object_offset = Some(entry.start);
+            manifest.ranges.push(range);
+        }
+        committed.push(commit(store, &s.pk, manifest).await);
+    }
+    (key, committed)
 }
 
 /// A `file://` bucket in `dir` (created), with its URL and the store of

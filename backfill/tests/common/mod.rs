@@ -401,6 +401,7 @@ pub async fn publish_split(
                 segment_base_offset: seg.base_offset,
                 completes_segment: i + 1 < segments.len() && ci + 1 == n,
                 segment_generation: 0,
+                object_offset: None,
             });
             m.shipped_end_offset = last_batch.1 + 1;
         }
