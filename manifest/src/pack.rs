@@ -705,7 +705,8 @@ mod tests {
         let base_at = entry + 36;
         let flag_at = entry + ENTRY_FIXED_BYTES - 1;
         type Edit = Box<dyn Fn(&mut Vec<u8>)>;
-        let rows: Vec<(&str, Edit, fn(&PackError) -> bool)> = vec![
+        type Row = (&'static str, Edit, fn(&PackError) -> bool);
+        let rows: Vec<Row> = vec![
             ("not a pack", Box::new(|b: &mut Vec<u8>| b[0] = b'X'), |e| {
                 matches!(e, PackError::Magic)
             }),
@@ -783,7 +784,8 @@ mod tests {
             .map(|(t, p)| input(t, p, 0, 0, &bytes))
             .collect();
         let (_, index) = encode(inputs).expect("packs");
-        let rows: Vec<(&str, Box<dyn Fn(&PackEntry) -> bool>, u64, usize)> = vec![
+        type Row = (&'static str, Box<dyn Fn(&PackEntry) -> bool>, u64, usize);
+        let rows: Vec<Row> = vec![
             ("everything", Box::new(|_| true), 0, 1),
             ("one topic", Box::new(|e| e.tp.topic == "b"), 0, 1),
             ("two topics apart", Box::new(|e| e.tp.topic != "b"), 0, 2),
