@@ -166,7 +166,7 @@ fn shipped_range(plan: &RangePlan, up: &Uploaded) -> ShippedRange {
         segment_base_offset: plan.segment_base,
         completes_segment: plan.completes_segment,
         segment_generation: plan.generation,
-        object_offset: None,
+        object_offset: up.object_offset,
     }
 }
 
@@ -685,6 +685,7 @@ mod tests {
             key: format!("data/{base}"),
             bytes: 100,
             crc32c: 7,
+            object_offset: None,
         })
     }
 

@@ -18,6 +18,7 @@
 //! upload_concurrency = 4                      # objects uploaded at once
 //! part_size = "8MiB"                          # multipart part size (>= 5 MiB on S3; default 8MiB there, 1MiB elsewhere); smaller objects are one PUT
 //! max_object_size = "64MiB"                   # larger spans of a segment are split into several objects
+//! pack_below = "1MiB"                         # a cycle's ranges under this go into one shared pack object; 0 or absent: off
 //! max_cycle_bytes = "1GiB"                    # per partition per cycle (a backlog takes several cycles)
 //! rate_limit = "100MiB"                       # bytes per second for all uploads; 0 or absent: unlimited
 //! ship_beyond_hw = false                      # true: ship up to the log end even when replication-offset-checkpoint exists
@@ -124,6 +125,12 @@ part_size = "8MiB"
 
 # Largest object: longer spans of a segment are split on batch boundaries. Default: 64MiB.
 max_object_size = "64MiB"
+
+# A cycle's ranges smaller than this are packed into one object for all
+# partitions (one PUT instead of one per range; docs/mirroring.md, "Layout
+# 2"). Packs are not deleted yet (their garbage collection comes with
+# compaction). Default: 0 (off).
+# pack_below = "1MiB"
 
 # Most bytes shipped per partition per cycle (a backlog takes several cycles). Default: 1GiB.
 max_cycle_bytes = "1GiB"
@@ -243,6 +250,9 @@ pub struct ShipperConfig {
     /// Largest object.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_object_size: Option<ByteSize>,
+    /// Ranges under this size are packed (0: off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pack_below: Option<ByteSize>,
     /// Most bytes shipped per partition per cycle.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_cycle_bytes: Option<ByteSize>,
@@ -363,6 +373,9 @@ pub struct ShipperOptions {
     /// Largest object: longer spans of a segment are split on batch
     /// boundaries (a single larger batch is one object of its own).
     pub max_object_size: u64,
+    /// A cycle's ranges smaller than this go into one pack for all
+    /// partitions (`manifest::pack`); 0: every range is its own object.
+    pub pack_below: u64,
     /// Most bytes planned per partition per cycle.
     pub max_cycle_bytes: u64,
     /// Upload rate limit, bytes per second.
@@ -408,6 +421,9 @@ pub const DEFAULT_PART_SIZE: u64 = 8 * 1024 * 1024;
 pub const DEFAULT_LOCAL_PART_SIZE: u64 = 1024 * 1024;
 /// Default largest object.
 pub const DEFAULT_MAX_OBJECT_SIZE: u64 = 64 * 1024 * 1024;
+/// Largest `pack_below`: ranges of 64 MiB and more are never packed (a
+/// pack holds a cycle's small ranges, read back by ranged GETs).
+pub const MAX_PACK_BELOW: u64 = 64 * 1024 * 1024;
 /// Default most bytes per partition per cycle.
 pub const DEFAULT_MAX_CYCLE_BYTES: u64 = 1024 * 1024 * 1024;
 /// Default grace before unreferenced objects are deleted.
@@ -430,6 +446,7 @@ impl ShipperOptions {
             upload_concurrency: 4,
             part_size: DEFAULT_PART_SIZE as usize,
             max_object_size: DEFAULT_MAX_OBJECT_SIZE,
+            pack_below: 0,
             max_cycle_bytes: DEFAULT_MAX_CYCLE_BYTES,
             rate_limit: None,
             ship_beyond_hw: false,
@@ -623,6 +640,7 @@ impl ShipperConfig {
                 .transpose()?,
             part_size: size("part_size", "SEGMIRROR_PART_SIZE")?,
             max_object_size: size("max_object_size", "SEGMIRROR_MAX_OBJECT_SIZE")?,
+            pack_below: size("pack_below", "SEGMIRROR_PACK_BELOW")?,
             max_cycle_bytes: size("max_cycle_bytes", "SEGMIRROR_MAX_CYCLE_BYTES")?,
             rate_limit: size("rate_limit", "SEGMIRROR_RATE_LIMIT")?,
             ship_beyond_hw: s("SEGMIRROR_SHIP_BEYOND_HW")
@@ -676,6 +694,7 @@ impl ShipperConfig {
             upload_concurrency,
             part_size,
             max_object_size,
+            pack_below,
             max_cycle_bytes,
             rate_limit,
             ship_beyond_hw,
@@ -813,6 +832,13 @@ impl ShipperConfig {
         if o.max_object_size < 1024 || o.max_object_size > 5 * 1024 * 1024 * 1024 * 1024 {
             return Err(bad("max_object_size", "must be 1KiB to 5TiB"));
         }
+        o.pack_below = self.pack_below.map_or(0, |b| b.0);
+        if o.pack_below > MAX_PACK_BELOW {
+            return Err(bad(
+                "pack_below",
+                format!("must be 0 (off) to {}", ByteSize(MAX_PACK_BELOW)),
+            ));
+        }
         o.max_cycle_bytes = self
             .max_cycle_bytes
             .map_or(DEFAULT_MAX_CYCLE_BYTES, |b| b.0);
@@ -897,6 +923,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "upload_concurrency",
     "part_size",
     "max_object_size",
+    "pack_below",
     "max_cycle_bytes",
     "rate_limit",
     "ship_beyond_hw",

@@ -39,7 +39,7 @@ use crate::partition::{DecideCtx, PageCache, Shipment, ShipperSlot};
 use crate::plan::RangePlan;
 use crate::source::{self, RootCheckpoints, SourceView};
 use crate::sweep::{self, SweepPolicy};
-use crate::upload::{RateLimiter, Uploaded, upload_range};
+use crate::upload::{PackJob, RateLimiter, Uploaded, upload_pack, upload_range};
 
 /// What one cycle (or several, summed) did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -782,6 +782,49 @@ impl Shipper {
         let part_size = self.opts.part_size;
         let limiter = self.limiter.clone();
         let buffers = &self.buffers;
+        // The small ranges of all partitions go into packs (one PUT each);
+        // the rest, and a small range alone, into objects of their own.
+        let pack_below = self.opts.pack_below.min(part_size as u64);
+        let (small, mut jobs): (Vec<_>, Vec<_>) = jobs
+            .into_iter()
+            .partition(|(_, _, plan, _, _)| plan.bytes() < pack_below);
+        if small.len() < 2 {
+            jobs.extend(small);
+        } else {
+            for chunk in pack_chunks(&small, |(_, _, plan, _, _)| plan.bytes()) {
+                let pack_jobs: Vec<PackJob<'_>> = chunk
+                    .iter()
+                    .map(|(_, _, plan, tp, pk)| PackJob {
+                        tp,
+                        topic_id: pk.topic_id,
+                        plan,
+                    })
+                    .collect();
+                let key = store.layout().pack_key(&bucket::upload_id::fresh_string());
+                let done = match key {
+                    Ok(key) => {
+                        upload_pack(store, &pack_jobs, key, limiter.as_deref(), buffers).await
+                    }
+                    Err(e) => pack_jobs
+                        .iter()
+                        .map(|j| {
+                            Err(ShipperError::store(
+                                j.tp.to_string(),
+                                StoreError::Layout(e.clone()),
+                            ))
+                        })
+                        .collect(),
+                };
+                for ((wi, ji, _, _, _), r) in chunk.iter().zip(done) {
+                    if let Err(e) = &r {
+                        tracing::warn!(error = %e, "upload failed");
+                    }
+                    if let Some(slot) = results.get_mut(*wi).and_then(|v| v.get_mut(*ji)) {
+                        *slot = Some(r);
+                    }
+                }
+            }
+        }
         let mut uploads = futures::stream::iter(jobs.into_iter().map(|(wi, ji, plan, tp, pk)| {
             let limiter = limiter.clone();
             async move {
@@ -1092,5 +1135,54 @@ fn log_role_change(tp: &TopicPartition, old: Option<&Role>, new: Option<&Role>) 
             tracing::info!(partition = %tp, role = %r.describe(), "this broker no longer ships the partition");
         }
         _ => {}
+    }
+}
+
+/// Most bytes in one pack: a cycle's small ranges beyond it go into more
+/// packs (each read whole into memory before its PUT).
+const PACK_MAX_BYTES: u64 = 16 * 1024 * 1024;
+
+/// `items` in order, cut into runs of at most [`PACK_MAX_BYTES`] (an item
+/// larger than that is a run alone).
+fn pack_chunks<T>(items: &[T], bytes: impl Fn(&T) -> u64) -> Vec<&[T]> {
+    let mut out = Vec::new();
+    let (mut start, mut total) = (0, 0u64);
+    for (i, item) in items.iter().enumerate() {
+        let b = bytes(item);
+        if i > start && total + b > PACK_MAX_BYTES {
+            out.push(&items[start..i]);
+            (start, total) = (i, 0);
+        }
+        total += b;
+    }
+    if start < items.len() {
+        out.push(&items[start..]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod pack_chunk_tests {
+    use super::{PACK_MAX_BYTES, pack_chunks};
+
+    /// One row per case: the sizes and the chunk lengths.
+    #[test]
+    fn packs_are_cut_at_the_size_bound() {
+        let m = PACK_MAX_BYTES;
+        let rows: &[(&str, &[u64], &[usize])] = &[
+            ("nothing", &[], &[]),
+            ("all fit", &[1, 2, 3], &[3]),
+            ("exactly the bound", &[m / 2, m / 2], &[2]),
+            ("one over", &[m / 2, m / 2, 1], &[2, 1]),
+            (
+                "one larger than the bound alone",
+                &[1, m + 1, 1],
+                &[1, 1, 1],
+            ),
+        ];
+        for (name, sizes, expected) in rows {
+            let got: Vec<usize> = pack_chunks(sizes, |b| *b).iter().map(|c| c.len()).collect();
+            assert_eq!(&got, expected, "{name}");
+        }
     }
 }

@@ -117,6 +117,8 @@ pub(crate) struct Uploaded {
     pub(crate) key: String,
     pub(crate) bytes: u64,
     pub(crate) crc32c: u32,
+    /// Where the range starts in `key` when it is a pack (`upload_pack`).
+    pub(crate) object_offset: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -306,6 +308,188 @@ impl RangeReader {
     }
 }
 
+/// The error of a range whose source no longer holds what was planned.
+fn source_changed(tp: &TopicPartition, plan: &RangePlan, reason: String) -> ShipperError {
+    ShipperError::SourceChanged {
+        tp: tp.clone(),
+        path: plan.path.clone(),
+        start: plan.start,
+        end: plan.end,
+        reason,
+    }
+}
+
+fn read_failure(tp: &TopicPartition, plan: &RangePlan, f: ReadFailure) -> ShipperError {
+    match f {
+        ReadFailure::Changed(reason) => source_changed(tp, plan, reason),
+        ReadFailure::Io(e) => source_changed(tp, plan, format!("read error: {e}")),
+        ReadFailure::Task(e) => source_changed(tp, plan, format!("reader task failed: {e}")),
+    }
+}
+
+/// What the reader found against what was planned.
+fn check_planned(
+    tp: &TopicPartition,
+    plan: &RangePlan,
+    r: Result<RangeSummary, ReadFailure>,
+) -> Result<(), ShipperError> {
+    match r {
+        Ok(summary) if summary == plan.summary => Ok(()),
+        Ok(summary) => Err(source_changed(
+            tp,
+            plan,
+            format!(
+                "it now holds offsets {}..={} in {} batches where {}..={} in {} were planned",
+                summary.base_offset,
+                summary.last_offset,
+                summary.batches,
+                plan.summary.base_offset,
+                plan.summary.last_offset,
+                plan.summary.batches
+            ),
+        )),
+        Err(f) => Err(read_failure(tp, plan, f)),
+    }
+}
+
+/// Reads `plan` whole into one buffer (with a permit of the shared memory
+/// budget, returned with it), every batch checked and the plan recomputed.
+async fn read_whole(
+    tp: &TopicPartition,
+    plan: &RangePlan,
+    buffers: &Arc<PartBuffers>,
+) -> Result<(PartBuf, PartPermit), ShipperError> {
+    let permit = buffers.permit().await;
+    let mut reader = RangeReader::open(plan)
+        .await
+        .map_err(|f| read_failure(tp, plan, f))?;
+    let piece = reader
+        .read(buffers.take(plan.bytes() as usize))
+        .await
+        .map_err(|f| read_failure(tp, plan, f))?;
+    check_planned(tp, plan, reader.finish())?;
+    Ok((piece, permit))
+}
+
+/// One small range of a pack: its partition and plan.
+pub(crate) struct PackJob<'a> {
+    pub(crate) tp: &'a TopicPartition,
+    pub(crate) topic_id: kafkalog::TopicId,
+    pub(crate) plan: &'a RangePlan,
+}
+
+/// Uploads the small ranges `jobs` of several partitions as one pack
+/// (`manifest::pack`) under `key`: each range read and checked as
+/// [`upload_range`] checks it, then one create-if-absent PUT (an
+/// "already exists" answer is looked at as for a range). Returns one
+/// result per job, in order: a range whose source changed fails alone and
+/// is left out of the pack; when the pack cannot be written, every range
+/// in it fails.
+pub(crate) async fn upload_pack(
+    store: &ManifestStore,
+    jobs: &[PackJob<'_>],
+    key: String,
+    limiter: Option<&RateLimiter>,
+    buffers: &Arc<PartBuffers>,
+) -> Vec<Result<Uploaded, ShipperError>> {
+    let mut out: Vec<Option<Result<Uploaded, ShipperError>>> = Vec::new();
+    let mut read: Vec<(usize, Vec<u8>)> = Vec::new();
+    for (i, j) in jobs.iter().enumerate() {
+        match read_whole(j.tp, j.plan, buffers).await {
+            // Copied out of the part buffer, whose permit goes back now.
+            Ok((piece, _permit)) => {
+                read.push((i, piece.to_vec()));
+                out.push(None);
+            }
+            Err(e) => out.push(Some(Err(e))),
+        }
+    }
+    let inputs: Vec<manifest::pack::PackInput<'_>> = read
+        .iter()
+        .map(|(i, bytes)| {
+            let j = &jobs[*i];
+            manifest::pack::PackInput {
+                tp: j.tp.clone(),
+                topic_id: j.topic_id,
+                bytes,
+                base_offset: j.plan.summary.base_offset,
+                last_offset: j.plan.summary.last_offset,
+                batches: j.plan.summary.batches,
+                max_timestamp: j.plan.summary.max_timestamp,
+                epochs: j.plan.summary.epochs.clone(),
+                segment_base_offset: j.plan.segment_base,
+                completes_segment: j.plan.completes_segment,
+                segment_generation: j.plan.generation,
+            }
+        })
+        .collect();
+    let first_tp = jobs.first().map(|j| j.tp.to_string()).unwrap_or_default();
+    let written = match manifest::pack::encode(inputs) {
+        Ok((object, index)) => {
+            let (size, crc) = (object.len() as u64, kafkalog::batch::crc32c(&object));
+            if let Some(l) = limiter {
+                l.acquire(size).await;
+            }
+            match store.put_new(&key, Bytes::from(object)).await {
+                Ok(()) => Ok(index),
+                Err(e @ StoreError::Conflict { .. }) => {
+                    let tp = jobs[0].tp;
+                    match verify_own_object(store, tp, &key, size, crc, &e).await {
+                        Ok(Found::Ours) => Ok(index),
+                        Ok(Found::Nothing) => Err(ShipperError::store(first_tp.clone(), e)),
+                        Err(e) => Err(e),
+                    }
+                }
+                Err(e) => Err(ShipperError::store(first_tp.clone(), e)),
+            }
+        }
+        Err(e) => Err(ShipperError::Inconsistent {
+            tp: jobs[0].tp.clone(),
+            reason: format!("the cycle's ranges cannot be packed: {e}"),
+        }),
+    };
+    let mut entries = match &written {
+        Ok(index) => index.entries.iter().collect::<Vec<_>>(),
+        Err(_) => Vec::new(),
+    };
+    for (i, _) in &read {
+        let j = &jobs[*i];
+        out[*i] = Some(match &written {
+            Ok(_) => {
+                let at = entries
+                    .iter()
+                    .position(|e| &e.tp == j.tp && e.base_offset == j.plan.summary.base_offset);
+                match at.map(|at| entries.swap_remove(at)) {
+                    Some(e) => Ok(Uploaded {
+                        key: key.clone(),
+                        bytes: e.len,
+                        crc32c: e.crc32c,
+                        object_offset: Some(e.start),
+                    }),
+                    None => Err(ShipperError::Inconsistent {
+                        tp: j.tp.clone(),
+                        reason: "a range is missing from its pack's index".into(),
+                    }),
+                }
+            }
+            Err(e) => Err(ShipperError::Inconsistent {
+                tp: j.tp.clone(),
+                reason: format!("its cycle's pack {key} was not written: {e}"),
+            }),
+        });
+    }
+    out.into_iter()
+        .map(|r| {
+            r.unwrap_or_else(|| {
+                Err(ShipperError::Inconsistent {
+                    tp: jobs[0].tp.clone(),
+                    reason: "a pack job did not run".into(),
+                })
+            })
+        })
+        .collect()
+}
+
 /// Uploads `plan` to `key`. See the module docs.
 pub(crate) async fn upload_range(
     store: &ManifestStore,
@@ -316,42 +500,13 @@ pub(crate) async fn upload_range(
     limiter: Option<&RateLimiter>,
     buffers: &Arc<PartBuffers>,
 ) -> Result<Uploaded, ShipperError> {
-    let changed = |reason: String| ShipperError::SourceChanged {
-        tp: tp.clone(),
-        path: plan.path.clone(),
-        start: plan.start,
-        end: plan.end,
-        reason,
-    };
-    let read_err = |f: ReadFailure| match f {
-        ReadFailure::Changed(reason) => changed(reason),
-        ReadFailure::Io(e) => changed(format!("read error: {e}")),
-        ReadFailure::Task(e) => changed(format!("reader task failed: {e}")),
-    };
-    let check_summary = |r: Result<RangeSummary, ReadFailure>| match r {
-        Ok(summary) if summary == plan.summary => Ok(()),
-        Ok(summary) => Err(changed(format!(
-            "it now holds offsets {}..={} in {} batches where {}..={} in {} were planned",
-            summary.base_offset,
-            summary.last_offset,
-            summary.batches,
-            plan.summary.base_offset,
-            plan.summary.last_offset,
-            plan.summary.batches
-        ))),
-        Err(f) => Err(read_err(f)),
-    };
+    let read_err = |f: ReadFailure| read_failure(tp, plan, f);
+    let check_summary = |r: Result<RangeSummary, ReadFailure>| check_planned(tp, plan, r);
     let store_err = |source: StoreError| ShipperError::store(tp.to_string(), source);
     let size = plan.bytes();
     let part_size = part_size.max(1);
     if size <= part_size as u64 {
-        let permit = buffers.permit().await;
-        let mut reader = RangeReader::open(plan).await.map_err(read_err)?;
-        let piece = reader
-            .read(buffers.take(size as usize))
-            .await
-            .map_err(read_err)?;
-        check_summary(reader.finish())?;
+        let (piece, permit) = read_whole(tp, plan, buffers).await?;
         let crc = kafkalog::batch::crc32c(&piece);
         let bytes = if piece.len() <= part_size / 4 {
             Bytes::copy_from_slice(&piece)
@@ -377,6 +532,7 @@ pub(crate) async fn upload_range(
             key,
             bytes: size,
             crc32c: crc,
+            object_offset: None,
         });
     }
     let mut upload = store.put_multipart_new(&key).await.map_err(store_err)?;
@@ -429,6 +585,7 @@ pub(crate) async fn upload_range(
         key,
         bytes: size,
         crc32c: crc,
+        object_offset: None,
     })
 }
 

@@ -210,3 +210,77 @@ async fn shipping_costs_one_put_per_object_and_one_manifest_per_partition_cycle(
         );
     }
 }
+
+/// With `pack_below`, a cycle's small ranges of every busy partition are one
+/// pack: 100 busy partitions cost 1 data PUT per cycle (plus, until heads
+/// carry the cycle's deltas, one manifest PUT per partition and the head),
+/// where each range is its own object without it; the mirror is
+/// byte-identical either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cycles_small_ranges_of_100_partitions_are_one_pack() {
+    for b in backends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (source, dest) = (dir.path().join("source"), dir.path().join("dest"));
+        let tps: Vec<TopicPartition> = (0..100)
+            .map(|p| TopicPartition::new("packed", p).expect("tp"))
+            .collect();
+        let write = |n: usize| {
+            let d = LogDir::open(&source).expect("source");
+            for tp in &tps {
+                let mut log = d
+                    .open_or_create_partition(
+                        tp,
+                        Some(TopicId::from_bytes([7; 16])),
+                        LogConfig::default(),
+                    )
+                    .expect("create");
+                produce(&mut log, n, 2, 5);
+                log.close().expect("close");
+            }
+        };
+        write(10);
+        let counting = Arc::new(CountingStore::new(b.store.clone()));
+        let store: Arc<dyn ObjectStore> = counting.clone();
+        let mut opts = shipper_options(&b, &source, "src");
+        opts.pack_below = 1 << 20;
+        let mut shipper = Shipper::new(opts, store.clone()).expect("shipper");
+        let mut applier = Applier::open(
+            applier_options(&b, &dest, "src", "dst"),
+            Some(store.clone()),
+        )
+        .expect("applier");
+        for round in 0..2 {
+            if round > 0 {
+                write(7);
+            }
+            let before = counting.snapshot();
+            let report = shipper.ship_available().await;
+            let used = counting.snapshot().since(&before);
+            assert_eq!(
+                report.committed, 100,
+                "[{}] round {round}: {report:?}",
+                b.name
+            );
+            assert_eq!(report.objects, 100, "[{}] every range is named", b.name);
+            assert_eq!(
+                used.put + used.multipart_create,
+                1 + report.committed as u64 + report.heads as u64,
+                "[{}] round {round}: one pack, the manifests and the head: {used:?}",
+                b.name
+            );
+            println!(
+                "[{}] round {round}: 100 busy partitions shipped with {} PUTs (1 pack, {} manifests, {} heads)",
+                b.name, used.put, report.committed, report.heads
+            );
+            drain(&mut applier).await;
+            for tp in &tps {
+                assert_eq!(
+                    kafkalog::compare::compare_partition(&source, &dest, tp).expect("compare"),
+                    kafkalog::compare::Comparison::Identical,
+                    "[{}] round {round}: {tp}",
+                    b.name
+                );
+            }
+        }
+    }
+}

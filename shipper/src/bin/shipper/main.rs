@@ -92,6 +92,9 @@ pub(crate) struct Common {
     /// Largest object: longer spans are split on batch boundaries [env: SEGMIRROR_MAX_OBJECT_SIZE] [default: 64MiB].
     #[arg(long, value_name = "SIZE")]
     max_object_size: Option<ByteSize>,
+    /// A cycle's ranges under this size go into one pack object for all partitions (one PUT), 0: off [env: SEGMIRROR_PACK_BELOW] [default: 0].
+    #[arg(long, value_name = "SIZE")]
+    pack_below: Option<ByteSize>,
     /// Upload rate limit in bytes per second, e.g. 100MiB (0: unlimited) [env: SEGMIRROR_RATE_LIMIT] [default: 0].
     #[arg(long, value_name = "BYTES_PER_S")]
     rate_limit: Option<ByteSize>,
@@ -149,6 +152,7 @@ impl Common {
             upload_concurrency: self.upload_concurrency,
             part_size: self.part_size,
             max_object_size: self.max_object_size,
+            pack_below: self.pack_below,
             rate_limit: self.rate_limit,
             ship_beyond_hw: self.ship_beyond_hw.then_some(true),
             metrics_addr: self.metrics_addr.clone(),
