@@ -1076,6 +1076,10 @@ error_backoff = "2m"
             field(&format!("{MINIMAL}max_cycle_bytes = \"1KiB\"")),
             "max_cycle_bytes"
         );
+        assert_eq!(
+            field(&format!("{MINIMAL}pack_below = \"1GiB\"")),
+            "pack_below"
+        );
         assert_eq!(field(&format!("{MINIMAL}rate_limit = 10")), "rate_limit");
         assert_eq!(
             field(
@@ -1321,6 +1325,7 @@ error_backoff = "2m"
             upload_concurrency: Some(1),
             part_size: Some(ByteSize(1)),
             max_object_size: Some(ByteSize(1)),
+            pack_below: Some(ByteSize(1)),
             max_cycle_bytes: Some(ByteSize(1)),
             rate_limit: Some(ByteSize(1)),
             ship_beyond_hw: Some(true),

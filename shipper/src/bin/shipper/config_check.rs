@@ -41,11 +41,19 @@ pub(crate) fn check(args: CheckArgs) -> anyhow::Result<u8> {
             .join(", ")
     );
     println!(
-        "   tail every {}, {} uploads at once, parts of {}, objects up to {}, rate {}, delete unreferenced {}",
+        "   tail every {}, {} uploads at once, parts of {}, objects up to {}, {}, rate {}, delete unreferenced {}",
         humantime::format_duration(o.tail_interval),
         o.upload_concurrency,
         shipper::config::ByteSize(o.part_size as u64),
         shipper::config::ByteSize(o.max_object_size),
+        if o.pack_below == 0 {
+            "no packs".to_string()
+        } else {
+            format!(
+                "ranges under {} packed",
+                shipper::config::ByteSize(o.pack_below)
+            )
+        },
         o.rate_limit.map_or("unlimited".to_string(), |r| format!(
             "{}/s",
             shipper::config::ByteSize(r)
