@@ -33,6 +33,8 @@
 //!   truncation passed the shipped end): the pure decision of which offsets
 //!   are lost, recorded in the manifest.
 //! - [`feed`]: the change feed (head objects) an applier polls cheaply.
+//! - [`delta`]: what a commit appended to a manifest, carried by a head
+//!   instead of a whole version, and applied back exactly.
 //! - [`pack`]: one object holding many partitions' new ranges (a shipper
 //!   cycle's), its index and the ranged reads a subset needs.
 //! - [`groups`]: consumer-group offsets shipped from the source's
@@ -70,6 +72,7 @@ pub mod applying;
 pub mod clock;
 pub mod codec;
 pub mod cut;
+pub mod delta;
 pub mod feed;
 pub mod gaps;
 pub mod groups;
