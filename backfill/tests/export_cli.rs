@@ -594,3 +594,20 @@ async fn an_lso_cut_inside_a_segment_of_several_objects() {
     );
     assert_eq!(files_under(&out_dir), files);
 }
+
+/// An export from a bucket whose ranges all live in one pack (issue 30)
+/// holds the same rows as from objects of their own.
+#[tokio::test]
+async fn an_export_from_ranges_inside_a_pack_holds_the_same_rows() {
+    if !readers_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let (bucket, store) = file_bucket(&dir.path().join("bucket"));
+    let expected = publish_all(store.clone(), "", &dir.path().join("source")).await;
+    repack_all(store, "").await;
+    let out_dir = dir.path().join("out");
+    let run = export(&bucket, &format!("file://{}", out_dir.display()), &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(read_export(&out_dir).duckdb.rows, expected.rows);
+}

@@ -306,3 +306,36 @@ async fn a_restore_from_s3_is_the_sources_prefix() {
         );
     }
 }
+
+/// A bucket whose ranges all live in one pack (issue 30) restores to the
+/// same log as one whose ranges are objects of their own: each range is
+/// one ranged GET of the pack, its CRC-32C checked.
+#[tokio::test]
+async fn a_restore_from_ranges_inside_a_pack_is_the_same() {
+    let (dir, bucket, _source) = world().await;
+    let plain = dir.path().join("plain");
+    let run = restore(&bucket, &plain, &["--until-offset", "47"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let (_, store) = file_bucket(&dir.path().join("bucket"));
+    let pack = repack_all(store, "").await;
+    let packed = dir.path().join("packed");
+    let run = restore(&bucket, &packed, &["--until-offset", "47"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    for tp in partitions() {
+        assert_eq!(
+            compare_partition(&plain, &packed, &tp).expect("compare"),
+            Comparison::Identical,
+            "{tp}"
+        );
+    }
+    // Only the pack is left to read from.
+    let objects: Vec<String> = files_under(&dir.path().join("bucket"))
+        .into_keys()
+        .filter(|k| k.ends_with(".batches") || k.ends_with(".pack"))
+        .collect();
+    assert_eq!(objects.len(), 1, "{objects:?}");
+    assert!(
+        pack.ends_with(objects[0].rsplit('/').next().expect("name")),
+        "{pack} {objects:?}"
+    );
+}

@@ -719,3 +719,88 @@ pub fn read_dir_as_the_readme_shows(dir: &Path) -> (usize, usize) {
     let (a, b) = text.trim().split_once(' ').expect("two counts");
     (a.parse().expect("count"), b.parse().expect("count"))
 }
+
+/// Rewrites what `publish_all` shipped so that every range of every
+/// partition lives in one pack (`manifest::pack`): the pack is written, a
+/// new manifest version of each partition names byte ranges of it
+/// (`ShippedRange::object_offset`), and the old objects are deleted.
+/// Returns the pack's key.
+pub async fn repack_all(
+    store: std::sync::Arc<dyn object_store::ObjectStore>,
+    prefix: &str,
+) -> String {
+    let ms = ManifestStore::new(store, ClusterLayout::new(prefix, SOURCE).expect("layout"));
+    let mut latest = Vec::new();
+    let mut bytes = Vec::new();
+    for tp in partitions() {
+        let pk = PartitionKey {
+            tp: tp.clone(),
+            topic_id: topic_id(&tp.topic),
+        };
+        let m = ms
+            .latest_manifest(&pk, None)
+            .await
+            .expect("read")
+            .expect("published");
+        for r in &m.ranges {
+            bytes.push(ms.get(&r.key).await.expect("object").to_vec());
+        }
+        latest.push((pk, m));
+    }
+    let mut at = 0;
+    let mut inputs = Vec::new();
+    for (pk, m) in &latest {
+        for r in &m.ranges {
+            inputs.push(manifest::pack::PackInput {
+                tp: pk.tp.clone(),
+                topic_id: pk.topic_id,
+                bytes: &bytes[at],
+                base_offset: r.base_offset,
+                last_offset: r.last_offset,
+                batches: r.batches,
+                max_timestamp: r.max_timestamp,
+                epochs: r.epochs.clone(),
+                segment_base_offset: r.segment_base_offset,
+                completes_segment: r.completes_segment,
+                segment_generation: r.segment_generation,
+            });
+            at += 1;
+        }
+    }
+    let (object, index) = manifest::pack::encode(inputs).expect("pack");
+    let key = ms
+        .layout()
+        .pack_key("0190a2b3c4d5e0000000000000b1")
+        .expect("key");
+    ms.put_new(&key, Bytes::from(object))
+        .await
+        .expect("put pack");
+    for (pk, m) in latest {
+        let mut next = m.clone();
+        for r in &mut next.ranges {
+            let e = index
+                .entries
+                .iter()
+                .find(|e| e.tp == pk.tp && e.base_offset == r.base_offset)
+                .expect("packed");
+            assert_eq!(e.crc32c, r.crc32c);
+            r.key = key.clone();
+            r.object_offset = Some(e.start);
+        }
+        let committed = ms
+            .update_manifest(&pk, Some(m.version), |_| {
+                Ok::<_, std::convert::Infallible>(Some(next.clone()))
+            })
+            .await
+            .expect("store")
+            .expect("decided")
+            .expect("committed");
+        ms.publish_head(None, "test", &[HeadEntry::for_manifest(&committed)])
+            .await
+            .expect("head");
+        for r in &m.ranges {
+            ms.delete(&r.key).await.expect("delete the old object");
+        }
+    }
+    key
+}
