@@ -102,17 +102,22 @@ async fn ranges_inside_one_pack_are_applied_byte_identical_and_damage_is_named()
     assert!(objects[0].to_string_lossy().ends_with(&pack));
 
     let dest_s = dest.to_str().expect("utf-8");
-    let (code, out) = applier(&[
-        "once",
-        "--log-dir",
-        dest_s,
-        "--bucket",
-        &bucket,
-        "--source-cluster-id",
-        SOURCE,
-        "--topics",
-        "orders",
-    ]);
+    let once = |log_dir: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "once",
+            "--log-dir",
+            log_dir.to_str().expect("utf-8"),
+            "--bucket",
+            &bucket,
+            "--source-cluster-id",
+            SOURCE,
+            "--topics",
+            "orders",
+        ];
+        args.extend_from_slice(extra);
+        applier(&args)
+    };
+    let (code, out) = once(&dest, &[]);
     assert_eq!(code, 0, "{out}");
     for t in partitions() {
         assert_eq!(
@@ -124,19 +129,7 @@ async fn ranges_inside_one_pack_are_applied_byte_identical_and_damage_is_named()
     // The streaming path (every range streamed, none buffered) reads the
     // same byte ranges.
     let streamed = tmp.path().join("streamed");
-    let (code, out) = applier(&[
-        "once",
-        "--log-dir",
-        streamed.to_str().expect("utf-8"),
-        "--bucket",
-        &bucket,
-        "--source-cluster-id",
-        SOURCE,
-        "--topics",
-        "orders",
-        "--stream-above",
-        "0",
-    ]);
+    let (code, out) = once(&streamed, &["--stream-above", "0"]);
     assert_eq!(code, 0, "{out}");
     for t in partitions() {
         assert_eq!(

@@ -131,6 +131,32 @@ pub struct PackInput<'a> {
     pub segment_generation: u32,
 }
 
+impl<'a> PackInput<'a> {
+    /// The input for the bytes of a range a manifest already describes
+    /// (`r`'s key, size, CRC and object offset are not used: the pack
+    /// gives them anew).
+    pub fn of_range(
+        tp: TopicPartition,
+        topic_id: TopicId,
+        bytes: &'a [u8],
+        r: &crate::partition::ShippedRange,
+    ) -> PackInput<'a> {
+        PackInput {
+            tp,
+            topic_id,
+            bytes,
+            base_offset: r.base_offset,
+            last_offset: r.last_offset,
+            batches: r.batches,
+            max_timestamp: r.max_timestamp,
+            epochs: r.epochs.clone(),
+            segment_base_offset: r.segment_base_offset,
+            completes_segment: r.completes_segment,
+            segment_generation: r.segment_generation,
+        }
+    }
+}
+
 /// A pack's index: its entries, sorted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PackIndex {

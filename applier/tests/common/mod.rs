@@ -205,18 +205,8 @@ pub async fn publish_packed(
     let inputs: Vec<manifest::pack::PackInput<'_>> = read
         .iter()
         .flat_map(|s| {
-            s.ranges.iter().map(|(bytes, r)| manifest::pack::PackInput {
-                tp: s.pk.tp.clone(),
-                topic_id: s.pk.topic_id,
-                bytes,
-                base_offset: r.base_offset,
-                last_offset: r.last_offset,
-                batches: r.batches,
-                max_timestamp: r.max_timestamp,
-                epochs: r.epochs.clone(),
-                segment_base_offset: r.segment_base_offset,
-                completes_segment: r.completes_segment,
-                segment_generation: r.segment_generation,
+            s.ranges.iter().map(|(bytes, r)| {
+                manifest::pack::PackInput::of_range(s.pk.tp.clone(), s.pk.topic_id, bytes, r)
             })
         })
         .collect();

@@ -751,19 +751,12 @@ pub async fn repack_all(
     let mut inputs = Vec::new();
     for (pk, m) in &latest {
         for r in &m.ranges {
-            inputs.push(manifest::pack::PackInput {
-                tp: pk.tp.clone(),
-                topic_id: pk.topic_id,
-                bytes: &bytes[at],
-                base_offset: r.base_offset,
-                last_offset: r.last_offset,
-                batches: r.batches,
-                max_timestamp: r.max_timestamp,
-                epochs: r.epochs.clone(),
-                segment_base_offset: r.segment_base_offset,
-                completes_segment: r.completes_segment,
-                segment_generation: r.segment_generation,
-            });
+            inputs.push(manifest::pack::PackInput::of_range(
+                pk.tp.clone(),
+                pk.topic_id,
+                &bytes[at],
+                r,
+            ));
             at += 1;
         }
     }
