@@ -55,6 +55,9 @@ pub struct CrashOptions {
     pub recovery_timeout: Duration,
     /// Keep the work dir (printed) after the run.
     pub keep: bool,
+    /// More flags for the shipper (`run` and `once`), e.g.
+    /// `--pack-below 1MiB` to ship a cycle's small ranges in packs.
+    pub shipper_flags: Vec<String>,
 }
 
 impl Default for CrashOptions {
@@ -70,6 +73,7 @@ impl Default for CrashOptions {
             poll_interval: Duration::from_millis(100),
             recovery_timeout: Duration::from_secs(60),
             keep: false,
+            shipper_flags: Vec::new(),
         }
     }
 }
@@ -115,6 +119,9 @@ pub struct CrashReport {
     /// Log lines of the shipper continuing from a manifest written by an
     /// earlier (killed) process.
     pub shipper_continuations: usize,
+    /// Data objects in the bucket at the end: packs (many partitions'
+    /// ranges, `--pack-below`) and `.batches` objects.
+    pub objects: (usize, usize),
     /// Wall time.
     pub elapsed: Duration,
     /// The work dir, when kept.
@@ -187,6 +194,10 @@ impl CrashReport {
         out.push_str(&format!(
             "  evidence of kills mid-write: applier recovered a torn local log {} times; shipper continued from a killed process's manifest {} times\n",
             self.applier_log_recoveries, self.shipper_continuations
+        ));
+        out.push_str(&format!(
+            "  data objects in the bucket: {} packs, {} .batches objects\n",
+            self.objects.0, self.objects.1
         ));
         out.push_str(&format!(
             "  produced {} batches; source ends {:?}; shipped ends {:?}; destination ends {:?}; drained in {} once-rounds\n",
@@ -379,7 +390,10 @@ pub fn run(o: &CrashOptions, bins: &Bins) -> anyhow::Result<CrashReport> {
             "--tail-interval".into(),
             ms(o.tail_interval),
             "--create-bucket".into(),
-        ],
+        ]
+        .into_iter()
+        .chain(o.shipper_flags.iter().cloned())
+        .collect(),
         log: work.path().join("shipper.log"),
         child: None,
     };
@@ -573,6 +587,10 @@ pub fn run(o: &CrashOptions, bins: &Bins) -> anyhow::Result<CrashReport> {
         states,
         applier_log_recoveries: count_lines(&applier.log, "recovered the local log"),
         shipper_continuations: count_lines(&shipper.log, "continuing from the latest manifest"),
+        objects: (
+            count_files(&bucket, ".pack"),
+            count_files(&bucket, ".batches"),
+        ),
         elapsed: started.elapsed(),
         kept: None,
     };
@@ -582,6 +600,26 @@ pub fn run(o: &CrashOptions, bins: &Bins) -> anyhow::Result<CrashReport> {
         None
     };
     Ok(CrashReport { kept, ..report })
+}
+
+/// Files under `dir` whose name ends with `suffix`.
+fn count_files(dir: &Path, suffix: &str) -> usize {
+    let mut n = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.to_string_lossy().ends_with(suffix) {
+                n += 1;
+            }
+        }
+    }
+    n
 }
 
 fn first_line(out: &str, err: &str) -> String {

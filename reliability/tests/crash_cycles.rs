@@ -25,3 +25,28 @@ fn kill_9_cycles_lose_and_duplicate_nothing() {
     assert!(r.passed(), "{}", r.render());
     assert_eq!(r.kills.len(), cycles as usize);
 }
+
+/// The same with the shipper packing a cycle's small ranges into one
+/// object (`--pack-below`, issue 30): a kill between the pack's upload and
+/// the manifests that name it loses and duplicates nothing either.
+#[test]
+fn kill_9_cycles_with_packs_lose_and_duplicate_nothing() {
+    let cycles = std::env::var("SEGMIRROR_RELIABILITY_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let bins = Bins::get().expect("service binaries");
+    let o = CrashOptions {
+        cycles,
+        seed: 30,
+        shipper_flags: vec!["--pack-below".into(), "1MiB".into()],
+        ..CrashOptions::default()
+    };
+    let r = run(&o, &bins).expect("harness");
+    println!("{}", r.render());
+    assert!(r.objects.0 > 0, "the shipper wrote packs: {}", r.render());
+    assert_eq!(r.accounting.lost, 0, "{}", r.render());
+    assert_eq!(r.accounting.duplicated, 0, "{}", r.render());
+    assert!(r.passed(), "{}", r.render());
+    assert_eq!(r.kills.len(), cycles as usize);
+}
