@@ -72,8 +72,15 @@ impl Named {
     }
 }
 
-fn shipper(b: &Backend, root: &std::path::Path, id: &str, clock: &ManualClock) -> Shipper {
+fn shipper(
+    b: &Backend,
+    root: &std::path::Path,
+    id: &str,
+    clock: &ManualClock,
+    pack_below: u64,
+) -> Shipper {
     let mut o = options(root, b, id);
+    o.pack_below = pack_below;
     // One batch per object: enough ranges to seal pages.
     o.max_object_size = 1;
     o.fence_backoff = Duration::from_secs(1);
@@ -92,6 +99,17 @@ fn errors_other_than_fencing(r: &CycleReport) -> Vec<&(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_shippers_racing_on_one_partition_never_replace_what_the_other_committed() {
+    race(0).await;
+}
+
+/// The same with a cycle's ranges in packs (`pack_below`, issue 30): a
+/// pack another shipper's committed version names is never replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_shippers_racing_with_packs_never_replace_what_the_other_committed() {
+    race(1 << 20).await;
+}
+
+async fn race(pack_below: u64) {
     for b in backends() {
         let src = tempfile::tempdir().expect("tempdir");
         let root = src.path().to_path_buf();
@@ -103,8 +121,8 @@ async fn two_shippers_racing_on_one_partition_never_replace_what_the_other_commi
         };
         let mut log = open_log(&dir, &t, topic_id(ID), 64 * 1024);
         let clock = ManualClock::new();
-        let mut a = shipper(&b, &root, "shipper-a", &clock);
-        let mut c = shipper(&b, &root, "shipper-b", &clock);
+        let mut a = shipper(&b, &root, "shipper-a", &clock, pack_below);
+        let mut c = shipper(&b, &root, "shipper-b", &clock, pack_below);
         let ms = b.manifests();
         let mut named = Named::default();
         let mut fenced = 0;
@@ -172,5 +190,16 @@ async fn two_shippers_racing_on_one_partition_never_replace_what_the_other_commi
         // Nothing any committed version named was replaced (or deleted:
         // the grace never passed).
         named.check_none_replaced(&ms).await;
+        let packs = named
+            .objects
+            .keys()
+            .filter(|k| k.ends_with(".pack"))
+            .count();
+        assert_eq!(
+            packs > 0,
+            pack_below > 0,
+            "[{}] packs named: {packs} (pack_below {pack_below})",
+            b.name
+        );
     }
 }
