@@ -33,6 +33,8 @@
 //!   truncation passed the shipped end): the pure decision of which offsets
 //!   are lost, recorded in the manifest.
 //! - [`feed`]: the change feed (head objects) an applier polls cheaply.
+//! - [`compact`]: which packed ranges are rewritten into objects of their
+//!   own behind the tail, and the manifest after the rewrite.
 //! - [`delta`]: what a commit appended to a manifest, carried by a head
 //!   instead of a whole version, and applied back exactly.
 //! - [`pack`]: one object holding many partitions' new ranges (a shipper
@@ -71,6 +73,7 @@
 pub mod applying;
 pub mod clock;
 pub mod codec;
+pub mod compact;
 pub mod cut;
 pub mod delta;
 pub mod feed;

@@ -1,0 +1,360 @@
+//! Compaction behind the tail (issue 30, "Layout 2", step 4 in
+//! `docs/mirroring.md`): which ranges of a partition that live in packs
+//! (`crate::pack`, `ShippedRange::object_offset`) are rewritten into one
+//! object of the partition's own, and the manifest after the rewrite.
+//! Pure: the executor reads the ranges' bytes, writes the object and
+//! commits the version [`replace`] returns.
+//!
+//! A job is a run of consecutive inline ranges of one source segment (and
+//! generation), every one of them in a pack, that is due:
+//! - its segment rolled (the run's last range completes it): whole
+//!   segments become one object each, as Kafka keeps them;
+//! - or it holds [`Policy::target_bytes`] or more, or
+//!   [`Policy::max_ranges`] ranges (so that packed ranges are rewritten
+//!   before the manifest seals them into pages, which this does not
+//!   rewrite);
+//! - or its newest range is [`Policy::min_age_ms`] old (a quiet
+//!   partition's tail).
+//!
+//! A due run longer than `target_bytes` is cut into jobs of at most that
+//! many bytes (at least one range each). Ranges already in objects of
+//! their own are never rewritten, so a byte is compacted at most once:
+//! compaction writes O(segments + the hours a segment stays open) objects
+//! per partition, never O(cycles).
+
+use kafkalog::checkpoint::EpochEntry;
+use kafkalog::epoch::EpochLineage;
+
+use crate::partition::{PartitionManifest, ShippedRange};
+
+/// When packed ranges are compacted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// A run whose newest range is this old is due (ms).
+    pub min_age_ms: i64,
+    /// A run of this many bytes is due, and no job is larger (one range
+    /// alone may be).
+    pub target_bytes: u64,
+    /// A run of this many ranges is due.
+    pub max_ranges: usize,
+}
+
+impl Default for Policy {
+    /// One hour, 64 MiB, 128 ranges.
+    fn default() -> Policy {
+        Policy {
+            min_age_ms: 3_600_000,
+            target_bytes: 64 << 20,
+            max_ranges: 128,
+        }
+    }
+}
+
+/// Why a job is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// The source segment rolled.
+    SegmentRolled,
+    /// The run reached the size or range-count bound.
+    Large,
+    /// The run's newest range is old enough.
+    Aged,
+}
+
+/// One rewrite: `manifest.ranges[ranges]` into one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// Positions in the manifest's inline ranges.
+    pub ranges: std::ops::Range<usize>,
+    /// Their bytes in all.
+    pub bytes: u64,
+    /// Why now.
+    pub reason: Reason,
+}
+
+/// The jobs due in `m` at `now_ms` under `policy`, in range order.
+/// `committed_ms` says when a range was shipped (the upload time in its
+/// key, `layout::parse_upload_time_ms`; `None`: unknown, counted as old).
+pub fn plan(
+    m: &PartitionManifest,
+    now_ms: i64,
+    committed_ms: impl Fn(&ShippedRange) -> Option<i64>,
+    policy: &Policy,
+) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    let ranges = &m.ranges;
+    let mut i = 0;
+    while i < ranges.len() {
+        if ranges[i].object_offset.is_none() {
+            i += 1;
+            continue;
+        }
+        // The run of packed ranges of one segment and generation from i.
+        let mut j = i + 1;
+        while j < ranges.len()
+            && ranges[j].object_offset.is_some()
+            && ranges[j].segment_base_offset == ranges[i].segment_base_offset
+            && ranges[j].segment_generation == ranges[i].segment_generation
+        {
+            j += 1;
+        }
+        let run = &ranges[i..j];
+        let bytes: u64 = run.iter().map(|r| r.bytes).sum();
+        let newest = run.iter().filter_map(&committed_ms).max();
+        let reason = if run.last().is_some_and(|r| r.completes_segment) {
+            Some(Reason::SegmentRolled)
+        } else if bytes >= policy.target_bytes || run.len() >= policy.max_ranges {
+            Some(Reason::Large)
+        } else if newest.is_none_or(|t| now_ms.saturating_sub(t) >= policy.min_age_ms) {
+            Some(Reason::Aged)
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            // Cut into jobs of at most target_bytes (one range at least).
+            let mut start = i;
+            let mut total = 0u64;
+            for k in i..j {
+                let b = ranges[k].bytes;
+                if k > start && total + b > policy.target_bytes {
+                    jobs.push(Job {
+                        ranges: start..k,
+                        bytes: total,
+                        reason,
+                    });
+                    (start, total) = (k, 0);
+                }
+                total += b;
+            }
+            jobs.push(Job {
+                ranges: start..j,
+                bytes: total,
+                reason,
+            });
+        }
+        i = j;
+    }
+    jobs
+}
+
+/// The range that replaces `ranges` (consecutive, of one segment) once
+/// their bytes, concatenated in order, are the object `key` with CRC-32C
+/// `crc32c`.
+pub fn merged_range(ranges: &[ShippedRange], key: String, crc32c: u32) -> Option<ShippedRange> {
+    let (first, last) = (ranges.first()?, ranges.last()?);
+    let mut epochs: Vec<EpochEntry> = Vec::new();
+    for e in ranges.iter().flat_map(|r| r.epochs.entries()) {
+        if epochs.last().is_none_or(|l| l.epoch < e.epoch) {
+            epochs.push(*e);
+        }
+    }
+    Some(ShippedRange {
+        key,
+        base_offset: first.base_offset,
+        last_offset: last.last_offset,
+        bytes: ranges.iter().map(|r| r.bytes).sum(),
+        batches: ranges.iter().map(|r| r.batches).sum(),
+        crc32c,
+        max_timestamp: ranges.iter().map(|r| r.max_timestamp).max().unwrap_or(-1),
+        epochs: EpochLineage::from_entries(epochs).ok()?,
+        segment_base_offset: first.segment_base_offset,
+        completes_segment: last.completes_segment,
+        segment_generation: first.segment_generation,
+        object_offset: None,
+    })
+}
+
+/// `m` with `job`'s ranges replaced by `merged` (from [`merged_range`]),
+/// as the next version; `None` when the job does not fit `m` (it moved
+/// since the plan: plan again).
+pub fn replace(
+    m: &PartitionManifest,
+    job: &Job,
+    merged: ShippedRange,
+) -> Option<PartitionManifest> {
+    let run = m.ranges.get(job.ranges.clone())?;
+    let (first, last) = (run.first()?, run.last()?);
+    if merged.base_offset != first.base_offset || merged.last_offset != last.last_offset {
+        return None;
+    }
+    let mut next = m.clone();
+    next.version = m.version.checked_add(1)?;
+    next.ranges.splice(job.ranges.clone(), [merged]);
+    next.validate().ok()?;
+    Some(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafkalog::topic::TopicPartition;
+
+    const NOW: i64 = 10_000_000;
+
+    fn lineage(e: &[(i32, i64)]) -> EpochLineage {
+        EpochLineage::from_entries(e.iter().map(|&(epoch, start_offset)| EpochEntry {
+            epoch,
+            start_offset,
+        }))
+        .expect("increasing")
+    }
+
+    /// A range of segment `seg` at offsets `base..base+9`, packed or not,
+    /// shipped `age` ms before NOW (encoded in its key for the test).
+    fn r(seg: i64, base: i64, packed: bool, age: i64, bytes: u64) -> ShippedRange {
+        ShippedRange {
+            key: format!("{}", NOW - age),
+            base_offset: base,
+            last_offset: base + 9,
+            bytes,
+            batches: 2,
+            crc32c: 0,
+            max_timestamp: base,
+            epochs: lineage(&[(if base < 40 { 1 } else { 2 }, base)]),
+            segment_base_offset: seg,
+            completes_segment: false,
+            segment_generation: 0,
+            object_offset: packed.then_some(100),
+        }
+    }
+
+    fn rolled(mut x: ShippedRange) -> ShippedRange {
+        x.completes_segment = true;
+        x
+    }
+
+    fn manifest(ranges: Vec<ShippedRange>) -> PartitionManifest {
+        let tp = TopicPartition::new("t", 0).expect("tp");
+        let mut m = PartitionManifest::new("c", &tp, "vVw7a5a_QkWcK7JvBD2t8Q".parse().expect("id"));
+        m.version = 3;
+        m.shipped_end_offset = ranges.last().map_or(0, |x| x.last_offset + 1);
+        m.source_high_watermark = m.shipped_end_offset;
+        m.lineage = lineage(&[(1, 0), (2, 40)]);
+        m.ranges = ranges;
+        m
+    }
+
+    fn policy() -> Policy {
+        Policy {
+            min_age_ms: 1_000,
+            target_bytes: 1_000,
+            max_ranges: 4,
+        }
+    }
+
+    fn committed(x: &ShippedRange) -> Option<i64> {
+        x.key.parse().ok()
+    }
+
+    /// One row per case: the ranges and the jobs (positions, reason).
+    #[test]
+    fn jobs_by_case() {
+        use Reason::*;
+        type Row = (
+            &'static str,
+            Vec<ShippedRange>,
+            Vec<(std::ops::Range<usize>, Reason)>,
+        );
+        let rows: Vec<Row> = vec![
+            (
+                "nothing packed",
+                vec![r(0, 0, false, 5_000, 10), r(0, 10, false, 5_000, 10)],
+                vec![],
+            ),
+            (
+                "a young tail waits",
+                vec![r(0, 0, true, 10, 10), r(0, 10, true, 10, 10)],
+                vec![],
+            ),
+            (
+                "a rolled segment is one job",
+                vec![
+                    r(0, 0, true, 10, 10),
+                    rolled(r(0, 10, true, 10, 10)),
+                    r(20, 20, true, 10, 10),
+                ],
+                vec![(0..2, SegmentRolled)],
+            ),
+            (
+                "an old tail",
+                vec![r(0, 0, true, 5_000, 10), r(0, 10, true, 2_000, 10)],
+                vec![(0..2, Aged)],
+            ),
+            (
+                "the newest decides the age",
+                vec![r(0, 0, true, 5_000, 10), r(0, 10, true, 10, 10)],
+                vec![],
+            ),
+            (
+                "many ranges are due before pages",
+                vec![
+                    r(0, 0, true, 10, 1),
+                    r(0, 10, true, 10, 1),
+                    r(0, 20, true, 10, 1),
+                    r(0, 30, true, 10, 1),
+                ],
+                vec![(0..4, Large)],
+            ),
+            (
+                "a large run is cut at the target",
+                vec![
+                    r(0, 0, true, 10, 600),
+                    r(0, 10, true, 10, 600),
+                    r(0, 20, true, 10, 600),
+                ],
+                vec![(0..1, Large), (1..2, Large), (2..3, Large)],
+            ),
+            (
+                "an own object splits runs",
+                vec![
+                    r(0, 0, true, 5_000, 10),
+                    r(0, 10, false, 5_000, 10),
+                    r(0, 20, true, 5_000, 10),
+                ],
+                vec![(0..1, Aged), (2..3, Aged)],
+            ),
+            (
+                "segments are not mixed",
+                vec![rolled(r(0, 0, true, 10, 10)), r(10, 10, true, 5_000, 10)],
+                vec![(0..1, SegmentRolled), (1..2, Aged)],
+            ),
+        ];
+        for (name, ranges, expected) in rows {
+            let m = manifest(ranges);
+            let got: Vec<(std::ops::Range<usize>, Reason)> = plan(&m, NOW, committed, &policy())
+                .into_iter()
+                .map(|j| (j.ranges, j.reason))
+                .collect();
+            assert_eq!(got, expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_job_becomes_one_range_and_the_next_version() {
+        let m = manifest(vec![
+            r(0, 0, false, 5_000, 10),
+            r(0, 10, true, 5_000, 10),
+            r(0, 20, true, 5_000, 10),
+            r(0, 30, true, 5_000, 10),
+            r(0, 40, true, 5_000, 10),
+        ]);
+        let jobs = plan(&m, NOW, committed, &policy());
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(jobs[0].ranges, 1..5);
+        assert_eq!(jobs[0].bytes, 40);
+        let merged = merged_range(&m.ranges[1..5], "own".into(), 77).expect("merged");
+        assert_eq!((merged.base_offset, merged.last_offset), (10, 49));
+        assert_eq!((merged.bytes, merged.batches, merged.crc32c), (40, 8, 77));
+        assert_eq!(merged.object_offset, None);
+        assert_eq!(merged.epochs, lineage(&[(1, 10), (2, 40)]));
+        let next = replace(&m, &jobs[0], merged).expect("fits");
+        assert_eq!(next.version, 4);
+        assert_eq!(next.ranges.len(), 2);
+        assert_eq!(next.ranges[1].key, "own");
+        assert_eq!(next.shipped_end_offset, m.shipped_end_offset);
+        // A job that no longer fits (the manifest moved): refused.
+        let moved = manifest(vec![r(0, 0, false, 5_000, 10)]);
+        let merged = merged_range(&m.ranges[1..5], "own".into(), 77).expect("merged");
+        assert_eq!(replace(&moved, &jobs[0], merged), None);
+    }
+}
