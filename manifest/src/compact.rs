@@ -114,8 +114,8 @@ pub fn plan(
             // Cut into jobs of at most target_bytes (one range at least).
             let mut start = i;
             let mut total = 0u64;
-            for k in i..j {
-                let b = ranges[k].bytes;
+            for (k, range) in ranges.iter().enumerate().take(j).skip(i) {
+                let b = range.bytes;
                 if k > start && total + b > policy.target_bytes {
                     jobs.push(Job {
                         ranges: start..k,
