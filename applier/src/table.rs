@@ -334,3 +334,167 @@ impl crate::group_commit::Partitions for MirrorTable {
         self.changed.insert(tp);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group_commit::Partitions;
+    use kafkalog::{LogDir, TopicId};
+    use manifest::clock::{Clock, ManualClock};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    const ID: TopicId = TopicId::from_bytes([7; 16]);
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        logdir: LogDir,
+        clock: Arc<dyn Clock>,
+        table: MirrorTable,
+    }
+
+    fn tp(p: i32) -> TopicPartition {
+        TopicPartition::new("orders", p).expect("tp")
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let logdir = LogDir::open(dir.path()).expect("logdir");
+            let reserve = DiskReserve::open(dir.path(), 0);
+            let backoff = Backoff {
+                base: Duration::from_secs(1),
+                max: Duration::from_secs(60),
+            };
+            Fixture {
+                _dir: dir,
+                logdir,
+                clock: Arc::new(ManualClock::new()),
+                table: MirrorTable::new(backoff, reserve),
+            }
+        }
+
+        /// A new mirror partition `orders-p`, PREPARING.
+        fn create(&mut self, p: i32) {
+            let log = self
+                .logdir
+                .open_or_create_partition(&tp(p), Some(ID), crate::engine::mirror_log_config())
+                .expect("log");
+            let record = crate::mirror::new_record("src", ID, state::initial().0);
+            let mirror = Mirror::new(tp(p), log, record, Arc::clone(&self.clock));
+            self.table.create(mirror).expect("created");
+        }
+
+        fn state(&self, p: i32) -> Option<PartitionState> {
+            self.table.state_of(&tp(p))
+        }
+    }
+
+    #[test]
+    fn a_new_mirror_is_woken_and_shown() {
+        let mut f = Fixture::new();
+        f.table.stale = false;
+        f.create(0);
+        assert_eq!(f.state(0), Some(PartitionState::Preparing));
+        assert!(f.table.changed.contains(&tp(0)));
+        assert!(f.table.stale);
+        assert_eq!(f.table.states().len(), 1);
+    }
+
+    /// One row per kind of failure: the state after it, whether it is
+    /// waiting (state kept) and whether a retry is scheduled.
+    #[test]
+    fn failures_by_kind() {
+        let rows: Vec<(&str, MirrorError, PartitionState, bool, bool)> = vec![
+            (
+                "not in the bucket yet: waits, state kept",
+                MirrorError::NoManifest { tp: tp(0) },
+                PartitionState::Preparing,
+                true,
+                false,
+            ),
+            (
+                "a recreated source topic: FAILED for an operator",
+                MirrorError::SourceRecreated {
+                    tp: tp(0),
+                    old: ID,
+                    new: TopicId::from_bytes([8; 16]),
+                },
+                PartitionState::Failed,
+                false,
+                false,
+            ),
+        ];
+        for (name, e, state, waiting, retry) in rows {
+            let mut f = Fixture::new();
+            f.create(0);
+            let moved = f.table.fail(&tp(0), e);
+            assert_eq!(f.state(0), Some(state), "{name}");
+            assert_eq!(moved, !waiting, "{name}");
+            let slot = f.table.mirror(&tp(0)).expect("slot");
+            assert_eq!(slot.waiting.is_some(), waiting, "{name}");
+            assert_eq!(slot.retry_at_ms.is_some(), retry, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_group_commit_tells_readers_through_notices() {
+        let mut f = Fixture::new();
+        f.create(0);
+        f.create(1);
+        f.table.prepared(&tp(0));
+        assert_eq!(f.state(0), Some(PartitionState::Mirroring));
+        assert!(f.table.notices.truncated.contains(&tp(0)));
+        f.table
+            .transition(
+                &tp(1),
+                manifest::state::Event::from(manifest::state::Command::Stop),
+            )
+            .expect("stop");
+        assert_eq!(f.state(1), Some(PartitionState::Stopping));
+        f.table.stopped(&tp(1));
+        assert_eq!(f.state(1), Some(PartitionState::Stopped));
+        assert!(f.table.notices.appended.contains(&tp(1)));
+        assert!(
+            f.table.retention_due,
+            "a STOPPED partition's retention is due"
+        );
+        let mut none = None;
+        crate::serving::GatewayLink::tell(&mut none, &mut f.table.notices);
+        assert!(
+            f.table.notices.is_empty(),
+            "told (or dropped without a gateway)"
+        );
+    }
+
+    #[test]
+    fn lists_of_failed_refused_and_unopened() {
+        let mut f = Fixture::new();
+        f.create(0);
+        f.table
+            .slots
+            .insert(tp(1), Slot::Refused("internal topic".into()));
+        f.table
+            .slots
+            .insert(tp(2), Slot::Unopened("permission denied".into()));
+        f.table.slots.insert(tp(3), Slot::Waiting("lag".into()));
+        assert_eq!(
+            f.table.refused(),
+            vec![(tp(1), "internal topic".to_string())]
+        );
+        assert_eq!(
+            f.table.unopened(),
+            vec![(tp(2), "permission denied".to_string())]
+        );
+        assert_eq!(f.table.failed(), vec![tp(2)]);
+        // A partition that cannot be opened stays in the table as such.
+        assert!(
+            !f.table
+                .restart(&tp(4), Err(MirrorError::NoManifest { tp: tp(4) }))
+        );
+        assert!(matches!(f.table.slots.get(&tp(4)), Some(Slot::Unopened(_))));
+        // Not a mirror: its slot goes.
+        assert!(f.table.restart(&tp(4), Ok(None)));
+        assert!(!f.table.slots.contains_key(&tp(4)));
+    }
+}
