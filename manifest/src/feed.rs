@@ -35,6 +35,7 @@ use kafkalog::topic::TopicId;
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{self, ObjectKind};
+use crate::delta::Delta;
 use crate::groups::GroupsPointer;
 use crate::partition::{ManifestFormatError, PartitionManifest, SchemaVersion};
 
@@ -71,7 +72,32 @@ pub struct HeadEntry {
     /// from the head alone; absent when there are none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gaps: Vec<crate::gaps::Gap>,
+    /// When `manifest_version` is made by deltas carried in heads (layout
+    /// 2, step 2): the manifest object they follow and the heads that
+    /// carry them, in order. Absent: `manifest_version` is an object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<DeltaChain>,
+    /// The delta that made `manifest_version`, in the head that committed
+    /// it only ([`Head::commit`] clears the others').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<Delta>,
 }
+
+/// The deltas after a manifest object (`crate::delta`): version
+/// `object_version + 1 + i` is made by the delta in head `heads[i]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeltaChain {
+    /// The manifest object the chain starts after.
+    pub object_version: u64,
+    /// The heads that carry the deltas, oldest first.
+    pub heads: Vec<u64>,
+}
+
+/// Most deltas after a manifest object: a writer writes an object before
+/// its partition's chain is longer, so every delta of a chain is in a head
+/// still kept ([`KEEP_HEADS`] is at least twice as many).
+pub const MAX_CHAIN: usize = 32;
+const _: () = assert!(MAX_CHAIN as u64 * 2 <= KEEP_HEADS);
 
 impl HeadEntry {
     /// The head line describing a manifest version.
@@ -87,6 +113,22 @@ impl HeadEntry {
             committed_at_ms: m.committed_at_ms,
             deleted: m.deleted,
             gaps: m.gaps.clone(),
+            chain: None,
+            delta: None,
+        }
+    }
+
+    /// The entry committing `delta` (which makes `next`), written after
+    /// the manifest object `object_version` (the newest this writer
+    /// knows): see [`Head::commit`].
+    pub fn for_delta(next: &PartitionManifest, delta: Delta, object_version: u64) -> HeadEntry {
+        HeadEntry {
+            chain: Some(DeltaChain {
+                object_version,
+                heads: Vec::new(),
+            }),
+            delta: Some(delta),
+            ..HeadEntry::for_manifest(next)
         }
     }
 
@@ -178,6 +220,78 @@ impl Head {
         changed
     }
 
+    /// The head after this one, at `seq`, with `entries` committed: the
+    /// deltas this head carried are cleared (a head carries only its own),
+    /// an entry without a delta (a manifest object) is merged as
+    /// [`Head::merge`] does, and an entry with a delta is taken only when
+    /// the delta extends what this head names for its partition: this
+    /// head's version is the delta's `after_version`, or this head names
+    /// an older version (or none) and the delta follows the manifest object
+    /// the writer names in its chain. Any other delta is refused (another
+    /// writer moved the partition: the writer reads it again), and so is
+    /// one that would make a chain longer than [`MAX_CHAIN`]. Returns the
+    /// next head and the map keys of the refused entries.
+    pub fn commit(
+        &self,
+        seq: u64,
+        entries: impl IntoIterator<Item = HeadEntry>,
+    ) -> (Head, Vec<String>) {
+        let mut next = self.clone();
+        next.seq = seq;
+        for e in next.partitions.values_mut() {
+            e.delta = None;
+        }
+        let mut refused = Vec::new();
+        for mut e in entries {
+            let key = e.map_key();
+            let Some(d) = &e.delta else {
+                e.chain = None;
+                next.merge([e]);
+                continue;
+            };
+            let claimed = e.chain.as_ref().map(|c| c.object_version);
+            let cur = next
+                .partitions
+                .get(&key)
+                .filter(|c| c.topic_id == e.topic_id);
+            let chain = match cur {
+                Some(c) if c.manifest_version == d.after_version => match &c.chain {
+                    Some(ch) => DeltaChain {
+                        object_version: ch.object_version,
+                        heads: ch.heads.iter().copied().chain([seq]).collect(),
+                    },
+                    None => DeltaChain {
+                        object_version: c.manifest_version,
+                        heads: vec![seq],
+                    },
+                },
+                Some(c)
+                    if c.manifest_version < d.after_version && claimed == Some(d.after_version) =>
+                {
+                    DeltaChain {
+                        object_version: d.after_version,
+                        heads: vec![seq],
+                    }
+                }
+                None if claimed == Some(d.after_version) => DeltaChain {
+                    object_version: d.after_version,
+                    heads: vec![seq],
+                },
+                _ => {
+                    refused.push(key);
+                    continue;
+                }
+            };
+            if chain.heads.len() > MAX_CHAIN || e.manifest_version != d.version() {
+                refused.push(key);
+                continue;
+            }
+            e.chain = Some(chain);
+            next.partitions.insert(key, e);
+        }
+        (next, refused)
+    }
+
     /// Names group offsets `p` unless the head names a newer version.
     /// Returns true when it changed.
     pub fn merge_groups(&mut self, p: GroupsPointer) -> bool {
@@ -205,6 +319,8 @@ mod tests {
             committed_at_ms: 1,
             deleted: false,
             gaps: Vec::new(),
+            chain: None,
+            delta: None,
         }
     }
 
@@ -317,5 +433,144 @@ mod tests {
             err.to_string().starts_with("head checksum mismatch"),
             "{err}"
         );
+    }
+
+    fn delta_entry(p: i32, after: u64, object: u64) -> HeadEntry {
+        let delta = Delta {
+            after_version: after,
+            ranges: Vec::new(),
+            epochs: Vec::new(),
+            log_start_offset: 0,
+            shipped_end_offset: 10 * (after as i64 + 1),
+            source_high_watermark: 10 * (after as i64 + 1),
+            committed_at_ms: 2,
+            writer: "w".into(),
+        };
+        HeadEntry {
+            chain: Some(DeltaChain {
+                object_version: object,
+                heads: Vec::new(),
+            }),
+            delta: Some(delta),
+            ..entry(p, after + 1)
+        }
+    }
+
+    fn chain_of(h: &Head, p: i32) -> Option<(u64, Vec<u64>)> {
+        h.partitions
+            .get(&format!("t-{p}"))
+            .and_then(|e| e.chain.as_ref())
+            .map(|c| (c.object_version, c.heads.clone()))
+    }
+
+    /// One row per case: what the head names for `t-0` (a version, from a
+    /// chain or not), the delta offered (after, claimed object), and
+    /// whether it is taken with which chain.
+    #[test]
+    fn deltas_are_taken_only_when_they_extend_the_head() {
+        type Row = (
+            &'static str,
+            Option<HeadEntry>,
+            (u64, u64),
+            Option<(u64, Vec<u64>)>,
+        );
+        let chained = |v: u64, object: u64, heads: Vec<u64>| {
+            let mut e = entry(0, v);
+            e.chain = Some(DeltaChain {
+                object_version: object,
+                heads,
+            });
+            e
+        };
+        let rows: Vec<Row> = vec![
+            (
+                "after the head's object",
+                Some(entry(0, 4)),
+                (4, 4),
+                Some((4, vec![9])),
+            ),
+            (
+                "after the head's chain",
+                Some(chained(6, 4, vec![7, 8])),
+                (6, 4),
+                Some((4, vec![7, 8, 9])),
+            ),
+            ("another writer moved it", Some(entry(0, 5)), (4, 4), None),
+            (
+                "after a newer object the head does not name yet",
+                Some(entry(0, 3)),
+                (4, 4),
+                Some((4, vec![9])),
+            ),
+            (
+                "ahead of the head without an object",
+                Some(entry(0, 3)),
+                (4, 3),
+                None,
+            ),
+            (
+                "a partition new to the head",
+                None,
+                (1, 1),
+                Some((1, vec![9])),
+            ),
+            (
+                "a chain at its bound",
+                Some(chained(
+                    4 + MAX_CHAIN as u64,
+                    4,
+                    (1..=MAX_CHAIN as u64).collect(),
+                )),
+                (4 + MAX_CHAIN as u64, 4),
+                None,
+            ),
+        ];
+        for (name, current, (after, object), expected) in rows {
+            let mut h = Head::empty("c");
+            h.seq = 8;
+            if let Some(c) = current {
+                h.partitions.insert(c.map_key(), c);
+            }
+            let (next, refused) = h.commit(9, [delta_entry(0, after, object)]);
+            assert_eq!(next.seq, 9, "{name}");
+            match expected {
+                Some(chain) => {
+                    assert!(refused.is_empty(), "{name}: refused");
+                    assert_eq!(chain_of(&next, 0), Some(chain), "{name}");
+                    let e = &next.partitions["t-0"];
+                    assert_eq!(e.manifest_version, after + 1, "{name}");
+                    assert!(e.delta.is_some(), "{name}: the head carries its delta");
+                }
+                None => {
+                    assert_eq!(refused, vec!["t-0".to_string()], "{name}");
+                    assert_eq!(
+                        next.partitions.get("t-0"),
+                        h.partitions.get("t-0"),
+                        "{name}: unchanged"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_head_carries_only_its_own_deltas_and_an_object_ends_a_chain() {
+        let h = Head::empty("c");
+        let (h1, refused) = h.commit(1, [delta_entry(0, 0, 0), delta_entry(1, 0, 0)]);
+        assert!(refused.is_empty());
+        let (h2, _) = h1.commit(2, [delta_entry(0, 1, 0)]);
+        assert!(h2.partitions["t-0"].delta.is_some());
+        assert!(
+            h2.partitions["t-1"].delta.is_none(),
+            "head 1's delta is not carried again"
+        );
+        assert_eq!(chain_of(&h2, 1), Some((0, vec![1])), "the chain stays");
+        assert_eq!(chain_of(&h2, 0), Some((0, vec![1, 2])));
+        // A manifest object (version 3) ends t-0's chain.
+        let (h3, _) = h2.commit(3, [entry(0, 3)]);
+        assert_eq!(chain_of(&h3, 0), None);
+        assert_eq!(h3.partitions["t-0"].manifest_version, 3);
+        let bytes = h3.encode().expect("encode");
+        assert_eq!(Head::decode(&bytes).expect("decode"), h3);
     }
 }

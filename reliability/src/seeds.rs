@@ -124,6 +124,8 @@ pub fn heads() -> Vec<Vec<u8>> {
         committed_at_ms: 1,
         deleted: true,
         gaps: Vec::new(),
+        chain: None,
+        delta: None,
     }]);
     if let Ok(b) = h.encode() {
         out.push(b);
