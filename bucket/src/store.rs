@@ -433,6 +433,51 @@ impl ManifestStore {
         Ok(m)
     }
 
+    /// The manifest version a head entry names for `p`: the object of
+    /// that version, or, when the entry says deltas made it
+    /// (`manifest::feed::DeltaChain`, layout 2), the object the chain
+    /// follows with each delta applied in order, read from the heads that
+    /// carry them (one GET each). A chain that does not resolve (a head
+    /// without the delta, a delta that does not apply) is an identity
+    /// error naming the head: never a manifest made up.
+    pub async fn manifest_of(
+        &self,
+        p: &PartitionKey,
+        entry: &manifest::feed::HeadEntry,
+    ) -> Result<PartitionManifest, StoreError> {
+        let Some(chain) = &entry.chain else {
+            return self.get_manifest(p, entry.manifest_version).await;
+        };
+        let mut m = self.get_manifest(p, chain.object_version).await?;
+        let map_key = entry.map_key();
+        for &seq in &chain.heads {
+            let head = self.get_head(seq).await?;
+            let unresolved = |reason: String| StoreError::Identity {
+                key: self.layout.head_key(seq),
+                reason,
+            };
+            let delta = head
+                .partitions
+                .get(&map_key)
+                .filter(|e| e.topic_id == p.topic_id)
+                .and_then(|e| e.delta.as_ref())
+                .ok_or_else(|| unresolved(format!("carries no delta of {map_key}")))?;
+            m = delta
+                .apply(&m)
+                .map_err(|e| unresolved(format!("the delta of {map_key}: {e}")))?;
+        }
+        if m.version != entry.manifest_version {
+            return Err(StoreError::Identity {
+                key: self.layout.manifest_key(p, chain.object_version),
+                reason: format!(
+                    "the chain of {map_key} makes version {}, the head names {}",
+                    m.version, entry.manifest_version
+                ),
+            });
+        }
+        Ok(m)
+    }
+
     /// The latest manifest version of `p`. With `known` (a version known to
     /// exist, from the change feed or an earlier read) it probes forward
     /// from there; without, it lists the manifest dir once.
@@ -791,22 +836,41 @@ impl ManifestStore {
         entries: &[manifest::feed::HeadEntry],
         groups: Option<GroupsPointer>,
     ) -> Result<Head, StoreError> {
+        self.commit_head(known, writer, entries, groups)
+            .await
+            .map(|(head, _)| head)
+    }
+
+    /// Publishes a new head committing `entries` onto the newest one
+    /// (`Head::commit`: manifest objects merged, deltas taken only when
+    /// they extend what the head names), create-if-absent at `seq + 1`; a
+    /// lost race re-reads and commits again, each delta judged against the
+    /// newer head. Returns the head written (or the current one when
+    /// nothing changed) and the map keys of the entries refused (their
+    /// partitions moved under another writer: read them again).
+    pub async fn commit_head(
+        &self,
+        known: Option<u64>,
+        writer: &str,
+        entries: &[manifest::feed::HeadEntry],
+        groups: Option<GroupsPointer>,
+    ) -> Result<(Head, Vec<String>), StoreError> {
         let mut known = known;
         let mut last_key = String::new();
         for _ in 0..MAX_COMMIT_ATTEMPTS {
             let current = self.latest_head(known).await?;
-            let mut next = current
+            let base = current
                 .clone()
                 .unwrap_or_else(|| Head::empty(self.layout.cluster_id()));
-            let merged = next.merge(entries.iter().cloned());
+            let seq = current.as_ref().map_or(1, |c| c.seq + 1);
+            let (mut next, refused) = base.commit(seq, entries.iter().cloned());
             let named = groups.is_some_and(|g| next.merge_groups(g));
-            if !merged
-                && !named
-                && let Some(c) = current
-            {
-                return Ok(c);
+            if let Some(c) = &current {
+                let (same, _) = c.commit(c.seq, []);
+                if !named && same.partitions == next.partitions {
+                    return Ok((c.clone(), refused));
+                }
             }
-            next.seq = current.as_ref().map_or(1, |c| c.seq + 1);
             next.written_at_ms = now_ms();
             next.writer = writer.to_string();
             let key = self.layout.head_key(next.seq);
@@ -822,7 +886,7 @@ impl ManifestStore {
                             .delete(&self.layout.head_key(next.seq - KEEP_HEADS))
                             .await;
                     }
-                    return Ok(next);
+                    return Ok((next, refused));
                 }
                 Err(StoreError::Conflict { key }) => {
                     known = current.map(|c| c.seq);

@@ -446,3 +446,105 @@ async fn an_object_read_as_a_stream_is_the_object() {
         assert!(matches!(e, StoreError::NotFound { .. }), "{name}: {e}");
     }
 }
+
+/// A manifest version made by deltas in heads (layout 2, step 2): two
+/// writers' deltas committed through `commit_head`, a stale one refused,
+/// and `manifest_of` resolving the head's entry to exactly the version the
+/// writer computed (the object, then each head's delta).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deltas_in_heads_resolve_to_the_versions_they_commit() {
+    use manifest::delta::Delta;
+    for Backend {
+        name,
+        store,
+        prefix,
+        ..
+    } in backends()
+    {
+        let ms = ManifestStore::new(store, layout(&prefix, "deltas"));
+        let p = pk();
+        let v1 = manifest_at(1, 0, "a");
+        ms.commit_manifest(&v1).await.expect("object v1");
+        ms.publish_head(None, "a", &[HeadEntry::for_manifest(&v1)])
+            .await
+            .expect("head 1");
+        // v2 and v3 append one range each, as deltas.
+        let mut versions = vec![v1.clone()];
+        let mut expected = v1.clone();
+        for (i, writer) in [(0i64, "a"), (1, "b")] {
+            let prev = expected.clone();
+            let mut next = prev.clone();
+            next.version += 1;
+            next.writer = writer.into();
+            next.ranges.push(ShippedRange {
+                key: "k/packs/aa/p.pack".into(),
+                base_offset: i * 10,
+                last_offset: i * 10 + 9,
+                bytes: 100,
+                batches: 1,
+                crc32c: 7,
+                max_timestamp: 0,
+                epochs: first_epoch(),
+                segment_base_offset: 0,
+                completes_segment: false,
+                segment_generation: 0,
+                object_offset: Some(i as u64 * 100),
+            });
+            next.shipped_end_offset = i * 10 + 10;
+            next.source_high_watermark = next.shipped_end_offset;
+            let d = Delta::between(&prev, &next).expect("an append");
+            let (head, refused) = ms
+                .commit_head(None, writer, &[HeadEntry::for_delta(&next, d, 1)], None)
+                .await
+                .expect("head");
+            assert!(refused.is_empty(), "[{name}] {refused:?}");
+            assert_eq!(head.partitions["orders-0"].manifest_version, next.version);
+            expected = next;
+            versions.push(expected.clone());
+        }
+        // The newest head names v3, made by the deltas in heads 2 and 3.
+        let head = ms.latest_head(None).await.expect("read").expect("a head");
+        let entry = &head.partitions["orders-0"];
+        let chain = entry.chain.as_ref().expect("a chain");
+        assert_eq!(
+            (chain.object_version, chain.heads.clone()),
+            (1, vec![2, 3]),
+            "[{name}]"
+        );
+        assert_eq!(
+            ms.manifest_of(&p, entry).await.expect("resolves"),
+            expected,
+            "[{name}]"
+        );
+        // A delta after v2 (stale: v3 is committed) is refused, the head unchanged.
+        let stale = Delta::between(&versions[1], &{
+            let mut n = versions[1].clone();
+            n.version += 1;
+            n.shipped_end_offset += 5;
+            n.source_high_watermark += 5;
+            n
+        })
+        .expect("an append");
+        let (after, refused) = ms
+            .commit_head(
+                None,
+                "c",
+                &[HeadEntry::for_delta(&versions[2], stale, 1)],
+                None,
+            )
+            .await
+            .expect("head");
+        assert_eq!(refused, vec!["orders-0".to_string()], "[{name}]");
+        assert_eq!(after.seq, head.seq, "[{name}] nothing written");
+        // No manifest object of v2 or v3 was written.
+        for v in [2, 3] {
+            assert!(
+                matches!(
+                    ms.get_manifest(&p, v).await,
+                    Err(StoreError::NotFound { .. })
+                ),
+                "[{name}] v{v} is in heads only"
+            );
+        }
+    }
+}
