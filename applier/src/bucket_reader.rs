@@ -7,7 +7,10 @@
 //! - Without a bucket nothing is read: the feed is never polled and every
 //!   manifest is `None`.
 //! - A cached manifest is used only while it is the version of the topic
-//!   id the feed names for its partition; otherwise it is read again.
+//!   id the feed names for its partition; otherwise the head's delta that
+//!   makes the feed's version from it is applied (layout 2: no GET), or the
+//!   version is read (`ManifestStore::manifest_of`: the object, or the
+//!   object and the deltas of the heads that carry them).
 //! - Many manifests are read [`CONCURRENCY`] at once ([`BucketReader::refresh`],
 //!   [`BucketReader::confirm_many`]), so a restart or a cycle where many
 //!   partitions moved waits for one round of GETs, not one GET per
@@ -92,15 +95,35 @@ impl BucketReader {
         self.manifests.remove(tp);
     }
 
-    /// The feed's version of `tp` for `topic_id` when the one held is not
-    /// it (`None`: nothing to read).
-    fn stale(&self, tp: &TopicPartition, topic_id: TopicId) -> Option<u64> {
+    /// The feed's entry of `tp` when it names `version` of `topic_id`.
+    fn entry_at(&self, tp: &TopicPartition, topic_id: TopicId, version: u64) -> Option<HeadEntry> {
+        self.feed
+            .entry(tp)
+            .filter(|e| e.topic_id == topic_id && e.manifest_version == version)
+            .cloned()
+    }
+
+    /// The feed's entry of `tp` for `topic_id` when the manifest held is
+    /// not its version (`None`: nothing to read). A held manifest the
+    /// entry's delta extends is moved to the entry's version here, with
+    /// no request.
+    fn stale(&mut self, tp: &TopicPartition, topic_id: TopicId) -> Option<HeadEntry> {
         let entry = self.feed.entry(tp).filter(|e| e.topic_id == topic_id)?;
-        let fresh = self
-            .manifests
-            .get(tp)
-            .is_some_and(|m| m.version == entry.manifest_version && m.topic_id == entry.topic_id);
-        (!fresh).then_some(entry.manifest_version)
+        let held = self.manifests.get(tp).filter(|m| m.topic_id == entry.topic_id);
+        if held.is_some_and(|m| m.version == entry.manifest_version) {
+            return None;
+        }
+        let moved = match (held, &entry.delta) {
+            (Some(m), Some(d)) if d.after_version == m.version => d.apply(m).ok(),
+            _ => None,
+        };
+        match moved {
+            Some(next) => {
+                self.manifests.insert(tp.clone(), next);
+                None
+            }
+            None => Some(entry.clone()),
+        }
     }
 
     /// The latest manifest of `tp` (pinned to `topic_id`), from the feed's
@@ -111,24 +134,24 @@ impl BucketReader {
         tp: &TopicPartition,
         topic_id: TopicId,
     ) -> Result<Option<PartitionManifest>, MirrorError> {
+        if self.store.is_none() {
+            return Ok(None);
+        }
+        if self.feed.entry(tp).filter(|e| e.topic_id == topic_id).is_none() {
+            return Err(MirrorError::NoManifest { tp: tp.clone() });
+        }
+        let Some(entry) = self.stale(tp, topic_id) else {
+            return Ok(self.manifests.get(tp).cloned());
+        };
         let Some(store) = &self.store else {
             return Ok(None);
         };
-        let Some(entry) = self.feed.entry(tp).filter(|e| e.topic_id == topic_id) else {
-            return Err(MirrorError::NoManifest { tp: tp.clone() });
-        };
-        if let Some(cached) = self.manifests.get(tp)
-            && cached.version == entry.manifest_version
-            && cached.topic_id == entry.topic_id
-        {
-            return Ok(Some(cached.clone()));
-        }
         let key = PartitionKey {
             tp: tp.clone(),
             topic_id,
         };
         let manifest = store
-            .get_manifest(&key, entry.manifest_version)
+            .manifest_of(&key, &entry)
             .await
             .map_err(|source| MirrorError::Store {
                 tp: tp.clone(),
@@ -146,27 +169,29 @@ impl BucketReader {
         let Some(store) = self.store.clone() else {
             return false;
         };
-        let reads: Vec<(PartitionKey, u64)> = wanted
-            .into_iter()
-            .filter_map(|(tp, topic_id)| {
-                let version = self.stale(&tp, topic_id)?;
-                Some((PartitionKey { tp, topic_id }, version))
-            })
-            .collect();
-        if reads.is_empty() {
-            return false;
+        let mut moved = false;
+        let mut reads: Vec<(PartitionKey, HeadEntry)> = Vec::new();
+        for (tp, topic_id) in wanted {
+            let before = self.manifests.get(&tp).map(|m| m.version);
+            match self.stale(&tp, topic_id) {
+                Some(entry) => reads.push((PartitionKey { tp, topic_id }, entry)),
+                None => moved |= self.manifests.get(&tp).map(|m| m.version) != before,
+            }
         }
-        let read: Vec<_> = futures::stream::iter(reads.into_iter().map(|(key, version)| {
+        if reads.is_empty() {
+            return moved;
+        }
+        let read: Vec<_> = futures::stream::iter(reads.into_iter().map(|(key, entry)| {
             let store = &store;
             async move {
-                let manifest = store.get_manifest(&key, version).await.ok();
+                let manifest = store.manifest_of(&key, &entry).await.ok();
                 (key.tp, manifest)
             }
         }))
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
-        let mut any = false;
+        let mut any = moved;
         for (tp, manifest) in read {
             if let Some(m) = manifest {
                 self.manifests.insert(tp, m);
@@ -192,9 +217,12 @@ impl BucketReader {
         futures::stream::iter(
             candidates
                 .into_iter()
-                .map(|(tp, topic_id, version)| async move {
-                    let m = confirm_identity(store, &tp, topic_id, version).await;
-                    (tp, topic_id, m)
+                .map(|(tp, topic_id, version)| {
+                    let entry = self.entry_at(&tp, topic_id, version);
+                    async move {
+                        let m = confirm_identity(store, &tp, topic_id, version, entry).await;
+                        (tp, topic_id, m)
+                    }
                 }),
         )
         .buffer_unordered(CONCURRENCY)
@@ -211,9 +239,12 @@ impl BucketReader {
         version: u64,
     ) -> Result<Option<PartitionManifest>, String> {
         match &self.store {
-            Some(store) => confirm_identity(store, tp, topic_id, version)
-                .await
-                .map(Some),
+            Some(store) => {
+                let entry = self.entry_at(tp, topic_id, version);
+                confirm_identity(store, tp, topic_id, version, entry)
+                    .await
+                    .map(Some)
+            }
             None => Ok(None),
         }
     }
@@ -236,7 +267,7 @@ impl BucketReader {
                 tp: tp.clone(),
                 topic_id: entry.topic_id,
             };
-            match store.get_manifest(&key, entry.manifest_version).await {
+            match store.manifest_of(&key, entry).await {
                 Ok(m) => {
                     out.insert(tp.clone(), m);
                 }
@@ -250,18 +281,24 @@ impl BucketReader {
 }
 
 /// Reads the manifest a feed entry names for `tp` (see
-/// [`BucketReader::confirm_many`]).
+/// [`BucketReader::confirm_many`]): through the entry when the feed holds
+/// it (its version may be made by deltas), else the object `version`.
 async fn confirm_identity(
     store: &ManifestStore,
     tp: &TopicPartition,
     topic_id: TopicId,
     version: u64,
+    entry: Option<HeadEntry>,
 ) -> Result<PartitionManifest, String> {
     let key = PartitionKey {
         tp: tp.clone(),
         topic_id,
     };
-    store.get_manifest(&key, version).await.map_err(|e| {
+    let read = match &entry {
+        Some(e) => store.manifest_of(&key, e).await,
+        None => store.get_manifest(&key, version).await,
+    };
+    read.map_err(|e| {
         tracing::warn!(partition = %tp, %topic_id, version, error = %e, "the change feed names a manifest that cannot be read; not starting the partition yet");
         e.to_string()
     })

@@ -338,7 +338,7 @@ pub async fn plan_all(
             tp: tp.clone(),
             topic_id: record.topic_id,
         };
-        let manifest = store.get_manifest(&key, entry.manifest_version).await?;
+        let manifest = store.manifest_of(&key, entry).await?;
         let empty = EpochLineage::default();
         let cuts: Vec<i64> = verified
             .damage_of(&tp.to_string())

@@ -287,7 +287,7 @@ pub async fn repair_stopped(
         tp: tp.clone(),
         topic_id: record.topic_id,
     };
-    let m = store.latest_manifest(&pk, None).await?.ok_or_else(|| {
+    let m = store.newest_manifest(&pk).await?.ok_or_else(|| {
         RepairError::Refused(format!(
             "{tp}: the bucket has no manifest of this partition"
         ))

@@ -528,7 +528,7 @@ impl Exporter {
         };
         let m = self
             .source
-            .latest_manifest(&pk, Some(entry.manifest_version))
+            .latest_from(&pk, entry)
             .await
             .map_err(|source| ExportError::Partition {
                 tp: tp.clone(),

@@ -253,7 +253,7 @@ impl Restorer {
         };
         let m = self
             .store
-            .latest_manifest(&pk, Some(e.manifest_version))
+            .latest_from(&pk, e)
             .await
             .map_err(bucket)?
             .ok_or_else(|| {

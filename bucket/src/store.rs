@@ -478,10 +478,61 @@ impl ManifestStore {
         Ok(m)
     }
 
+    /// The latest manifest of `p` from its head entry: the version the
+    /// entry names when deltas made it ([`ManifestStore::manifest_of`]),
+    /// else [`ManifestStore::latest_manifest`] from the entry's version (a
+    /// newer object the head does not name yet included).
+    pub async fn latest_from(
+        &self,
+        p: &PartitionKey,
+        entry: &manifest::feed::HeadEntry,
+    ) -> Result<Option<PartitionManifest>, StoreError> {
+        if entry.chain.is_some() {
+            return self.manifest_of(p, entry).await.map(Some);
+        }
+        self.latest_manifest(p, Some(entry.manifest_version)).await
+    }
+
     /// The latest manifest version of `p`. With `known` (a version known to
     /// exist, from the change feed or an earlier read) it probes forward
-    /// from there; without, it lists the manifest dir once.
+    /// from there; without, it lists the manifest dir once. A known version
+    /// that is no object was made by deltas (layout 2): it is resolved from
+    /// the newest head. For the newest version whatever made it, without a
+    /// head entry at hand, see [`ManifestStore::newest_manifest`]; with
+    /// one, [`ManifestStore::latest_from`].
     pub async fn latest_manifest(
+        &self,
+        p: &PartitionKey,
+        known: Option<u64>,
+    ) -> Result<Option<PartitionManifest>, StoreError> {
+        match self.latest_object(p, known).await {
+            Err(StoreError::NotFound { .. }) if known.is_some() => self.newest_manifest(p).await,
+            other => other,
+        }
+    }
+
+    /// The newest version of `p`, an object or made by deltas: the newest
+    /// head is read (one LIST and one GET) and its entry resolved
+    /// ([`ManifestStore::latest_from`]); without an entry, the newest
+    /// object. For one-shot readers (`verify`, `repair`, the harnesses).
+    pub async fn newest_manifest(
+        &self,
+        p: &PartitionKey,
+    ) -> Result<Option<PartitionManifest>, StoreError> {
+        let entry = self.latest_head(None).await?.and_then(|h| {
+            h.partitions
+                .get(&format!("{}-{}", p.tp.topic, p.tp.partition))
+                .filter(|e| e.topic_id == p.topic_id)
+                .cloned()
+        });
+        match entry {
+            Some(e) if e.chain.is_some() => self.manifest_of(p, &e).await.map(Some),
+            _ => self.latest_object(p, None).await,
+        }
+    }
+
+    /// The newest manifest object of `p` (see [`ManifestStore::latest_manifest`]).
+    async fn latest_object(
         &self,
         p: &PartitionKey,
         known: Option<u64>,

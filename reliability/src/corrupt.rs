@@ -377,7 +377,7 @@ async fn setup(root: &Path, stream_above: Option<u64>) -> anyhow::Result<Setup> 
         topic_id: TOPIC_ID,
     };
     let manifest = store
-        .latest_manifest(&key, None)
+        .newest_manifest(&key)
         .await?
         .context("the victim's manifest")?;
     anyhow::ensure!(

@@ -547,7 +547,7 @@ pub fn run(o: &CrashOptions, bins: &Bins) -> anyhow::Result<CrashReport> {
             topic_id: TOPIC_ID,
         };
         let m = rt
-            .block_on(ms_store.latest_manifest(&key, None))
+            .block_on(ms_store.newest_manifest(&key))
             .map_err(|e| anyhow::anyhow!("{tp}: {e}"))?;
         shipped_ends.push(m.map_or(0, |m| m.shipped_end_offset));
     }

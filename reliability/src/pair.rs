@@ -331,7 +331,7 @@ impl Pair {
                 tp: tp.clone(),
                 topic_id: crate::source::TOPIC_ID,
             };
-            let latest = match store.latest_manifest(&key, None).await {
+            let latest = match store.newest_manifest(&key).await {
                 Ok(Some(m)) => format!("v{} to {}", m.version, m.shipped_end_offset),
                 Ok(None) => "none".into(),
                 Err(e) => format!("unreadable ({e})"),

@@ -1013,7 +1013,7 @@ impl Shipper {
         views: &BTreeMap<TopicPartition, SourceView>,
         report: &mut CycleReport,
     ) {
-        let mut wanted: Vec<(TopicPartition, PartitionKey, Option<u64>)> = Vec::new();
+        let mut wanted: Vec<(TopicPartition, PartitionKey, Option<manifest::feed::HeadEntry>)> = Vec::new();
         let mut pages: Vec<String> = Vec::new();
         for tp in views.keys() {
             let Some(st) = self.partitions.get_mut(tp) else {
@@ -1027,13 +1027,16 @@ impl Shipper {
                 continue;
             }
             let Some(pk) = st.pk.clone() else { continue };
-            let known = self.feed.known_version(tp, &pk);
-            wanted.push((tp.clone(), pk, known));
+            let entry = self.feed.entry(tp, &pk);
+            wanted.push((tp.clone(), pk, entry));
         }
         let store = &self.store;
         let loaded: Vec<_> =
-            futures::stream::iter(wanted.into_iter().map(|(tp, pk, known)| async move {
-                let r = store.latest_manifest(&pk, known).await;
+            futures::stream::iter(wanted.into_iter().map(|(tp, pk, entry)| async move {
+                let r = match &entry {
+                    Some(e) => store.latest_from(&pk, e).await,
+                    None => store.latest_manifest(&pk, None).await,
+                };
                 (tp, r)
             }))
             .buffer_unordered(self.opts.upload_concurrency)

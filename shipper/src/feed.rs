@@ -48,13 +48,13 @@ impl Feed {
         Ok(())
     }
 
-    /// The version the last head seen names for `tp` under `pk`'s topic id.
-    pub(crate) fn known_version(&self, tp: &TopicPartition, pk: &PartitionKey) -> Option<u64> {
+    /// The entry the last head seen names for `tp` under `pk`'s topic id.
+    pub(crate) fn entry(&self, tp: &TopicPartition, pk: &PartitionKey) -> Option<HeadEntry> {
         self.head
             .as_ref()
             .and_then(|h| h.partitions.get(&tp.to_string()))
             .filter(|e| e.topic_id == pk.topic_id)
-            .map(|e| e.manifest_version)
+            .cloned()
     }
 
     /// The group offsets the last head seen names.

@@ -72,7 +72,7 @@ async fn facts_of(
         tp: t.tp.clone(),
         topic_id: t.record.topic_id,
     };
-    let Some(m) = store.latest_manifest(&pk, None).await? else {
+    let Some(m) = store.newest_manifest(&pk).await? else {
         return Ok(None);
     };
     let mut all = Vec::new();
