@@ -109,7 +109,10 @@ impl BucketReader {
     /// no request.
     fn stale(&mut self, tp: &TopicPartition, topic_id: TopicId) -> Option<HeadEntry> {
         let entry = self.feed.entry(tp).filter(|e| e.topic_id == topic_id)?;
-        let held = self.manifests.get(tp).filter(|m| m.topic_id == entry.topic_id);
+        let held = self
+            .manifests
+            .get(tp)
+            .filter(|m| m.topic_id == entry.topic_id);
         if held.is_some_and(|m| m.version == entry.manifest_version) {
             return None;
         }
@@ -137,7 +140,12 @@ impl BucketReader {
         if self.store.is_none() {
             return Ok(None);
         }
-        if self.feed.entry(tp).filter(|e| e.topic_id == topic_id).is_none() {
+        if self
+            .feed
+            .entry(tp)
+            .filter(|e| e.topic_id == topic_id)
+            .is_none()
+        {
             return Err(MirrorError::NoManifest { tp: tp.clone() });
         }
         let Some(entry) = self.stale(tp, topic_id) else {
@@ -150,13 +158,14 @@ impl BucketReader {
             tp: tp.clone(),
             topic_id,
         };
-        let manifest = store
-            .manifest_of(&key, &entry)
-            .await
-            .map_err(|source| MirrorError::Store {
-                tp: tp.clone(),
-                source,
-            })?;
+        let manifest =
+            store
+                .manifest_of(&key, &entry)
+                .await
+                .map_err(|source| MirrorError::Store {
+                    tp: tp.clone(),
+                    source,
+                })?;
         self.manifests.insert(tp.clone(), manifest.clone());
         Ok(Some(manifest))
     }
@@ -214,17 +223,13 @@ impl BucketReader {
         let Some(store) = &self.store else {
             return Vec::new();
         };
-        futures::stream::iter(
-            candidates
-                .into_iter()
-                .map(|(tp, topic_id, version)| {
-                    let entry = self.entry_at(&tp, topic_id, version);
-                    async move {
-                        let m = confirm_identity(store, &tp, topic_id, version, entry).await;
-                        (tp, topic_id, m)
-                    }
-                }),
-        )
+        futures::stream::iter(candidates.into_iter().map(|(tp, topic_id, version)| {
+            let entry = self.entry_at(&tp, topic_id, version);
+            async move {
+                let m = confirm_identity(store, &tp, topic_id, version, entry).await;
+                (tp, topic_id, m)
+            }
+        }))
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await

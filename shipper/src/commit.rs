@@ -88,6 +88,20 @@ pub(crate) enum CommitOutcome {
     },
     /// Reading pages, writing pages or the version failed.
     Failed(ShipperError),
+    /// The version only appends: it is committed by the cycle's head as a
+    /// delta (`head_deltas`), and the partition's position moves only
+    /// once that head is written ([`confirm_deferred`]).
+    Deferred(Box<Deferred>),
+}
+
+/// A version waiting for the head that commits its delta.
+#[derive(Debug)]
+pub(crate) struct Deferred {
+    /// The head entry that commits it.
+    pub(crate) entry: manifest::feed::HeadEntry,
+    work: Shipment,
+    next: NextVersion,
+    manifest: PartitionManifest,
 }
 
 impl CommitOutcome {
@@ -111,6 +125,36 @@ pub(crate) struct CommitCtx<'a> {
     pub(crate) now_ms: i64,
     pub(crate) fence_backoff_ms: i64,
     pub(crate) pages: &'a PageCache,
+}
+
+/// Where a partition's held version stands in the head's delta chain,
+/// when its appends may be committed by the head (`head_deltas`): the
+/// manifest object the chain follows, and how many deltas it has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChainPosition {
+    pub(crate) object_version: u64,
+    pub(crate) deltas: usize,
+}
+
+impl ChainPosition {
+    /// The position the head's entry gives `held` (`None`: the head does
+    /// not name the held version, so the next version is an object).
+    pub(crate) fn of(
+        entry: Option<&manifest::feed::HeadEntry>,
+        held: u64,
+    ) -> Option<ChainPosition> {
+        let e = entry.filter(|e| e.manifest_version == held)?;
+        Some(match &e.chain {
+            Some(c) => ChainPosition {
+                object_version: c.object_version,
+                deltas: c.heads.len(),
+            },
+            None => ChainPosition {
+                object_version: held,
+                deltas: 0,
+            },
+        })
+    }
 }
 
 /// The cycle-wide inputs of [`next_version`].
@@ -438,6 +482,7 @@ pub(crate) async fn commit(
     st: &mut ShipperSlot,
     work: Shipment,
     results: Vec<Result<Uploaded, ShipperError>>,
+    chain: Option<ChainPosition>,
 ) -> CommitOutcome {
     let Some(pk) = st.pk.clone() else {
         return CommitOutcome::Unchanged { error: None };
@@ -472,6 +517,20 @@ pub(crate) async fn commit(
             error: next.upload_error,
         };
     };
+    // An append after a held version the head names, with room in the
+    // chain: the head commits it.
+    let delta = chain
+        .filter(|c| c.deltas < manifest::feed::MAX_CHAIN && next.sealed.is_empty())
+        .zip(base.as_ref())
+        .and_then(|(c, b)| Some((c, manifest::delta::Delta::between(b, &m)?)));
+    if let Some((c, d)) = delta {
+        return CommitOutcome::Deferred(Box::new(Deferred {
+            entry: manifest::feed::HeadEntry::for_delta(&m, d, c.object_version),
+            work,
+            next,
+            manifest: m,
+        }));
+    }
     match write_version(ctx, &m, &next.sealed).await {
         Ok(true) => record_committed(ctx, st, &work, next, m),
         Ok(false) => resolve_lost_commit(ctx, st, &pk, &work, next, m, base.as_ref()).await,
@@ -480,6 +539,22 @@ pub(crate) async fn commit(
             CommitOutcome::Failed(store_err(e))
         }
     }
+}
+
+/// The head that commits `d`'s delta was written: the partition moves as
+/// for a version written as an object.
+pub(crate) fn confirm_deferred(
+    ctx: &CommitCtx<'_>,
+    st: &mut ShipperSlot,
+    d: Deferred,
+) -> CommitOutcome {
+    let Deferred {
+        work,
+        next,
+        manifest,
+        ..
+    } = d;
+    record_committed(ctx, st, &work, next, manifest)
 }
 
 /// A create was lost: reads the version at our number and judges it.

@@ -22,6 +22,7 @@
 //! max_cycle_bytes = "1GiB"                    # per partition per cycle (a backlog takes several cycles)
 //! rate_limit = "100MiB"                       # bytes per second for all uploads; 0 or absent: unlimited
 //! ship_beyond_hw = false                      # true: ship up to the log end even when replication-offset-checkpoint exists
+//! head_deltas = false                         # true: a cycle's appends are committed by the head (no manifest PUT per partition)
 //! metrics_addr = "127.0.0.1:9464"             # Prometheus endpoint (GET /metrics); absent: none
 //! delete_grace = "1h"                         # unreferenced objects are deleted after this; "never": leave them to lifecycle rules
 //! sweep_interval = "10m"                      # how often partitions with changes are swept for unreferenced objects
@@ -141,6 +142,13 @@ rate_limit = 0
 # true: ship up to the log end even when replication-offset-checkpoint exists
 # (unsafe on a broker: unreplicated batches may be truncated). Default: false.
 ship_beyond_hw = false
+
+# true: a partition's version that only appends ranges is committed by the
+# cycle's head as a delta instead of a manifest object of its own (a
+# manifest object every 32 deltas and for every other change;
+# docs/mirroring.md, "Layout 2"). Every shipper of a cluster must use the
+# same setting, and appliers at least as new. Default: false.
+head_deltas = false
 
 # Serve Prometheus metrics on this address (GET /metrics). Default: not served.
 # metrics_addr = "127.0.0.1:9464"
@@ -263,6 +271,9 @@ pub struct ShipperConfig {
     /// exists.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ship_beyond_hw: Option<bool>,
+    /// Appends committed by the head as deltas.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub head_deltas: Option<bool>,
     /// Prometheus endpoint address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics_addr: Option<String>,
@@ -383,6 +394,9 @@ pub struct ShipperOptions {
     /// Ship up to the log end even when `replication-offset-checkpoint`
     /// exists.
     pub ship_beyond_hw: bool,
+    /// A version that only appends is committed by the cycle's head as a
+    /// delta (`manifest::delta`), not as a manifest object.
+    pub head_deltas: bool,
     /// Grace before unreferenced objects are deleted; `None`: never.
     pub delete_grace: Option<Duration>,
     /// Interval between sweeps of a partition that changed.
@@ -450,6 +464,7 @@ impl ShipperOptions {
             max_cycle_bytes: DEFAULT_MAX_CYCLE_BYTES,
             rate_limit: None,
             ship_beyond_hw: false,
+            head_deltas: false,
             delete_grace: Some(DEFAULT_DELETE_GRACE),
             sweep_interval: Duration::from_secs(600),
             sweep_on_start: true,
@@ -653,6 +668,16 @@ impl ShipperConfig {
                     )),
                 })
                 .transpose()?,
+            head_deltas: s("SEGMIRROR_HEAD_DELTAS")
+                .map(|v| match v.to_ascii_lowercase().as_str() {
+                    "1" | "true" | "yes" | "on" => Ok(true),
+                    "0" | "false" | "no" | "off" => Ok(false),
+                    _ => Err(bad(
+                        "head_deltas",
+                        format!("SEGMIRROR_HEAD_DELTAS: {v:?} is not true or false"),
+                    )),
+                })
+                .transpose()?,
             metrics_addr: s("SEGMIRROR_METRICS_ADDR"),
             delete_grace: s("SEGMIRROR_DELETE_GRACE"),
             sweep_interval: s("SEGMIRROR_SWEEP_INTERVAL"),
@@ -698,6 +723,7 @@ impl ShipperConfig {
             max_cycle_bytes,
             rate_limit,
             ship_beyond_hw,
+            head_deltas,
             metrics_addr,
             delete_grace,
             sweep_interval,
@@ -859,6 +885,7 @@ impl ShipperConfig {
             ));
         }
         o.ship_beyond_hw = self.ship_beyond_hw.unwrap_or(false);
+        o.head_deltas = self.head_deltas.unwrap_or(false);
         o.delete_grace = match self.delete_grace.as_deref().map(str::trim) {
             Some("never") => None,
             _ => Some(duration(
@@ -927,6 +954,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "max_cycle_bytes",
     "rate_limit",
     "ship_beyond_hw",
+    "head_deltas",
     "metrics_addr",
     "delete_grace",
     "sweep_interval",
@@ -1329,6 +1357,7 @@ error_backoff = "2m"
             max_cycle_bytes: Some(ByteSize(1)),
             rate_limit: Some(ByteSize(1)),
             ship_beyond_hw: Some(true),
+            head_deltas: Some(true),
             metrics_addr: Some(String::new()),
             delete_grace: Some(String::new()),
             sweep_interval: Some(String::new()),

@@ -900,18 +900,89 @@ impl Shipper {
             fence_backoff_ms: self.opts.fence_backoff.as_millis() as i64,
             pages: &self.pages,
         };
-        let outcomes: Vec<(ShipperSlot, bool, CommitOutcome)> =
+        // With `head_deltas`, where each partition's held version stands
+        // in the head's chain (its appends are then committed by the head).
+        let chains: BTreeMap<TopicPartition, commit::ChainPosition> = if self.opts.head_deltas {
+            works
+                .iter()
+                .filter_map(|(st, _)| {
+                    let (pk, m) = (st.pk.as_ref()?, st.manifest.as_ref()?);
+                    let c =
+                        commit::ChainPosition::of(self.feed.entry(&st.tp, pk).as_ref(), m.version)?;
+                    Some((st.tp.clone(), c))
+                })
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
+        let chains = &chains;
+        let mut outcomes: Vec<(ShipperSlot, bool, CommitOutcome)> =
             futures::stream::iter(works.into_iter().zip(results).map(|((mut st, w), rs)| {
                 let cctx = &cctx;
                 async move {
                     let backlog = w.capped || w.cut.is_some();
-                    let o = commit::commit(cctx, &mut st, w, rs).await;
+                    let chain = chains.get(&st.tp).copied();
+                    let o = commit::commit(cctx, &mut st, w, rs, chain).await;
                     (st, backlog, o)
                 }
             }))
             .buffer_unordered(self.opts.upload_concurrency)
             .collect()
             .await;
+        // The deltas: one head commits them all (with what the feed had
+        // queued); the partitions move once it is written, and those
+        // another writer moved are read again next cycle.
+        let mut by_head: BTreeSet<TopicPartition> = BTreeSet::new();
+        let deltas: Vec<manifest::feed::HeadEntry> = outcomes
+            .iter()
+            .filter_map(|(_, _, o)| match o {
+                CommitOutcome::Deferred(d) => Some(d.entry.clone()),
+                _ => None,
+            })
+            .collect();
+        if !deltas.is_empty() {
+            let committed = self
+                .feed
+                .commit_deltas(&self.store, &self.opts.shipper_id, deltas)
+                .await;
+            if let Ok((true, _)) = &committed {
+                report.heads += 1;
+                self.metrics.heads_published.inc();
+            }
+            for (st, _, o) in &mut outcomes {
+                if !matches!(o, CommitOutcome::Deferred(_)) {
+                    continue;
+                }
+                let CommitOutcome::Deferred(d) =
+                    std::mem::replace(o, CommitOutcome::Unchanged { error: None })
+                else {
+                    continue;
+                };
+                let version = d.entry.manifest_version;
+                *o = match &committed {
+                    Ok((_, refused)) if refused.contains(&d.entry.map_key()) => {
+                        st.reset();
+                        CommitOutcome::Fenced {
+                            version,
+                            writer: "another shipper (the head moved the partition first)".into(),
+                        }
+                    }
+                    Ok(_) => {
+                        by_head.insert(st.tp.clone());
+                        commit::confirm_deferred(&cctx, st, *d)
+                    }
+                    Err(e) => {
+                        st.reset();
+                        CommitOutcome::Failed(ShipperError::Inconsistent {
+                            tp: st.tp.clone(),
+                            reason: format!(
+                                "the head committing version {version} was not written: {e}"
+                            ),
+                        })
+                    }
+                };
+            }
+        }
         let error_backoff_ms = self.opts.error_backoff.as_millis() as i64;
         for (mut st, backlog, o) in outcomes {
             report.backlog |= o.wants_another_cycle(backlog);
@@ -939,7 +1010,11 @@ impl Shipper {
                     self.metrics.shipped_objects.inc_by(shipped.objects);
                     self.metrics.shipped_bytes.inc_by(shipped.bytes);
                     self.metrics.shipped_batches.inc_by(shipped.batches);
-                    if let Some(m) = &st.manifest {
+                    // A version the head committed as a delta is named
+                    // already; queued, it would be merged as an object.
+                    if !by_head.contains(&st.tp)
+                        && let Some(m) = &st.manifest
+                    {
                         self.feed.queue(m);
                     }
                     partial
@@ -956,6 +1031,8 @@ impl Shipper {
                     None
                 }
                 CommitOutcome::Failed(e) => Some(e),
+                // Resolved above, once the head was written.
+                CommitOutcome::Deferred(_) => None,
             };
             if let Some(e) = error {
                 self.metrics.error(e.kind());
@@ -988,6 +1065,43 @@ impl Shipper {
             on_start: self.opts.sweep_on_start,
             started_ms: self.started_ms,
         };
+        // With deltas, the newest head (one GET past the one known, and
+        // one of it) shows versions no manifest object does.
+        let newest = if self.opts.head_deltas
+            && self
+                .partitions
+                .values()
+                .any(|st| sweep::is_due(st, &policy, now, force))
+        {
+            match self.store.latest_head(self.feed.seq()).await {
+                Ok(h) => h,
+                Err(e) => {
+                    let e = ShipperError::store("-", e);
+                    tracing::warn!(error = %e, "cannot read the newest head before sweeping; sweeping later");
+                    report.errors.push(("-".into(), e.to_string()));
+                    return 0;
+                }
+            }
+        } else {
+            None
+        };
+        // A newer version made by deltas exists only in a head: this writer
+        // is not the latest one's, so it reads the partition again and
+        // does not sweep it.
+        if let Some(h) = &newest {
+            for st in self.partitions.values_mut() {
+                let newer = h
+                    .partitions
+                    .get(&st.tp.to_string())
+                    .zip(st.manifest.as_ref())
+                    .is_some_and(|(e, m)| {
+                        e.topic_id == m.topic_id && e.manifest_version > m.version
+                    });
+                if newer {
+                    st.reset();
+                }
+            }
+        }
         let (deleted, errors) = sweep::sweep_due(
             &self.store,
             &self.pages,
@@ -1013,7 +1127,11 @@ impl Shipper {
         views: &BTreeMap<TopicPartition, SourceView>,
         report: &mut CycleReport,
     ) {
-        let mut wanted: Vec<(TopicPartition, PartitionKey, Option<manifest::feed::HeadEntry>)> = Vec::new();
+        let mut wanted: Vec<(
+            TopicPartition,
+            PartitionKey,
+            Option<manifest::feed::HeadEntry>,
+        )> = Vec::new();
         let mut pages: Vec<String> = Vec::new();
         for tp in views.keys() {
             let Some(st) = self.partitions.get_mut(tp) else {

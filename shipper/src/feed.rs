@@ -48,6 +48,35 @@ impl Feed {
         Ok(())
     }
 
+    /// The sequence number of the last head seen.
+    pub(crate) fn seq(&self) -> Option<u64> {
+        self.head.as_ref().map(|h| h.seq)
+    }
+
+    /// Publishes one head committing the queued entries and the deltas
+    /// `deltas` (`ManifestStore::commit_head`). Returns whether a head was
+    /// written and the map keys of the deltas refused (another writer
+    /// moved those partitions).
+    pub(crate) async fn commit_deltas(
+        &mut self,
+        store: &ManifestStore,
+        writer: &str,
+        deltas: Vec<HeadEntry>,
+    ) -> Result<(bool, Vec<String>), ShipperError> {
+        let mut entries: Vec<HeadEntry> = self.pending.values().cloned().collect();
+        entries.extend(deltas);
+        let known = self.seq();
+        let (h, refused) = store
+            .commit_head(known, writer, &entries, self.pending_groups)
+            .await
+            .map_err(|e| ShipperError::store("-", e))?;
+        let published = known != Some(h.seq);
+        self.head = Some(h);
+        self.pending.clear();
+        self.pending_groups = None;
+        Ok((published, refused))
+    }
+
     /// The entry the last head seen names for `tp` under `pk`'s topic id.
     pub(crate) fn entry(&self, tp: &TopicPartition, pk: &PartitionKey) -> Option<HeadEntry> {
         self.head

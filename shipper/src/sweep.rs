@@ -12,6 +12,10 @@
 //!   counted from when this process dropped it, else from the upload time
 //!   in its key's upload id, else from its last-modified time. The grace
 //!   keeps uploads in flight elsewhere safe;
+//! - with `head_deltas`, a head naming a newer version than the one held
+//!   (made by another writer's deltas, which no manifest object shows)
+//!   resets the partition before the sweep (`Shipper::sweep`), so it is
+//!   not swept;
 //! - which partitions are due is decided by [`is_due`] (pure).
 
 use std::collections::{BTreeMap, HashSet};

@@ -218,6 +218,20 @@ async fn shipping_costs_one_put_per_object_and_one_manifest_per_partition_cycle(
 /// byte-identical either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cycles_small_ranges_of_100_partitions_are_one_pack() {
+    pack_cycles(false).await;
+}
+
+/// With `head_deltas` too (layout 2, step 2), a cycle that only appends is
+/// committed by its head: after each partition's first version (an
+/// object), 100 busy partitions cost 2 PUTs a cycle, the pack and the head;
+/// the applier follows the heads' deltas (no manifest GET) and its mirror
+/// is byte-identical.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_head_deltas_a_cycle_of_100_busy_partitions_is_two_puts() {
+    pack_cycles(true).await;
+}
+
+async fn pack_cycles(head_deltas: bool) {
     for b in backends() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (source, dest) = (dir.path().join("source"), dir.path().join("dest"));
@@ -243,13 +257,14 @@ async fn a_cycles_small_ranges_of_100_partitions_are_one_pack() {
         let store: Arc<dyn ObjectStore> = counting.clone();
         let mut opts = shipper_options(&b, &source, "src");
         opts.pack_below = 1 << 20;
+        opts.head_deltas = head_deltas;
         let mut shipper = Shipper::new(opts, store.clone()).expect("shipper");
         let mut applier = Applier::open(
             applier_options(&b, &dest, "src", "dst"),
             Some(store.clone()),
         )
         .expect("applier");
-        for round in 0..2 {
+        for round in 0..3 {
             if round > 0 {
                 write(7);
             }
@@ -262,17 +277,34 @@ async fn a_cycles_small_ranges_of_100_partitions_are_one_pack() {
                 b.name
             );
             assert_eq!(report.objects, 100, "[{}] every range is named", b.name);
+            // Every version is an object in the first round (nothing to
+            // append to) and without deltas; with them, none after.
+            let manifests = if head_deltas && round > 0 {
+                0
+            } else {
+                report.committed as u64
+            };
             assert_eq!(
                 used.put + used.multipart_create,
-                1 + report.committed as u64 + report.heads as u64,
-                "[{}] round {round}: one pack, the manifests and the head: {used:?}",
+                1 + manifests + report.heads as u64,
+                "[{}] round {round}: one pack, {manifests} manifests and the head: {used:?}",
                 b.name
             );
+            assert_eq!(report.heads, 1, "[{}] round {round}", b.name);
             println!(
-                "[{}] round {round}: 100 busy partitions shipped with {} PUTs (1 pack, {} manifests, {} heads)",
-                b.name, used.put, report.committed, report.heads
+                "[{}] round {round}: 100 busy partitions shipped with {} PUTs (1 pack, {manifests} manifests, {} heads){}",
+                b.name,
+                used.put,
+                report.heads,
+                if head_deltas { ", head deltas" } else { "" }
             );
+            let before = counting.snapshot();
             drain(&mut applier).await;
+            let read = counting.snapshot().since(&before);
+            println!(
+                "[{}] round {round}: the applier read {} GETs ({} bytes), {} LISTs",
+                b.name, read.get, read.get_bytes, read.list
+            );
             for tp in &tps {
                 assert_eq!(
                     kafkalog::compare::compare_partition(&source, &dest, tp).expect("compare"),

@@ -104,6 +104,9 @@ pub(crate) struct Common {
     /// Ship up to the log end even when replication-offset-checkpoint exists (unsafe on a broker) [env: SEGMIRROR_SHIP_BEYOND_HW] [default: false].
     #[arg(long)]
     ship_beyond_hw: bool,
+    /// Commit a partition's appends with the cycle's head (deltas) instead of a manifest object each; every shipper of a cluster alike [env: SEGMIRROR_HEAD_DELTAS] [default: false].
+    #[arg(long)]
+    head_deltas: bool,
     /// Delete unreferenced objects after this long, or "never" (leave them to lifecycle rules) [env: SEGMIRROR_DELETE_GRACE] [default: 1h].
     #[arg(long, value_name = "DURATION|never")]
     delete_grace: Option<String>,
@@ -155,6 +158,7 @@ impl Common {
             pack_below: self.pack_below,
             rate_limit: self.rate_limit,
             ship_beyond_hw: self.ship_beyond_hw.then_some(true),
+            head_deltas: self.head_deltas.then_some(true),
             metrics_addr: self.metrics_addr.clone(),
             delete_grace: self.delete_grace.clone(),
             store_timeout: self.store_timeout.clone(),
