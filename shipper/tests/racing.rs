@@ -27,6 +27,8 @@ struct Named {
     versions: BTreeSet<u64>,
     objects: BTreeMap<String, Bytes>,
     writers: BTreeSet<String>,
+    /// Times the newest head named a version made by deltas.
+    chained: usize,
 }
 
 impl Named {
@@ -40,8 +42,20 @@ impl Named {
         }
     }
 
-    /// Records every version committed since the last call.
+    /// Records every version committed since the last call (the objects,
+    /// and the newest head's version, which deltas may have made).
     async fn record(&mut self, ms: &ManifestStore, pk: &PartitionKey) {
+        let head = ms.latest_head(None).await.expect("head");
+        self.chained += usize::from(
+            head.and_then(|h| h.partitions.get(&pk.tp.to_string()).cloned())
+                .is_some_and(|e| e.chain.is_some()),
+        );
+        if let Some(m) = ms.newest_manifest(pk).await.expect("newest version") {
+            self.writers.insert(m.writer.clone());
+            for r in &m.ranges {
+                self.see(ms, &r.key).await;
+            }
+        }
         for m in all_versions(ms, &pk.tp, pk.topic_id).await {
             if !self.versions.insert(m.version) {
                 continue;
@@ -77,10 +91,11 @@ fn shipper(
     root: &std::path::Path,
     id: &str,
     clock: &ManualClock,
-    pack_below: u64,
+    (pack_below, head_deltas): (u64, bool),
 ) -> Shipper {
     let mut o = options(root, b, id);
     o.pack_below = pack_below;
+    o.head_deltas = head_deltas;
     // One batch per object: enough ranges to seal pages.
     o.max_object_size = 1;
     o.fence_backoff = Duration::from_secs(1);
@@ -99,17 +114,26 @@ fn errors_other_than_fencing(r: &CycleReport) -> Vec<&(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_shippers_racing_on_one_partition_never_replace_what_the_other_committed() {
-    race(0).await;
+    race((0, false)).await;
 }
 
 /// The same with a cycle's ranges in packs (`pack_below`, issue 30): a
 /// pack another shipper's committed version names is never replaced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_shippers_racing_with_packs_never_replace_what_the_other_committed() {
-    race(1 << 20).await;
+    race((1 << 20, false)).await;
 }
 
-async fn race(pack_below: u64) {
+/// The same with versions that only append committed by heads as deltas
+/// (`head_deltas`, issue 30): the head's create-if-absent write fences the
+/// two shippers as the manifest's does, and nothing committed is replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_shippers_racing_with_head_deltas_never_replace_what_the_other_committed() {
+    race((1 << 20, true)).await;
+}
+
+async fn race(layout: (u64, bool)) {
+    let pack_below = layout.0;
     for b in backends() {
         let src = tempfile::tempdir().expect("tempdir");
         let root = src.path().to_path_buf();
@@ -121,8 +145,8 @@ async fn race(pack_below: u64) {
         };
         let mut log = open_log(&dir, &t, topic_id(ID), 64 * 1024);
         let clock = ManualClock::new();
-        let mut a = shipper(&b, &root, "shipper-a", &clock, pack_below);
-        let mut c = shipper(&b, &root, "shipper-b", &clock, pack_below);
+        let mut a = shipper(&b, &root, "shipper-a", &clock, layout);
+        let mut c = shipper(&b, &root, "shipper-b", &clock, layout);
         let ms = b.manifests();
         let mut named = Named::default();
         let mut fenced = 0;
@@ -190,6 +214,13 @@ async fn race(pack_below: u64) {
         // Nothing any committed version named was replaced (or deleted:
         // the grace never passed).
         named.check_none_replaced(&ms).await;
+        assert_eq!(
+            named.chained > 0,
+            layout.1,
+            "[{}] versions made by deltas seen {} times",
+            b.name,
+            named.chained
+        );
         let packs = named
             .objects
             .keys()

@@ -169,19 +169,17 @@ pub fn source_epochs(root: &Path, t: &TopicPartition) -> Vec<EpochEntry> {
         .expect("epochs")
 }
 
-/// The latest manifest of a partition, by listing.
+/// The latest manifest of a partition: the newest head's version (made
+/// by deltas or not), else the newest object.
 pub async fn latest(
     ms: &ManifestStore,
     t: &TopicPartition,
     id: TopicId,
 ) -> Option<PartitionManifest> {
-    ms.latest_manifest(
-        &PartitionKey {
-            tp: t.clone(),
-            topic_id: id,
-        },
-        None,
-    )
+    ms.newest_manifest(&PartitionKey {
+        tp: t.clone(),
+        topic_id: id,
+    })
     .await
     .expect("latest manifest")
 }
