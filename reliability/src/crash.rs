@@ -119,9 +119,10 @@ pub struct CrashReport {
     /// Log lines of the shipper continuing from a manifest written by an
     /// earlier (killed) process.
     pub shipper_continuations: usize,
-    /// Data objects in the bucket at the end: packs (many partitions'
-    /// ranges, `--pack-below`) and `.batches` objects.
-    pub objects: (usize, usize),
+    /// Objects in the bucket at the end: packs (many partitions' ranges,
+    /// `--pack-below`), `.batches` objects and manifest versions written
+    /// as objects (fewer than the versions with `--head-deltas`).
+    pub objects: (usize, usize, usize),
     /// Wall time.
     pub elapsed: Duration,
     /// The work dir, when kept.
@@ -196,8 +197,8 @@ impl CrashReport {
             self.applier_log_recoveries, self.shipper_continuations
         ));
         out.push_str(&format!(
-            "  data objects in the bucket: {} packs, {} .batches objects\n",
-            self.objects.0, self.objects.1
+            "  objects in the bucket: {} packs, {} .batches objects, {} manifest objects\n",
+            self.objects.0, self.objects.1, self.objects.2
         ));
         out.push_str(&format!(
             "  produced {} batches; source ends {:?}; shipped ends {:?}; destination ends {:?}; drained in {} once-rounds\n",
@@ -590,6 +591,7 @@ pub fn run(o: &CrashOptions, bins: &Bins) -> anyhow::Result<CrashReport> {
         objects: (
             count_files(&bucket, ".pack"),
             count_files(&bucket, ".batches"),
+            count_in(&bucket, "manifest"),
         ),
         elapsed: started.elapsed(),
         kept: None,
@@ -600,6 +602,26 @@ pub fn run(o: &CrashOptions, bins: &Bins) -> anyhow::Result<CrashReport> {
         None
     };
     Ok(CrashReport { kept, ..report })
+}
+
+/// Files under `dir` whose own dir is named `name`.
+fn count_in(dir: &Path, name: &str) -> usize {
+    let mut n = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.parent().is_some_and(|d| d.ends_with(name)) {
+                n += 1;
+            }
+        }
+    }
+    n
 }
 
 /// Files under `dir` whose name ends with `suffix`.

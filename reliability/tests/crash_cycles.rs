@@ -50,3 +50,34 @@ fn kill_9_cycles_with_packs_lose_and_duplicate_nothing() {
     assert!(r.passed(), "{}", r.render());
     assert_eq!(r.kills.len(), cycles as usize);
 }
+
+/// The same with appends committed by heads as deltas too
+/// (`--head-deltas`): a kill between the pack, the head that commits the
+/// deltas and the manifest objects written every 32 deltas loses and
+/// duplicates nothing.
+#[test]
+fn kill_9_cycles_with_head_deltas_lose_and_duplicate_nothing() {
+    let cycles = std::env::var("SEGMIRROR_RELIABILITY_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let bins = Bins::get().expect("service binaries");
+    let o = CrashOptions {
+        cycles,
+        seed: 31,
+        shipper_flags: vec!["--pack-below".into(), "1MiB".into(), "--head-deltas".into()],
+        ..CrashOptions::default()
+    };
+    let r = run(&o, &bins).expect("harness");
+    println!("{}", r.render());
+    assert!(r.objects.0 > 0, "the shipper wrote packs: {}", r.render());
+    assert!(
+        r.objects.2 < r.objects.0,
+        "fewer manifest objects than packs (cycles): {}",
+        r.render()
+    );
+    assert_eq!(r.accounting.lost, 0, "{}", r.render());
+    assert_eq!(r.accounting.duplicated, 0, "{}", r.render());
+    assert!(r.passed(), "{}", r.render());
+    assert_eq!(r.kills.len(), cycles as usize);
+}
