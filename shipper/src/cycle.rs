@@ -1145,8 +1145,21 @@ impl Shipper {
                 continue;
             }
             let Some(pk) = st.pk.clone() else { continue };
-            let entry = self.feed.entry(tp, &pk);
-            wanted.push((tp.clone(), pk, entry));
+            wanted.push((tp.clone(), pk, None));
+        }
+        // With deltas, the newest head names versions no object shows:
+        // read it before loading (another writer may have moved them).
+        if self.opts.head_deltas
+            && !wanted.is_empty()
+            && let Err(e) = self.feed.refresh(&self.store).await
+        {
+            // Loaded from the head last seen: a delta after a stale
+            // version is refused by the next head, and read again.
+            tracing::warn!(error = %e, "cannot read the newest head before loading partitions");
+            report.errors.push(("-".into(), e.to_string()));
+        }
+        for (tp, pk, entry) in &mut wanted {
+            *entry = self.feed.entry(tp, pk);
         }
         let store = &self.store;
         let loaded: Vec<_> =

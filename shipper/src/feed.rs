@@ -48,6 +48,21 @@ impl Feed {
         Ok(())
     }
 
+    /// Reads the heads written since the last one seen (one GET past it,
+    /// and one of the newest): before partitions are loaded, so that a
+    /// version another writer's deltas made (which no manifest object
+    /// shows) is the one read.
+    pub(crate) async fn refresh(&mut self, store: &ManifestStore) -> Result<(), ShipperError> {
+        let newest = store
+            .latest_head(self.seq())
+            .await
+            .map_err(|e| ShipperError::store("-", e))?;
+        if newest.is_some() {
+            self.head = newest;
+        }
+        Ok(())
+    }
+
     /// The sequence number of the last head seen.
     pub(crate) fn seq(&self) -> Option<u64> {
         self.head.as_ref().map(|h| h.seq)

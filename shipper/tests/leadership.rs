@@ -25,7 +25,7 @@ use common::*;
 use futures::TryStreamExt;
 use kafkalog::LogDir;
 use kraft_support::{self as k, MetaLog};
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreExt};
 use replicas::{Cluster, PARTITIONS, TOPIC, orders_id};
 use shipper::Shipper;
 
@@ -44,15 +44,29 @@ fn write_hw(root: &Path) {
     set_hw(root, &entries);
 }
 
-/// Bytes of every data object in the bucket (the losers' too).
+/// Bytes of every data object in the bucket (the losers' too), and of
+/// the ranges in packs (a pack's size less its index).
 async fn data_bytes(store: &dyn ObjectStore, prefix: &str) -> u64 {
     let p = object_store::path::Path::from(prefix);
     let metas: Vec<_> = store.list(Some(&p)).try_collect().await.expect("list");
-    metas
-        .iter()
-        .filter(|m| m.location.as_ref().contains("/data/"))
-        .map(|m| m.size)
-        .sum()
+    let mut total = 0;
+    for m in &metas {
+        let key = m.location.as_ref();
+        if key.contains("/data/") {
+            total += m.size;
+        } else if key.ends_with(".pack") {
+            let bytes = store
+                .get(&m.location)
+                .await
+                .expect("pack")
+                .bytes()
+                .await
+                .expect("pack bytes");
+            let index = manifest::pack::PackIndex::index_end(&bytes).expect("a pack");
+            total += m.size - index;
+        }
+    }
+    total
 }
 
 /// Every shipped object of `p`, concatenated, is `leader`'s log, batch
@@ -123,11 +137,21 @@ async fn round(shippers: &mut [Shipper], order: &[usize], b: &Backend) -> Vec<Ve
 
 /// One shipper per broker, `s<node>`, on `b`.
 fn shippers_of(c: &Cluster, b: &Backend) -> Vec<Shipper> {
+    shippers_with(c, b, false)
+}
+
+/// [`shippers_of`], committing appends with heads as deltas when
+/// `head_deltas` (packs on too).
+fn shippers_with(c: &Cluster, b: &Backend, head_deltas: bool) -> Vec<Shipper> {
     c.brokers
         .iter()
         .map(|br| {
-            Shipper::new(options(&br.root, b, &format!("s{}", br.node)), b.store())
-                .expect("shipper")
+            let mut o = options(&br.root, b, &format!("s{}", br.node));
+            if head_deltas {
+                o.pack_below = 1 << 20;
+                o.head_deltas = true;
+            }
+            Shipper::new(o, b.store()).expect("shipper")
         })
         .collect()
 }
@@ -141,9 +165,21 @@ fn roles(s: &Shipper) -> Vec<(i32, &'static str, Option<&'static str>)> {
 
 #[tokio::test]
 async fn each_partition_is_shipped_by_its_leader_and_followed_through_leader_moves() {
+    leaders_ship(false).await;
+}
+
+/// The same with packs and head deltas (issue 30): a new leader's shipper
+/// reads the version the old leader's deltas made and continues from it in
+/// its first cycle.
+#[tokio::test]
+async fn with_head_deltas_each_partition_is_shipped_by_its_leader_through_leader_moves() {
+    leaders_ship(true).await;
+}
+
+async fn leaders_ship(head_deltas: bool) {
     for b in backends() {
         let mut c = Cluster::new();
-        let mut shippers = shippers_of(&c, &b);
+        let mut shippers = shippers_with(&c, &b, head_deltas);
         for p in PARTITIONS {
             c.produce(p, 40);
         }
