@@ -162,7 +162,16 @@ pub struct ManifestStore {
     store: Arc<dyn ObjectStore>,
     layout: ClusterLayout,
     location: String,
+    /// Ranges of objects read ahead (`ManifestStore::read_ahead`), each
+    /// handed out once by `get_in`/`get_stream_in`, shared by the clones.
+    ahead: Arc<std::sync::Mutex<ReadAhead>>,
 }
+
+/// Ranges read ahead, by object key and byte range.
+type ReadAhead = std::collections::HashMap<(String, u64, u64), Bytes>;
+
+/// Runs to read ahead: the object key, the run's bytes, the ranges in it.
+pub type AheadRuns = Vec<(String, std::ops::Range<u64>, Vec<std::ops::Range<u64>>)>;
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -179,7 +188,68 @@ impl ManifestStore {
             store,
             layout,
             location,
+            ahead: Arc::default(),
         }
+    }
+
+    /// Reads `runs` (per object key, byte runs each holding several
+    /// ranges wanted) with one ranged GET per run, concurrently, and keeps
+    /// each range's bytes until `get_in` or `get_stream_in` asks for that
+    /// exact range (once) or [`ManifestStore::drop_read_ahead`]: the
+    /// ranges of many partitions in one pack cost a GET per run, not per
+    /// range. A run that cannot be read is left out (each range is then
+    /// read on its own, and any error reported there). Returns the bytes
+    /// read ahead.
+    pub async fn read_ahead(
+        &self,
+        runs: Vec<(String, std::ops::Range<u64>, Vec<std::ops::Range<u64>>)>,
+    ) -> u64 {
+        let read: Vec<_> =
+            futures::stream::iter(runs.into_iter().map(|(key, run, ranges)| async move {
+                let got = self.get_in(&key, Some(run.clone())).await;
+                (key, run, ranges, got)
+            }))
+            .buffer_unordered(8)
+            .collect()
+            .await;
+        let mut total = 0;
+        let Ok(mut ahead) = self.ahead.lock() else {
+            return 0;
+        };
+        for (key, run, ranges, got) in read {
+            let Ok(bytes) = got else { continue };
+            for r in ranges {
+                let (Some(a), Some(b)) =
+                    (r.start.checked_sub(run.start), r.end.checked_sub(run.start))
+                else {
+                    continue;
+                };
+                let (Ok(a), Ok(b)) = (usize::try_from(a), usize::try_from(b)) else {
+                    continue;
+                };
+                if b <= bytes.len() && a <= b {
+                    total += (b - a) as u64;
+                    ahead.insert((key.clone(), r.start, r.end), bytes.slice(a..b));
+                }
+            }
+        }
+        total
+    }
+
+    /// Forgets what was read ahead and not asked for.
+    pub fn drop_read_ahead(&self) {
+        if let Ok(mut ahead) = self.ahead.lock() {
+            ahead.clear();
+        }
+    }
+
+    /// The bytes of `range` of `key` read ahead, taken.
+    fn take_ahead(&self, key: &str, range: &Option<std::ops::Range<u64>>) -> Option<Bytes> {
+        let r = range.as_ref()?;
+        self.ahead
+            .lock()
+            .ok()?
+            .remove(&(key.to_string(), r.start, r.end))
     }
 
     /// Names the bucket and credential source in permanent errors, e.g.
@@ -258,6 +328,12 @@ impl ManifestStore {
         key: &str,
         range: Option<std::ops::Range<u64>>,
     ) -> Result<ObjectBody, StoreError> {
+        if let Some(bytes) = self.take_ahead(key, &range) {
+            return Ok(ObjectBody {
+                len: bytes.len() as u64,
+                pieces: futures::stream::once(async move { Ok(bytes) }).boxed(),
+            });
+        }
         let result = self.get_result(key, range).await?;
         let len = result.range.end.saturating_sub(result.range.start);
         let pieces = match result.payload {
@@ -316,6 +392,9 @@ impl ManifestStore {
         key: &str,
         range: Option<std::ops::Range<u64>>,
     ) -> Result<Bytes, StoreError> {
+        if let Some(bytes) = self.take_ahead(key, &range) {
+            return Ok(bytes);
+        }
         let mut attempt = 0;
         loop {
             attempt += 1;

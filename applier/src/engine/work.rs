@@ -13,14 +13,15 @@ use std::sync::Arc;
 
 use kafkalog::TopicPartition;
 use manifest::clock::Clock;
-use manifest::partition::PartitionManifest;
+use manifest::partition::{PartitionManifest, ShippedRange};
 use manifest::state::{Event, PartitionState};
 
 use crate::bucket_reader::BucketReader;
+use crate::bucket_reader::read_ahead_runs;
 use crate::error::MirrorError;
 use crate::mirror::MirrorContext;
 use crate::options::{ApplierOptions, CycleReport};
-use crate::schedule::{PartitionView, View, Wait, Work, schedule};
+use crate::schedule::{PartitionView, Schedule, View, Wait, Work, schedule};
 use crate::serving::GatewayLink;
 use crate::slot::MirrorSlot;
 use crate::table::MirrorTable;
@@ -30,6 +31,11 @@ use super::discovery::{manifest_for, refresh_manifests};
 /// Rounds of scheduling per cycle: a partition's work that changed
 /// something is scheduled again, at most this many times.
 const MAX_ROUNDS: usize = 8;
+/// Bytes between two ranges of a pack read through rather than split
+/// into two GETs.
+const READ_AHEAD_GAP: u64 = 64 << 10;
+/// Largest run read ahead in one GET.
+const READ_AHEAD_RUN: u64 = 16 << 20;
 
 /// What a cycle's work runs on.
 pub(super) struct CycleWork<'a> {
@@ -186,6 +192,7 @@ impl CycleWork<'_> {
                 }
             }
             self.prepare_all(&plan.with(|w| *w == Work::Prepare)).await;
+            self.read_ahead(&plan).await;
             for (tp, p) in &plan.partitions {
                 let before = self.table.state_of(tp);
                 let again = self.perform(tp, &p.work, report).await;
@@ -196,6 +203,9 @@ impl CycleWork<'_> {
                     self.table.changed.insert(tp.clone());
                 }
             }
+        }
+        if let Some(store) = self.bucket.store() {
+            store.drop_read_ahead();
         }
         let viewed_now: Vec<TopicPartition> = viewed.iter().cloned().collect();
         crate::group_commit::commit_applied(self.table, &viewed_now);
@@ -211,6 +221,37 @@ impl CycleWork<'_> {
             .collect();
         if after.settled {
             tracing::trace!("settled: the next cycles view no partition until something changes");
+        }
+    }
+
+    /// Reads ahead, one ranged GET per run, the ranges the partitions
+    /// applying now will fetch that share a pack (`crate::bucket_reader::read_ahead_runs`,
+    /// within the download memory): a cycle of many partitions in one pack
+    /// costs a GET per run of them, not one per partition.
+    async fn read_ahead(&mut self, plan: &Schedule) {
+        let Some(store) = self.bucket.store().cloned() else {
+            return;
+        };
+        let mut wanted: Vec<&ShippedRange> = Vec::new();
+        for (tp, p) in &plan.partitions {
+            if !matches!(p.work, Work::Apply { .. }) {
+                continue;
+            }
+            let (Some(slot), Some(m)) = (self.table.mirror(tp), self.bucket.cached(tp)) else {
+                continue;
+            };
+            let end = slot.mirror.log.log_end_offset();
+            wanted.extend(m.ranges.iter().filter(|r| r.last_offset >= end));
+        }
+        let runs = read_ahead_runs(
+            wanted,
+            READ_AHEAD_GAP,
+            READ_AHEAD_RUN,
+            self.opts.download_memory,
+        );
+        if !runs.is_empty() {
+            let bytes = store.read_ahead(runs).await;
+            tracing::trace!(bytes, "read ahead");
         }
     }
 
