@@ -26,6 +26,7 @@
 //! metrics_addr = "127.0.0.1:9464"             # Prometheus endpoint (GET /metrics); absent: none
 //! delete_grace = "1h"                         # unreferenced objects are deleted after this; "never": leave them to lifecycle rules
 //! sweep_interval = "10m"                      # how often partitions with changes are swept for unreferenced objects
+//! compact_after = "1h"                        # with pack_below: packed ranges this old are rewritten into objects of their own
 //! partition_delete_grace = "5m"               # a partition dir gone this long is published as deleted
 //! fence_backoff = "5m"                        # back-off after losing a manifest commit to another shipper
 //! error_backoff = "5m"                        # back-off after a non-retryable error (corrupt source data)
@@ -160,6 +161,11 @@ delete_grace = "1h"
 # How often partitions with changes are swept for unreferenced objects. Default: 10m.
 sweep_interval = "10m"
 
+# With pack_below: a partition's packed ranges are rewritten into one object
+# of its own when their segment rolls, when they reach 64MiB or 128 ranges,
+# or once the newest of them is this old. Default: 1h.
+compact_after = "1h"
+
 # A partition dir gone this long is published as deleted. Default: 5m.
 partition_delete_grace = "5m"
 
@@ -283,6 +289,9 @@ pub struct ShipperConfig {
     /// Interval between sweeps of a partition that changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sweep_interval: Option<String>,
+    /// Age at which packed ranges are compacted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compact_after: Option<String>,
     /// How long a partition dir must be gone to be published as deleted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partition_delete_grace: Option<String>,
@@ -401,6 +410,9 @@ pub struct ShipperOptions {
     pub delete_grace: Option<Duration>,
     /// Interval between sweeps of a partition that changed.
     pub sweep_interval: Duration,
+    /// With `pack_below`: packed ranges whose newest is this old are
+    /// rewritten into an object of the partition's own (`manifest::compact`).
+    pub compact_after: Duration,
     /// Sweep every partition once when it is first loaded.
     pub sweep_on_start: bool,
     /// How long a partition dir must be gone to be published as deleted.
@@ -467,6 +479,7 @@ impl ShipperOptions {
             head_deltas: false,
             delete_grace: Some(DEFAULT_DELETE_GRACE),
             sweep_interval: Duration::from_secs(600),
+            compact_after: Duration::from_secs(3600),
             sweep_on_start: true,
             partition_delete_grace: Duration::from_secs(300),
             fence_backoff: Duration::from_secs(300),
@@ -681,6 +694,7 @@ impl ShipperConfig {
             metrics_addr: s("SEGMIRROR_METRICS_ADDR"),
             delete_grace: s("SEGMIRROR_DELETE_GRACE"),
             sweep_interval: s("SEGMIRROR_SWEEP_INTERVAL"),
+            compact_after: s("SEGMIRROR_COMPACT_AFTER"),
             partition_delete_grace: s("SEGMIRROR_PARTITION_DELETE_GRACE"),
             fence_backoff: s("SEGMIRROR_FENCE_BACKOFF"),
             error_backoff: s("SEGMIRROR_ERROR_BACKOFF"),
@@ -727,6 +741,7 @@ impl ShipperConfig {
             metrics_addr,
             delete_grace,
             sweep_interval,
+            compact_after,
             partition_delete_grace,
             fence_backoff,
             error_backoff,
@@ -895,6 +910,10 @@ impl ShipperConfig {
             )?),
         };
         o.sweep_interval = duration("sweep_interval", &self.sweep_interval, o.sweep_interval)?;
+        o.compact_after = duration("compact_after", &self.compact_after, o.compact_after)?;
+        if o.compact_after < Duration::from_secs(1) {
+            return Err(bad("compact_after", "must be at least 1s"));
+        }
         if o.sweep_interval < Duration::from_secs(1) {
             return Err(bad("sweep_interval", "must be at least 1s"));
         }
@@ -958,6 +977,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "metrics_addr",
     "delete_grace",
     "sweep_interval",
+    "compact_after",
     "partition_delete_grace",
     "fence_backoff",
     "error_backoff",
@@ -1361,6 +1381,7 @@ error_backoff = "2m"
             metrics_addr: Some(String::new()),
             delete_grace: Some(String::new()),
             sweep_interval: Some(String::new()),
+            compact_after: Some(String::new()),
             partition_delete_grace: Some(String::new()),
             fence_backoff: Some(String::new()),
             error_backoff: Some(String::new()),

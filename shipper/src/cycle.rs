@@ -66,6 +66,9 @@ pub struct CycleReport {
     pub deleted_partitions: usize,
     /// Unreferenced objects deleted by sweeps.
     pub deleted_objects: u64,
+    /// Objects written by compaction (packed ranges rewritten into objects
+    /// of their partition's own), and the packed ranges they replace.
+    pub compacted: (u64, u64),
     /// Versions of the consumer-group offsets published (or found
     /// unnamed by a head and named again).
     pub group_versions: usize,
@@ -82,7 +85,7 @@ pub struct CycleReport {
 impl CycleReport {
     /// True when the cycle committed or deleted anything.
     pub fn did_something(&self) -> bool {
-        self.committed > 0 || self.heads > 0 || self.deleted_objects > 0
+        self.committed > 0 || self.heads > 0 || self.deleted_objects > 0 || self.compacted.0 > 0
     }
 
     fn absorb(&mut self, r: CycleReport) {
@@ -97,6 +100,8 @@ impl CycleReport {
         self.reshipped_segments += r.reshipped_segments;
         self.deleted_partitions += r.deleted_partitions;
         self.deleted_objects += r.deleted_objects;
+        self.compacted.0 += r.compacted.0;
+        self.compacted.1 += r.compacted.1;
         self.group_versions += r.group_versions;
         self.fenced.extend(r.fenced);
         self.errors.extend(r.errors);
@@ -450,6 +455,25 @@ impl Shipper {
         let results = self.upload(&works).await;
         // 5. Commit one manifest version per partition.
         self.commit_all(works, results, now, &mut report).await;
+        // 5b. Behind the tail: packed ranges due rewritten into objects of
+        //     their partition's own.
+        if self.opts.pack_below > 0 {
+            let policy = manifest::compact::Policy {
+                min_age_ms: self.opts.compact_after.as_millis() as i64,
+                ..manifest::compact::Policy::default()
+            };
+            let (done, errors) = crate::compaction::compact_due(
+                &self.store,
+                &mut self.partitions,
+                &mut self.feed,
+                &policy,
+                &self.opts.shipper_id,
+                now,
+            )
+            .await;
+            report.compacted = (done.objects, done.ranges);
+            report.errors.extend(errors);
+        }
         // 6. The consumer-group offsets, when due (local reads; requests
         //    only when they changed).
         if self.groups.due(&self.opts, now) {

@@ -193,6 +193,7 @@ pub mod bucket_init;
 mod buffers;
 pub mod clock;
 mod commit;
+mod compaction;
 pub mod config;
 mod cycle;
 mod edit;
