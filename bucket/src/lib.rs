@@ -28,6 +28,7 @@
 pub mod counting;
 pub mod diagnosis;
 pub mod first_request;
+pub mod pricing;
 pub mod store;
 pub mod upload_id;
 pub mod url;

@@ -966,7 +966,7 @@ impl ManifestStore {
         entries: &[manifest::feed::HeadEntry],
         groups: Option<GroupsPointer>,
     ) -> Result<Head, StoreError> {
-        self.commit_head(known, writer, entries, groups)
+        self.commit_head(known, writer, entries, groups, None)
             .await
             .map(|(head, _)| head)
     }
@@ -977,13 +977,15 @@ impl ManifestStore {
     /// lost race re-reads and commits again, each delta judged against the
     /// newer head. Returns the head written (or the current one when
     /// nothing changed) and the map keys of the entries refused (their
-    /// partitions moved under another writer: read them again).
+    /// partitions moved under another writer: read them again). `cost`,
+    /// the writer's request rate, rides along in a head written anyway.
     pub async fn commit_head(
         &self,
         known: Option<u64>,
         writer: &str,
         entries: &[manifest::feed::HeadEntry],
         groups: Option<GroupsPointer>,
+        cost: Option<manifest::feed::WriterCost>,
     ) -> Result<(Head, Vec<String>), StoreError> {
         let mut known = known;
         let mut last_key = String::new();
@@ -1003,6 +1005,9 @@ impl ManifestStore {
             }
             next.written_at_ms = now_ms();
             next.writer = writer.to_string();
+            if let Some(c) = &cost {
+                next.costs.insert(writer.to_string(), c.clone());
+            }
             let key = self.layout.head_key(next.seq);
             let bytes = next.encode().map_err(|source| StoreError::Format {
                 key: key.clone(),

@@ -494,7 +494,13 @@ async fn deltas_in_heads_resolve_to_the_versions_they_commit() {
             next.source_high_watermark = next.shipped_end_offset;
             let d = Delta::between(&prev, &next).expect("an append");
             let (head, refused) = ms
-                .commit_head(None, writer, &[HeadEntry::for_delta(&next, d, 1)], None)
+                .commit_head(
+                    None,
+                    writer,
+                    &[HeadEntry::for_delta(&next, d, 1)],
+                    None,
+                    None,
+                )
                 .await
                 .expect("head");
             assert!(refused.is_empty(), "[{name}] {refused:?}");
@@ -530,6 +536,7 @@ async fn deltas_in_heads_resolve_to_the_versions_they_commit() {
                 None,
                 "c",
                 &[HeadEntry::for_delta(&versions[2], stale, 1)],
+                None,
                 None,
             )
             .await

@@ -157,6 +157,29 @@ pub struct Head {
     /// The newest consumer-group offsets (`groups`), when shipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub groups: Option<GroupsPointer>,
+    /// Each writer's request rate and its cost as it last measured them
+    /// (`shipper status` shows them), by writer id; updated only when a
+    /// head is written anyway, never a head of its own.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub costs: BTreeMap<String, WriterCost>,
+}
+
+/// A writer's request rate over its measuring window and what it costs a
+/// month at the prices it names (`bucket::pricing`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriterCost {
+    /// The prices preset.
+    pub prices: String,
+    /// The window measured, in seconds.
+    pub window_s: u64,
+    /// Billed write-class requests per hour.
+    pub writes_per_hour: u64,
+    /// Billed read-class requests per hour.
+    pub reads_per_hour: u64,
+    /// Their cost over a 30-day month, in cents.
+    pub cents_per_month: u64,
+    /// When it was measured (ms since the epoch).
+    pub measured_at_ms: i64,
 }
 
 impl Head {
@@ -170,6 +193,7 @@ impl Head {
             writer: String::new(),
             partitions: BTreeMap::new(),
             groups: None,
+            costs: BTreeMap::new(),
         }
     }
 

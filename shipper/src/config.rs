@@ -27,6 +27,7 @@
 //! delete_grace = "1h"                         # unreferenced objects are deleted after this; "never": leave them to lifecycle rules
 //! sweep_interval = "10m"                      # how often partitions with changes are swept for unreferenced objects
 //! compact_after = "1h"                        # with pack_below: packed ranges this old are rewritten into objects of their own
+//! prices = "s3-standard"                      # request prices for the cost metric and `shipper status` (s3-standard, s3-express-one-zone, gcs-standard, r2)
 //! partition_delete_grace = "5m"               # a partition dir gone this long is published as deleted
 //! fence_backoff = "5m"                        # back-off after losing a manifest commit to another shipper
 //! error_backoff = "5m"                        # back-off after a non-retryable error (corrupt source data)
@@ -166,6 +167,10 @@ sweep_interval = "10m"
 # or once the newest of them is this old. Default: 1h.
 compact_after = "1h"
 
+# Request prices the cost metric and `shipper status` use: s3-standard,
+# s3-express-one-zone, gcs-standard or r2 (US list prices). Default: s3-standard.
+prices = "s3-standard"
+
 # A partition dir gone this long is published as deleted. Default: 5m.
 partition_delete_grace = "5m"
 
@@ -292,6 +297,9 @@ pub struct ShipperConfig {
     /// Age at which packed ranges are compacted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compact_after: Option<String>,
+    /// Request prices preset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prices: Option<String>,
     /// How long a partition dir must be gone to be published as deleted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partition_delete_grace: Option<String>,
@@ -413,6 +421,9 @@ pub struct ShipperOptions {
     /// With `pack_below`: packed ranges whose newest is this old are
     /// rewritten into an object of the partition's own (`manifest::compact`).
     pub compact_after: Duration,
+    /// The request prices preset costs are reported at
+    /// (`bucket::pricing::PRESETS`).
+    pub prices: String,
     /// Sweep every partition once when it is first loaded.
     pub sweep_on_start: bool,
     /// How long a partition dir must be gone to be published as deleted.
@@ -480,6 +491,7 @@ impl ShipperOptions {
             delete_grace: Some(DEFAULT_DELETE_GRACE),
             sweep_interval: Duration::from_secs(600),
             compact_after: Duration::from_secs(3600),
+            prices: "s3-standard".into(),
             sweep_on_start: true,
             partition_delete_grace: Duration::from_secs(300),
             fence_backoff: Duration::from_secs(300),
@@ -695,6 +707,7 @@ impl ShipperConfig {
             delete_grace: s("SEGMIRROR_DELETE_GRACE"),
             sweep_interval: s("SEGMIRROR_SWEEP_INTERVAL"),
             compact_after: s("SEGMIRROR_COMPACT_AFTER"),
+            prices: s("SEGMIRROR_PRICES"),
             partition_delete_grace: s("SEGMIRROR_PARTITION_DELETE_GRACE"),
             fence_backoff: s("SEGMIRROR_FENCE_BACKOFF"),
             error_backoff: s("SEGMIRROR_ERROR_BACKOFF"),
@@ -742,6 +755,7 @@ impl ShipperConfig {
             delete_grace,
             sweep_interval,
             compact_after,
+            prices,
             partition_delete_grace,
             fence_backoff,
             error_backoff,
@@ -911,6 +925,16 @@ impl ShipperConfig {
         };
         o.sweep_interval = duration("sweep_interval", &self.sweep_interval, o.sweep_interval)?;
         o.compact_after = duration("compact_after", &self.compact_after, o.compact_after)?;
+        if let Some(p) = &self.prices {
+            if bucket::pricing::Prices::preset(p).is_none() {
+                let known: Vec<&str> = bucket::pricing::PRESETS.iter().map(|(n, _)| *n).collect();
+                return Err(bad(
+                    "prices",
+                    format!("{p:?} is not one of {}", known.join(", ")),
+                ));
+            }
+            o.prices = p.clone();
+        }
         if o.compact_after < Duration::from_secs(1) {
             return Err(bad("compact_after", "must be at least 1s"));
         }
@@ -978,6 +1002,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "delete_grace",
     "sweep_interval",
     "compact_after",
+    "prices",
     "partition_delete_grace",
     "fence_backoff",
     "error_backoff",
@@ -1128,6 +1153,7 @@ error_backoff = "2m"
             field(&format!("{MINIMAL}pack_below = \"1GiB\"")),
             "pack_below"
         );
+        assert_eq!(field(&format!("{MINIMAL}prices = \"aws-gold\"")), "prices");
         assert_eq!(field(&format!("{MINIMAL}rate_limit = 10")), "rate_limit");
         assert_eq!(
             field(
@@ -1382,6 +1408,7 @@ error_backoff = "2m"
             delete_grace: Some(String::new()),
             sweep_interval: Some(String::new()),
             compact_after: Some(String::new()),
+            prices: Some(String::new()),
             partition_delete_grace: Some(String::new()),
             fence_backoff: Some(String::new()),
             error_backoff: Some(String::new()),

@@ -437,6 +437,20 @@ impl Shipper {
         if let Err(e) = self.feed.load_once(&self.store).await {
             self.cluster_error(&mut report, e);
         }
+        // The request rate so far, carried by the next head written
+        // (`shipper status` shows it; the metric has it at every scrape).
+        self.metrics.sync_requests();
+        self.feed
+            .set_cost(self.metrics.request_cost().map(|(prices, secs, c)| {
+                manifest::feed::WriterCost {
+                    prices,
+                    window_s: secs as u64,
+                    writes_per_hour: (c.writes_per_s * 3600.0).round() as u64,
+                    reads_per_hour: (c.reads_per_s * 3600.0).round() as u64,
+                    cents_per_month: (c.dollars_per_month * 100.0).round() as u64,
+                    measured_at_ms: now,
+                }
+            }));
         // 1. Discover and read the source (local files only).
         let Some((views, deletions)) = self.observe(now, &mut report).await else {
             return report;

@@ -31,6 +31,8 @@ pub(crate) struct Feed {
     loaded: bool,
     pending: BTreeMap<String, HeadEntry>,
     pending_groups: Option<GroupsPointer>,
+    /// This writer's request rate, for the next head written.
+    cost: Option<manifest::feed::WriterCost>,
 }
 
 impl Feed {
@@ -63,6 +65,11 @@ impl Feed {
         Ok(())
     }
 
+    /// The request rate the next head written carries for this writer.
+    pub(crate) fn set_cost(&mut self, cost: Option<manifest::feed::WriterCost>) {
+        self.cost = cost;
+    }
+
     /// The sequence number of the last head seen.
     pub(crate) fn seq(&self) -> Option<u64> {
         self.head.as_ref().map(|h| h.seq)
@@ -82,7 +89,13 @@ impl Feed {
         entries.extend(deltas);
         let known = self.seq();
         let (h, refused) = store
-            .commit_head(known, writer, &entries, self.pending_groups)
+            .commit_head(
+                known,
+                writer,
+                &entries,
+                self.pending_groups,
+                self.cost.clone(),
+            )
             .await
             .map_err(|e| ShipperError::store("-", e))?;
         let published = known != Some(h.seq);
@@ -150,8 +163,14 @@ impl Feed {
         }
         let entries: Vec<HeadEntry> = self.pending.values().cloned().collect();
         let known = self.head.as_ref().map(|h| h.seq);
-        let h = store
-            .publish_head_with(known, writer, &entries, self.pending_groups)
+        let (h, _) = store
+            .commit_head(
+                known,
+                writer,
+                &entries,
+                self.pending_groups,
+                self.cost.clone(),
+            )
             .await
             .map_err(|e| ShipperError::store("-", e))?;
         let published = known != Some(h.seq);

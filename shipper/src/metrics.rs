@@ -11,6 +11,8 @@
 //! | `segmirror_shipper_cycles_total` | counter | | ship cycles run |
 //! | `segmirror_shipper_errors_total` | counter | `kind` | errors (`corrupt_source`, `source`, `source_changed`, `store`, `existing_object_differs`, `fenced`, `inconsistent`) |
 //! | `segmirror_shipper_object_store_requests_total` | counter | `kind` | requests made to the bucket, by kind (from [`bucket::counting::CountingStore`]) |
+//! | `segmirror_shipper_requests_per_second` | gauge | `class` | billed requests per second over the last 5 minutes (`write`: PUT, COPY, POST, LIST; `read`: GET, HEAD; `bucket::pricing`) |
+//! | `segmirror_shipper_request_cost_dollars_per_month` | gauge | `prices` | that rate's cost over a 30-day month at the configured prices (`prices`, default `s3-standard` list prices) |
 //! | `segmirror_shipper_lag_offsets` | gauge | `topic`, `partition` | source high watermark minus shipped end |
 //! | `segmirror_shipper_lag_bytes` | gauge | `topic`, `partition` | committed source bytes not yet shipped, as of the last plan |
 //! | `segmirror_shipper_lag_seconds` | gauge | `topic`, `partition` | time since the shipped end last reached the high watermark |
@@ -32,6 +34,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use bucket::counting::{CountingStore, RequestCounts};
+use bucket::pricing::Prices;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -68,7 +71,16 @@ pub struct Metrics {
     gap_lost: Family<Labels, Gauge>,
     gap_unacknowledged: Family<Labels, Gauge>,
     gap_last_detected: Family<Labels, Gauge>,
+    request_rate: Family<Labels, Gauge<f64, AtomicU64>>,
+    request_cost: Family<Labels, Gauge<f64, AtomicU64>>,
+    /// Request counts at instants of the last [`RATE_WINDOW`], oldest first.
+    window: Mutex<std::collections::VecDeque<(std::time::Instant, RequestCounts)>>,
+    /// The prices costs are given at: preset name and prices.
+    prices: (String, Prices),
 }
+
+/// The window request rates are measured over.
+pub const RATE_WINDOW: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl Metrics {
     /// A registry with every metric; `counting` (the store the shipper
@@ -102,6 +114,16 @@ impl Metrics {
             gap_lost: Family::default(),
             gap_unacknowledged: Family::default(),
             gap_last_detected: Family::default(),
+            request_rate: Family::default(),
+            request_cost: Family::default(),
+            window: Mutex::new(std::collections::VecDeque::new()),
+            prices: (
+                "s3-standard".into(),
+                Prices::preset("s3-standard").unwrap_or(Prices {
+                    write_per_1k: 0.005,
+                    read_per_1k: 0.0004,
+                }),
+            ),
         };
         registry.register(
             "shipped_bytes",
@@ -139,6 +161,16 @@ impl Metrics {
             "object_store_requests",
             "Requests made to the bucket, by kind",
             m.requests.clone(),
+        );
+        registry.register(
+            "requests_per_second",
+            "Billed requests per second over the last 5 minutes, by class",
+            m.request_rate.clone(),
+        );
+        registry.register(
+            "request_cost_dollars_per_month",
+            "Monthly request cost of that rate at the configured prices",
+            m.request_cost.clone(),
         );
         registry.register(
             "lag_offsets",
@@ -257,6 +289,63 @@ impl Metrics {
             }
         }
         *last = now;
+        drop(last);
+        self.measure_rate(now);
+    }
+
+    /// Prices costs at the preset `name` (see `bucket::pricing::PRESETS`).
+    pub fn with_prices(mut self, name: &str, prices: Prices) -> Metrics {
+        self.prices = (name.to_string(), prices);
+        self
+    }
+
+    /// Adds `now` to the rate window and sets the rate and cost gauges.
+    fn measure_rate(&self, now: RequestCounts) {
+        let mut window = match self.window.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let at = std::time::Instant::now();
+        window.push_back((at, now));
+        while window.len() > 2
+            && window
+                .get(1)
+                .is_some_and(|(t, _)| at.duration_since(*t) >= RATE_WINDOW)
+        {
+            window.pop_front();
+        }
+        let Some((t0, c0)) = window.front() else {
+            return;
+        };
+        let secs = at.duration_since(*t0).as_secs_f64();
+        if secs <= 0.0 {
+            return;
+        }
+        let cost = bucket::pricing::monthly(&now.since(c0), secs, &self.prices.1);
+        self.request_rate
+            .get_or_create(&vec![("class", "write".to_string())])
+            .set(cost.writes_per_s);
+        self.request_rate
+            .get_or_create(&vec![("class", "read".to_string())])
+            .set(cost.reads_per_s);
+        self.request_cost
+            .get_or_create(&vec![("prices", self.prices.0.clone())])
+            .set(cost.dollars_per_month);
+    }
+
+    /// The request rate over the window and its monthly cost, with the
+    /// prices' name and the window's length (`None`: not measured yet).
+    pub fn request_cost(&self) -> Option<(String, f64, bucket::pricing::MonthlyCost)> {
+        let window = self.window.lock().ok()?;
+        let ((t0, c0), (t1, c1)) = (window.front()?, window.back()?);
+        let secs = t1.duration_since(*t0).as_secs_f64();
+        (secs > 0.0).then(|| {
+            (
+                self.prices.0.clone(),
+                secs,
+                bucket::pricing::monthly(&c1.since(c0), secs, &self.prices.1),
+            )
+        })
     }
 
     /// The metrics in the OpenMetrics text format.

@@ -46,6 +46,9 @@ pub struct BucketStatus {
     pub head_writer: String,
     /// Every partition, sorted.
     pub partitions: Vec<PartitionLine>,
+    /// Each shipper's request rate and its monthly cost, as it last
+    /// measured them (carried by the heads it writes), by shipper id.
+    pub costs: std::collections::BTreeMap<String, manifest::feed::WriterCost>,
 }
 
 /// Reads the newest head; `None` when nothing was ever shipped.
@@ -76,6 +79,7 @@ pub async fn bucket_status(store: &ManifestStore) -> Result<Option<BucketStatus>
         head_seq: head.seq,
         head_written_at_ms: head.written_at_ms,
         head_writer: head.writer,
+        costs: head.costs,
         partitions,
     }))
 }
@@ -148,6 +152,17 @@ pub fn render_table(status: &BucketStatus, now_ms: i64) -> String {
             .collect();
         out.push_str(line.join("  ").trim_end());
         out.push('\n');
+    }
+    for (writer, c) in &status.costs {
+        out.push_str(&format!(
+            "requests of {writer} over {}s (measured {}): {:.2} writes/s, {:.2} reads/s, ${:.2} a month at {} prices\n",
+            c.window_s,
+            ago(now_ms, c.measured_at_ms),
+            c.writes_per_hour as f64 / 3600.0,
+            c.reads_per_hour as f64 / 3600.0,
+            c.cents_per_month as f64 / 100.0,
+            c.prices
+        ));
     }
     out
 }

@@ -101,6 +101,9 @@ pub(crate) struct Common {
     /// Serve Prometheus metrics on this address (GET /metrics) [env: SEGMIRROR_METRICS_ADDR] [default: none: not served].
     #[arg(long, value_name = "HOST:PORT")]
     metrics_addr: Option<String>,
+    /// Request prices for the cost metric and `status`: s3-standard, s3-express-one-zone, gcs-standard, r2 [env: SEGMIRROR_PRICES] [default: s3-standard].
+    #[arg(long, value_name = "PRESET")]
+    prices: Option<String>,
     /// Ship up to the log end even when replication-offset-checkpoint exists (unsafe on a broker) [env: SEGMIRROR_SHIP_BEYOND_HW] [default: false].
     #[arg(long)]
     ship_beyond_hw: bool,
@@ -160,6 +163,7 @@ impl Common {
             ship_beyond_hw: self.ship_beyond_hw.then_some(true),
             head_deltas: self.head_deltas.then_some(true),
             metrics_addr: self.metrics_addr.clone(),
+            prices: self.prices.clone(),
             delete_grace: self.delete_grace.clone(),
             store_timeout: self.store_timeout.clone(),
             preflight: self.preflight.clone(),

@@ -33,7 +33,10 @@ pub(crate) fn build_validated(v: Validated) -> anyhow::Result<Shipper> {
     // Each request's retries end within the store timeout (a daemon tries
     // again next cycle; `once` fails within it).
     let counting = CountingStore::new(v.bucket.build_with_retry_timeout(v.store_timeout)?);
-    let metrics = Arc::new(Metrics::new(Some(counting.clone())));
+    let prices = bucket::pricing::Prices::preset(&v.options.prices)
+        .ok_or_else(|| anyhow::anyhow!("prices: {:?} is not a known preset", v.options.prices))?;
+    let metrics =
+        Arc::new(Metrics::new(Some(counting.clone())).with_prices(&v.options.prices, prices));
     if let Some(addr) = v.metrics_addr {
         let bound = metrics.serve(addr)?;
         tracing::info!(%bound, "serving metrics on GET /metrics");
