@@ -150,6 +150,8 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
     let records: usize = o.num("records", 16)?;
     let value_size: usize = o.num("value-size", 1024)?;
     let segment_mib: u64 = o.num("segment-mib", 8)?;
+    // `--layout 2`: packs and head deltas (issue 30); default 1.
+    let layout: u32 = o.num("layout", 1)?;
     let work = match o.str("work") {
         Some(w) => PathBuf::from(w),
         None => std::env::temp_dir().join(format!("segmirror-lag-{}", std::process::id())),
@@ -211,7 +213,18 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
             "--tail-interval",
             &tail,
             "--create-bucket",
-        ],
+        ]
+        .into_iter()
+        .chain(
+            if layout == 2 {
+                &["--pack-below", "1MiB", "--head-deltas"][..]
+            } else {
+                &[][..]
+            }
+            .iter()
+            .copied(),
+        )
+        .collect::<Vec<&str>>(),
     )?;
     let applier_poll_s = format!("{applier_poll}ms");
     let applier = spawn(
@@ -268,6 +281,42 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
             .lines()
             .last()
             .unwrap_or("")
+    );
+    // What the bucket holds: the writes a run made (every object is
+    // create-only; heads past the newest 64 are pruned, so heads are a
+    // floor).
+    let mut kinds: std::collections::BTreeMap<&str, u64> = Default::default();
+    let mut stack = vec![bucket.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d)?.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let s = p.to_string_lossy();
+            let kind = if s.ends_with(".pack") {
+                "packs"
+            } else if s.ends_with(".batches") {
+                "batches objects"
+            } else if s.contains("/manifest/") {
+                "manifest versions"
+            } else if s.contains("/head/") {
+                "heads kept"
+            } else {
+                "other"
+            };
+            *kinds.entry(kind).or_default() += 1;
+        }
+    }
+    let writes: u64 = kinds
+        .iter()
+        .filter(|(k, _)| **k != "heads kept")
+        .map(|(_, n)| *n)
+        .sum();
+    println!(
+        "bucket objects (layout {layout}): {kinds:?}; {writes} objects besides heads in {secs} s = {:.2} a second for {partitions} partitions",
+        writes as f64 / secs
     );
     if o.str("keep").is_none() {
         std::fs::remove_dir_all(&work)?;
