@@ -1,4 +1,6 @@
-//! `lag`: end-to-end lag under a steady load on `file://`.
+//! `lag`: end-to-end lag under a steady load on `file://`, and the objects
+//! the run wrote (`--layout 2`: the shipper packs and commits appends with
+//! heads, issue 30).
 //!
 //! A producer in this process appends `--rate` batches per second (round
 //! robin over `--partitions` partitions, 16 records of 1 KiB each by
