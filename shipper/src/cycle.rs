@@ -67,8 +67,9 @@ pub struct CycleReport {
     /// Unreferenced objects deleted by sweeps.
     pub deleted_objects: u64,
     /// Objects written by compaction (packed ranges rewritten into objects
-    /// of their partition's own), and the packed ranges they replace.
-    pub compacted: (u64, u64),
+    /// of their partition's own), the packed ranges they replace, and
+    /// their bytes.
+    pub compacted: (u64, u64, u64),
     /// Versions of the consumer-group offsets published (or found
     /// unnamed by a head and named again).
     pub group_versions: usize,
@@ -102,6 +103,7 @@ impl CycleReport {
         self.deleted_objects += r.deleted_objects;
         self.compacted.0 += r.compacted.0;
         self.compacted.1 += r.compacted.1;
+        self.compacted.2 += r.compacted.2;
         self.group_versions += r.group_versions;
         self.fenced.extend(r.fenced);
         self.errors.extend(r.errors);
@@ -485,7 +487,7 @@ impl Shipper {
                 now,
             )
             .await;
-            report.compacted = (done.objects, done.ranges);
+            report.compacted = (done.objects, done.ranges, done.bytes);
             report.errors.extend(errors);
         }
         // 6. The consumer-group offsets, when due (local reads; requests
@@ -529,6 +531,18 @@ impl Shipper {
             }
             Ok(false) => {}
             Err(e) => self.cluster_error(&mut report, e),
+        }
+        // With deltas, a version number can be taken twice: an object this
+        // shipper wrote (compaction, a non-append change) and another
+        // writer's delta in a head. The head decides: a partition whose
+        // held version the newest head names differently is read again.
+        if self.opts.head_deltas {
+            for st in self.partitions.values_mut() {
+                if self.feed.names_other_than(st) {
+                    tracing::info!(partition = %st.tp, "the head names another writer's version at this number: reading the partition again");
+                    st.reset();
+                }
+            }
         }
         // 8. Sweep the partitions that are due.
         report.deleted_objects += self.sweep(now, false, &mut report).await;

@@ -70,6 +70,33 @@ impl Feed {
         self.cost = cost;
     }
 
+    /// Whether the last head seen names, for `st`'s partition, a version
+    /// at or past the one `st` holds that is not it (another writer's:
+    /// same number, other content, or a newer one).
+    pub(crate) fn names_other_than(&self, st: &crate::partition::ShipperSlot) -> bool {
+        let (Some(pk), Some(m)) = (&st.pk, &st.manifest) else {
+            return false;
+        };
+        let Some(e) = self.entry(&st.tp, pk) else {
+            return false;
+        };
+        if e.manifest_version != m.version {
+            return e.manifest_version > m.version;
+        }
+        let held = HeadEntry::for_manifest(m);
+        (
+            e.shipped_end_offset,
+            e.log_start_offset,
+            e.source_high_watermark,
+            e.committed_at_ms,
+        ) != (
+            held.shipped_end_offset,
+            held.log_start_offset,
+            held.source_high_watermark,
+            held.committed_at_ms,
+        )
+    }
+
     /// The sequence number of the last head seen.
     pub(crate) fn seq(&self) -> Option<u64> {
         self.head.as_ref().map(|h| h.seq)

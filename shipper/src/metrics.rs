@@ -393,6 +393,12 @@ mod tests {
                 .set(1);
         }
         m.last_cycle_seconds.set(0.25);
+        m.request_rate
+            .get_or_create(&vec![("class", "write".to_string())])
+            .set(2.0);
+        m.request_cost
+            .get_or_create(&vec![("prices", "s3-standard".to_string())])
+            .set(25.92);
         let gap = |first, last, acked: Option<i64>| manifest::gaps::Gap {
             first_offset: first,
             last_offset: last,
@@ -439,6 +445,10 @@ mod tests {
                 "segmirror_shipper_gap_last_detected_timestamp_seconds{topic=\"orders\",partition=\"3\"}",
                 300.0,
             ),
+            (
+                "segmirror_shipper_request_cost_dollars_per_month{prices=\"s3-standard\"}",
+                25.92,
+            ),
         ] {
             assert_eq!(samples.get(series), Some(&value), "{series} in\n{}", s.body);
         }
@@ -448,6 +458,6 @@ mod tests {
             include_str!("metrics.rs"),
             &s.body,
         );
-        assert_eq!(names.len(), 20, "{names:?}");
+        assert_eq!(names.len(), 22, "{names:?}");
     }
 }
