@@ -18,7 +18,12 @@
 //!   writer's is `Fenced` (the partition backs off, never overwriting);
 //! - the partition's read position and confirmed segments move only on
 //!   `Committed`; keys a version stops naming are handed to the sweep with
-//!   the time they were dropped.
+//!   the time they were dropped;
+//! - with `head_deltas`, a version that only appends to a held version the
+//!   head names (`ChainPosition`, fewer than `MAX_CHAIN` deltas, no page
+//!   sealed) is not written here: it is `Deferred`, committed by the
+//!   cycle's head (`Feed::commit_deltas`), and the partition moves only
+//!   then ([`confirm_deferred`]).
 
 use std::sync::Arc;
 
