@@ -428,6 +428,12 @@ impl ClusterLayout {
         Ok(format!("{}/packs/{spread}/{upload_id}.pack", self.root))
     }
 
+    /// The dir every pack of this cluster is under (a LIST of it finds
+    /// them all, whatever their spread prefix).
+    pub fn packs_dir(&self) -> String {
+        format!("{}/packs", self.root)
+    }
+
     /// Parses a pack key of this cluster back to its upload id.
     pub fn parse_pack_key<'k>(&self, key: &'k str) -> Result<&'k str, LayoutError> {
         let bad = || {

@@ -85,6 +85,7 @@ pub mod lineage;
 pub mod mirror_record;
 pub mod name_regex;
 pub mod pack;
+pub mod pack_gc;
 pub mod partition;
 pub mod range_check;
 pub mod reconcile;

@@ -66,6 +66,8 @@ pub struct CycleReport {
     pub deleted_partitions: usize,
     /// Unreferenced objects deleted by sweeps.
     pub deleted_objects: u64,
+    /// Packs deleted by pack garbage collection (layout 2).
+    pub deleted_packs: u64,
     /// Objects written by compaction (packed ranges rewritten into objects
     /// of their partition's own), the packed ranges they replace, and
     /// their bytes.
@@ -86,7 +88,11 @@ pub struct CycleReport {
 impl CycleReport {
     /// True when the cycle committed or deleted anything.
     pub fn did_something(&self) -> bool {
-        self.committed > 0 || self.heads > 0 || self.deleted_objects > 0 || self.compacted.0 > 0
+        self.committed > 0
+            || self.heads > 0
+            || self.deleted_objects > 0
+            || self.deleted_packs > 0
+            || self.compacted.0 > 0
     }
 
     fn absorb(&mut self, r: CycleReport) {
@@ -101,6 +107,7 @@ impl CycleReport {
         self.reshipped_segments += r.reshipped_segments;
         self.deleted_partitions += r.deleted_partitions;
         self.deleted_objects += r.deleted_objects;
+        self.deleted_packs += r.deleted_packs;
         self.compacted.0 += r.compacted.0;
         self.compacted.1 += r.compacted.1;
         self.compacted.2 += r.compacted.2;
@@ -165,6 +172,8 @@ pub struct Shipper {
     groups: GroupOffsetsPublisher,
     pages: PageCache,
     started_ms: i64,
+    /// Pack garbage collection (layout 2).
+    pack_gc: crate::pack_gc::PackGc,
     down_roots: HashSet<PathBuf>,
     /// Partitions found in two log dirs, as last logged.
     duplicates: HashSet<String>,
@@ -325,6 +334,7 @@ impl Shipper {
             groups: GroupOffsetsPublisher::default(),
             pages: PageCache::default(),
             started_ms,
+            pack_gc: crate::pack_gc::PackGc::default(),
             down_roots: HashSet::new(),
             duplicates: HashSet::new(),
             metadata,
@@ -546,6 +556,18 @@ impl Shipper {
         }
         // 8. Sweep the partitions that are due.
         report.deleted_objects += self.sweep(now, false, &mut report).await;
+        // 9. Packs no latest version names, every sweep interval.
+        if self.opts.delete_grace.is_some()
+            && self.pack_gc.due(
+                now,
+                self.started_ms,
+                self.opts.sweep_interval.as_millis() as i64,
+            )
+        {
+            if let Ok(r) = self.collect_packs_at(now, &mut report).await {
+                report.deleted_packs += r.deleted;
+            }
+        }
         report.partitions = self.partitions.len();
         self.update_metrics(now, started.elapsed());
         report
@@ -1103,6 +1125,42 @@ impl Shipper {
         let now = self.clock.now_ms();
         let mut report = CycleReport::default();
         self.sweep(now, true, &mut report).await
+    }
+
+    /// One pass of pack garbage collection now, whatever the schedule
+    /// (`shipper once`, tests): the packs no latest version names and
+    /// that passes saw so for `delete_grace` are deleted. `None` with
+    /// `delete_grace = never`.
+    pub async fn collect_packs_now(
+        &mut self,
+    ) -> Option<Result<crate::pack_gc::PackGcReport, ShipperError>> {
+        self.opts.delete_grace?;
+        let now = self.clock.now_ms();
+        let mut report = CycleReport::default();
+        Some(self.collect_packs_at(now, &mut report).await)
+    }
+
+    async fn collect_packs_at(
+        &mut self,
+        now: i64,
+        report: &mut CycleReport,
+    ) -> Result<crate::pack_gc::PackGcReport, ShipperError> {
+        let grace = self.opts.delete_grace.unwrap_or_default();
+        let r = self
+            .pack_gc
+            .run(&self.store, &self.partitions, now, grace.as_millis() as i64)
+            .await;
+        match &r {
+            Ok(r) => {
+                self.metrics.deleted_packs.inc_by(r.deleted);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "pack gc pass failed; deleting nothing until the next");
+                self.metrics.error(e.kind());
+                report.errors.push(("-".into(), e.to_string()));
+            }
+        }
+        r
     }
 
     /// Sweeps the partitions due (all with `force`); `delete_grace =

@@ -8,6 +8,7 @@
 //! | `segmirror_shipper_manifest_commits_total` | counter | | manifest versions committed |
 //! | `segmirror_shipper_heads_published_total` | counter | | change-feed heads published |
 //! | `segmirror_shipper_deleted_objects_total` | counter | | unreferenced objects deleted |
+//! | `segmirror_shipper_deleted_packs_total` | counter | | packs deleted by pack garbage collection (layout 2) |
 //! | `segmirror_shipper_cycles_total` | counter | | ship cycles run |
 //! | `segmirror_shipper_errors_total` | counter | `kind` | errors (`corrupt_source`, `source`, `source_changed`, `store`, `existing_object_differs`, `fenced`, `inconsistent`) |
 //! | `segmirror_shipper_object_store_requests_total` | counter | `kind` | requests made to the bucket, by kind (from [`bucket::counting::CountingStore`]) |
@@ -52,6 +53,7 @@ pub struct Metrics {
     pub(crate) manifest_commits: Counter,
     pub(crate) heads_published: Counter,
     pub(crate) deleted_objects: Counter,
+    pub(crate) deleted_packs: Counter,
     pub(crate) cycles: Counter,
     pub(crate) errors: Family<Labels, Counter>,
     requests: Family<Labels, Counter>,
@@ -95,6 +97,7 @@ impl Metrics {
             manifest_commits: Counter::default(),
             heads_published: Counter::default(),
             deleted_objects: Counter::default(),
+            deleted_packs: Counter::default(),
             cycles: Counter::default(),
             errors: Family::default(),
             requests: Family::default(),
@@ -154,6 +157,11 @@ impl Metrics {
             "deleted_objects",
             "Unreferenced objects deleted",
             m.deleted_objects.clone(),
+        );
+        registry.register(
+            "deleted_packs",
+            "Packs deleted by pack garbage collection",
+            m.deleted_packs.clone(),
         );
         registry.register("cycles", "Ship cycles run", m.cycles.clone());
         registry.register("errors", "Errors, by kind", m.errors.clone());

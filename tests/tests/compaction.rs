@@ -130,3 +130,174 @@ async fn rolled_segments_are_compacted_and_a_first_apply_reads_one_object_each()
         }
     }
 }
+
+/// Pack garbage collection (layout 2, step 5): after compaction, the packs
+/// no latest version names are deleted once two passes a grace apart saw
+/// them so, with an orphan pack (a cycle that never committed, as from a
+/// shipper fenced while uploading); every pack a latest version names
+/// stays, and a first apply and an applier that followed every cycle still
+/// hold the source byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn packs_no_version_names_are_deleted_after_the_grace_and_no_other() {
+    for b in backends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let source = dir.path().join("source");
+        let tid = TopicId::from_bytes([9; 16]);
+        let tps: Vec<TopicPartition> = (0..6)
+            .map(|p| TopicPartition::new("collected", p).expect("tp"))
+            .collect();
+        let cfg = LogConfig {
+            segment_bytes: 8192,
+            ..LogConfig::default()
+        };
+        let write = || {
+            let d = LogDir::open(&source).expect("source");
+            for tp in &tps {
+                let mut log = d
+                    .open_or_create_partition(tp, Some(tid), cfg.clone())
+                    .expect("create");
+                produce(&mut log, 12, 1, 4);
+                log.close().expect("close");
+            }
+        };
+        let clock = Arc::new(manifest::clock::ManualClock::new());
+        let mut opts = shipper_options(&b, &source, "src");
+        opts.pack_below = 1 << 20;
+        opts.head_deltas = true;
+        opts.delete_grace = Some(std::time::Duration::from_secs(3600));
+        opts.sweep_interval = std::time::Duration::from_secs(365 * 24 * 3600);
+        let mut shipper = Shipper::new(opts, b.store.clone())
+            .expect("shipper")
+            .with_clock(clock.clone());
+        let follower_dir = dir.path().join("follower");
+        let mut follower = Applier::open(
+            applier_options(&b, &follower_dir, "src", "dst"),
+            Some(b.store.clone()),
+        )
+        .expect("applier");
+        for _ in 0..20 {
+            write();
+            let r = shipper.ship_available().await;
+            assert!(r.errors.is_empty(), "[{}] {r:?}", b.name);
+            drain(&mut follower).await;
+        }
+        let ms = bucket::store::ManifestStore::new(
+            b.store.clone(),
+            manifest::layout::ClusterLayout::new(&b.prefix, "src").expect("layout"),
+        );
+        let layout = ms.layout().clone();
+        // Young packs: nothing is read or deleted.
+        let r = shipper
+            .collect_packs_now()
+            .await
+            .expect("on")
+            .expect("pass");
+        assert_eq!((r.deleted, r.named), (0, 0), "[{}] {r:?}", b.name);
+        // An orphan: uploaded two hours ago, named by no head.
+        let orphan = layout
+            .pack_key(
+                &manifest::layout::UploadId::from_parts(
+                    manifest::clock::Clock::now_ms(clock.as_ref()) - 7_200_000,
+                    7,
+                )
+                .to_string(),
+            )
+            .expect("key");
+        ms.put_new(&orphan, bytes::Bytes::from_static(b"never committed"))
+            .await
+            .expect("put");
+        let named = || async {
+            let mut named = std::collections::BTreeSet::new();
+            for tp in &tps {
+                let m = ms
+                    .newest_manifest(&manifest::layout::PartitionKey {
+                        tp: tp.clone(),
+                        topic_id: tid,
+                    })
+                    .await
+                    .expect("read")
+                    .expect("a manifest");
+                named.extend(
+                    m.ranges
+                        .iter()
+                        .filter(|r| layout.parse_pack_key(&r.key).is_ok())
+                        .map(|r| r.key.clone()),
+                );
+            }
+            named
+        };
+        let listed = || async { ms.list(&layout.packs_dir()).await.expect("list") };
+        let before = listed().await;
+        let named_before = named().await;
+        assert!(
+            named_before.len() < before.len() - 1,
+            "[{}] compaction left {} of {} packs named",
+            b.name,
+            named_before.len(),
+            before.len()
+        );
+        // Two hours on, a first pass sees the unreferenced ones and waits.
+        clock.advance_ms(7_200_000);
+        let r = shipper
+            .collect_packs_now()
+            .await
+            .expect("on")
+            .expect("pass");
+        assert_eq!(r.deleted, 0, "[{}] {r:?}", b.name);
+        assert_eq!(r.named, named_before.len(), "[{}] {r:?}", b.name);
+        assert_eq!(
+            r.waiting,
+            before.len() - named_before.len(),
+            "[{}] {r:?}",
+            b.name
+        );
+        assert_eq!(listed().await, before, "[{}] deleted early", b.name);
+        // Not yet the grace since.
+        clock.advance_ms(3_599_000);
+        let r = shipper
+            .collect_packs_now()
+            .await
+            .expect("on")
+            .expect("pass");
+        assert_eq!(r.deleted, 0, "[{}] {r:?}", b.name);
+        // The grace since the first pass: deleted, and only those.
+        clock.advance_ms(1_000);
+        let r = shipper
+            .collect_packs_now()
+            .await
+            .expect("on")
+            .expect("pass");
+        assert_eq!(
+            r.deleted as usize,
+            before.len() - named_before.len(),
+            "[{}] {r:?}",
+            b.name
+        );
+        let after: std::collections::BTreeSet<String> = listed().await.into_iter().collect();
+        assert_eq!(after, named_before, "[{}] the packs left", b.name);
+        assert!(!after.contains(&orphan), "[{}] the orphan stays", b.name);
+        // The mirror still reads: more data, a follower, a first apply.
+        write();
+        let r = shipper.ship_available().await;
+        assert!(r.errors.is_empty(), "[{}] {r:?}", b.name);
+        drain(&mut follower).await;
+        let fresh = dir.path().join("fresh");
+        let mut applier = Applier::open(
+            applier_options(&b, &fresh, "src", "dst"),
+            Some(b.store.clone()),
+        )
+        .expect("applier");
+        drain(&mut applier).await;
+        for tp in &tps {
+            for dest in [&follower_dir, &fresh] {
+                assert_eq!(
+                    kafkalog::compare::compare_partition(&source, dest, tp).expect("compare"),
+                    kafkalog::compare::Comparison::Identical,
+                    "[{}] {tp} in {}",
+                    b.name,
+                    dest.display()
+                );
+            }
+        }
+    }
+}
