@@ -58,6 +58,9 @@ pub struct CrashOptions {
     /// More flags for the shipper (`run` and `once`), e.g.
     /// `--pack-below 1MiB` to ship a cycle's small ranges in packs.
     pub shipper_flags: Vec<String>,
+    /// Environment variables the shipper runs with (settings without a
+    /// flag, e.g. `SEGMIRROR_COMPACT_AFTER`).
+    pub shipper_env: Vec<(String, String)>,
 }
 
 impl Default for CrashOptions {
@@ -74,6 +77,7 @@ impl Default for CrashOptions {
             recovery_timeout: Duration::from_secs(60),
             keep: false,
             shipper_flags: Vec::new(),
+            shipper_env: Vec::new(),
         }
     }
 }
@@ -123,6 +127,9 @@ pub struct CrashReport {
     /// `--pack-below`), `.batches` objects and manifest versions written
     /// as objects (fewer than the versions with `--head-deltas`).
     pub objects: (usize, usize, usize),
+    /// Shipper log lines of compactions, and the packs pack garbage
+    /// collection deleted (summed from its passes' lines).
+    pub compactions: (usize, u64),
     /// Wall time.
     pub elapsed: Duration,
     /// The work dir, when kept.
@@ -197,8 +204,8 @@ impl CrashReport {
             self.applier_log_recoveries, self.shipper_continuations
         ));
         out.push_str(&format!(
-            "  objects in the bucket: {} packs, {} .batches objects, {} manifest objects\n",
-            self.objects.0, self.objects.1, self.objects.2
+            "  objects in the bucket: {} packs, {} .batches objects, {} manifest objects; {} compactions, {} packs deleted by pack gc\n",
+            self.objects.0, self.objects.1, self.objects.2, self.compactions.0, self.compactions.1
         ));
         out.push_str(&format!(
             "  produced {} batches; source ends {:?}; shipped ends {:?}; destination ends {:?}; drained in {} once-rounds\n",
@@ -229,6 +236,7 @@ struct Service {
     name: &'static str,
     program: PathBuf,
     args: Vec<String>,
+    env: Vec<(String, String)>,
     log: PathBuf,
     child: Option<Child>,
 }
@@ -243,6 +251,7 @@ impl Service {
         let err = log.try_clone().context("log file")?;
         let child = Command::new(&self.program)
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log)
@@ -298,6 +307,23 @@ fn count_lines(path: &Path, needle: &str) -> usize {
         .lines()
         .filter(|l| l.contains(needle))
         .count()
+}
+
+/// The sum of the integer after `field` on the lines of `path` holding
+/// `needle` (a `tracing` field as the log prints it).
+fn sum_field(path: &Path, needle: &str, field: &str) -> u64 {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(needle))
+        .filter_map(|l| {
+            let rest = &l[l.find(field)? + field.len()..];
+            let end = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            rest[..end].parse::<u64>().ok()
+        })
+        .sum()
 }
 
 /// Runs a command to completion; (success, stdout, stderr).
@@ -395,6 +421,7 @@ pub fn run(o: &CrashOptions, bins: &Bins) -> anyhow::Result<CrashReport> {
         .into_iter()
         .chain(o.shipper_flags.iter().cloned())
         .collect(),
+        env: o.shipper_env.clone(),
         log: work.path().join("shipper.log"),
         child: None,
     };
@@ -419,6 +446,7 @@ pub fn run(o: &CrashOptions, bins: &Bins) -> anyhow::Result<CrashReport> {
         name: "applier",
         program: bins.applier.clone(),
         args: applier_args("run"),
+        env: Vec::new(),
         log: work.path().join("applier.log"),
         child: None,
     };
@@ -588,6 +616,10 @@ pub fn run(o: &CrashOptions, bins: &Bins) -> anyhow::Result<CrashReport> {
         states,
         applier_log_recoveries: count_lines(&applier.log, "recovered the local log"),
         shipper_continuations: count_lines(&shipper.log, "continuing from the latest manifest"),
+        compactions: (
+            count_lines(&shipper.log, "compacted packed ranges into an object"),
+            sum_field(&shipper.log, "pack gc pass", "deleted="),
+        ),
         objects: (
             count_files(&bucket, ".pack"),
             count_files(&bucket, ".batches"),

@@ -81,3 +81,37 @@ fn kill_9_cycles_with_head_deltas_lose_and_duplicate_nothing() {
     assert!(r.passed(), "{}", r.render());
     assert_eq!(r.kills.len(), cycles as usize);
 }
+
+/// Layout 2 with compaction and pack garbage collection running all the
+/// time (`compact_after` 1 s, a 2 s grace, a pass every second): kills
+/// land in the middle of compactions (after the object, before the
+/// version that names it) and of pack gc passes, and still nothing is
+/// lost or duplicated: no pack a committed version names is deleted.
+#[test]
+fn kill_9_cycles_with_compaction_and_pack_gc_lose_and_duplicate_nothing() {
+    let cycles = std::env::var("SEGMIRROR_RELIABILITY_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let bins = Bins::get().expect("service binaries");
+    let env = |k: &str, v: &str| (k.to_string(), v.to_string());
+    let o = CrashOptions {
+        cycles,
+        seed: 32,
+        shipper_flags: vec!["--pack-below".into(), "1MiB".into(), "--head-deltas".into()],
+        shipper_env: vec![
+            env("SEGMIRROR_COMPACT_AFTER", "1s"),
+            env("SEGMIRROR_DELETE_GRACE", "2s"),
+            env("SEGMIRROR_SWEEP_INTERVAL", "1s"),
+        ],
+        ..CrashOptions::default()
+    };
+    let r = run(&o, &bins).expect("harness");
+    println!("{}", r.render());
+    assert!(r.compactions.0 > 0, "compactions ran: {}", r.render());
+    assert!(r.compactions.1 > 0, "pack gc deleted packs: {}", r.render());
+    assert_eq!(r.accounting.lost, 0, "{}", r.render());
+    assert_eq!(r.accounting.duplicated, 0, "{}", r.render());
+    assert!(r.passed(), "{}", r.render());
+    assert_eq!(r.kills.len(), cycles as usize);
+}
