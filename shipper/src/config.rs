@@ -131,8 +131,8 @@ max_object_size = "64MiB"
 
 # A cycle's ranges smaller than this are packed into one object for all
 # partitions (one PUT instead of one per range; docs/mirroring.md, "Layout
-# 2"). Packs are not deleted yet (their garbage collection comes with
-# compaction). Default: 0 (off).
+# 2"). `shipper run` deletes a pack once no latest version has named it
+# for `delete_grace`. Default: 0 (off).
 # pack_below = "1MiB"
 
 # Most bytes shipped per partition per cycle (a backlog takes several cycles). Default: 1GiB.
