@@ -87,6 +87,10 @@ pub struct CorruptOptions {
     /// downloads (the mismatch found at its end undoes it); `None`: the
     /// applier's default (the harness's objects are then checked whole).
     pub stream_above: Option<u64>,
+    /// The shipper's `pack_below` (layout 2): 0 ships every range as an
+    /// object of its own; above, a cycle's ranges go into one pack and the
+    /// flips land in the victim's range inside it.
+    pub pack_below: u64,
 }
 
 impl Default for CorruptOptions {
@@ -98,6 +102,7 @@ impl Default for CorruptOptions {
             json_samples: 60,
             depth: true,
             stream_above: None,
+            pack_below: 0,
         }
     }
 }
@@ -346,20 +351,24 @@ struct Setup {
     head_bytes: Bytes,
     /// Index of the victim's middle range.
     range: usize,
+    /// The object holding that range (a pack holds other partitions' too).
     object: Bytes,
+    /// The range's bytes in `object`.
+    within: std::ops::Range<usize>,
     /// The applier's options in every trial.
     applier: PairOptions,
 }
 
-async fn setup(root: &Path, stream_above: Option<u64>) -> anyhow::Result<Setup> {
+async fn setup(root: &Path, stream_above: Option<u64>, pack_below: u64) -> anyhow::Result<Setup> {
     let source = root.join("source");
     let bucket: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let mut spec = SourceSpec::small(3);
     spec.epoch_every = 7;
     let mut writer = SourceWriter::open(&source, spec)?;
     let po = PairOptions::default();
-    let mut shipper = Shipper::new(shipper_options(&source, &po), Arc::clone(&bucket))
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut so = shipper_options(&source, &po);
+    so.pack_below = pack_below;
+    let mut shipper = Shipper::new(so, Arc::clone(&bucket)).map_err(|e| anyhow::anyhow!("{e}"))?;
     for _ in 0..3 {
         writer.round(4)?;
         let r = shipper.ship_available().await;
@@ -387,6 +396,15 @@ async fn setup(root: &Path, stream_above: Option<u64>) -> anyhow::Result<Setup> 
     );
     let range = 1;
     let object = store.get(&manifest.ranges[range].key).await?;
+    let r = &manifest.ranges[range];
+    anyhow::ensure!(
+        r.object_offset.is_some() == (pack_below > 0),
+        "the victim's range is packed: {:?} (pack_below {pack_below})",
+        r.object_offset
+    );
+    let from = r.object_offset.unwrap_or(0) as usize;
+    let within = from..from + r.bytes as usize;
+    anyhow::ensure!(within.end <= object.len(), "the range is in its object");
     let manifest_key = store.layout().manifest_key(&key, manifest.version);
     let manifest_bytes = store.get(&manifest_key).await?;
     let seq = store.latest_head_seq().await?.context("a head")?;
@@ -409,6 +427,7 @@ async fn setup(root: &Path, stream_above: Option<u64>) -> anyhow::Result<Setup> 
         head_bytes,
         range,
         object,
+        within,
     })
 }
 
@@ -705,19 +724,21 @@ async fn trial(
 pub async fn run(o: &CorruptOptions) -> anyhow::Result<CorruptReport> {
     let started = Instant::now();
     let scratch = crate::scratch_dir()?;
-    let s = setup(scratch.path(), o.stream_above).await?;
+    let s = setup(scratch.path(), o.stream_above, o.pack_below).await?;
     let mut rng = Rng::new(o.seed);
     let masks: [u8; 3] = [0x01, 0x80, 0xff];
     let object_key = s.manifest.ranges[s.range].key.clone();
     let object_base = s.manifest.ranges[s.range].base_offset;
-    let batches: Vec<(usize, usize, i64)> = BatchIter::new(&s.object, 0)
+    // Batch positions in the object (the victim's range of a pack is
+    // somewhere inside it).
+    let batches: Vec<(usize, usize, i64)> = BatchIter::new(&s.object[s.within.clone()], 0)
         .filter_map(Result::ok)
-        .map(|(h, b)| (h.position as usize, b.len(), h.base_offset))
+        .map(|(h, b)| (s.within.start + h.position as usize, b.len(), h.base_offset))
         .collect();
     // Positions to flip in the object.
     let mut positions: Vec<(usize, u8)> = Vec::new();
     if o.all_bytes {
-        for p in 0..s.object.len() {
+        for p in s.within.clone() {
             for m in masks {
                 positions.push((p, m));
             }
@@ -782,7 +803,7 @@ pub async fn run(o: &CorruptOptions) -> anyhow::Result<CorruptReport> {
             let mut bytes = s.object.to_vec();
             bytes[pos] ^= mask;
             let mut m = s.manifest.clone();
-            m.ranges[s.range].crc32c = crc32c::crc32c(&bytes);
+            m.ranges[s.range].crc32c = crc32c::crc32c(&bytes[s.within.clone()]);
             let fixed = m.encode().map_err(|e| anyhow::anyhow!("{e}"))?;
             let (region, base) = region_of(pos, &batches);
             let (check, repaired) = trial(

@@ -83,6 +83,9 @@ enum Cmd {
         /// Positions sampled in the manifest and the head (without --all-bytes)
         #[arg(long, default_value_t = 200)]
         json_samples: usize,
+        /// Ship a cycle's ranges under this many bytes into one pack (layout 2): the flips land in the victim's range inside it
+        #[arg(long, default_value_t = 0)]
+        pack_below: u64,
         /// Print every trial that was not refused
         #[arg(long)]
         verbose: bool,
@@ -189,6 +192,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             all_bytes,
             samples,
             json_samples,
+            pack_below,
             verbose,
         } => {
             let o = CorruptOptions {
@@ -198,6 +202,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
                 json_samples,
                 depth: true,
                 stream_above: None,
+                pack_below,
             };
             let r = corrupt::run(&o).await.context("corruption harness")?;
             if verbose {
