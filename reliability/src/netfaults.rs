@@ -221,6 +221,7 @@ pub async fn run(o: &NetOptions) -> anyhow::Result<NetReport> {
         // Objects over 32 KiB are appended as they download: a response
         // cut in the middle of one undoes what it appended.
         stream_above: Some(32 * 1024),
+        ..PairOptions::default()
     };
     let run = tokio::time::timeout(
         o.deadline,

@@ -42,6 +42,9 @@ pub struct PairOptions {
     /// The applier's `stream_above` (objects larger are appended as they
     /// download); `None`: the applier's default.
     pub stream_above: Option<u64>,
+    /// The shipper's layout 2 settings: `pack_below` (0: off) and
+    /// `head_deltas`.
+    pub layout2: (u64, bool),
 }
 
 impl Default for PairOptions {
@@ -51,6 +54,7 @@ impl Default for PairOptions {
             part_size: 8 * 1024,
             max_object_size: 64 * 1024,
             stream_above: None,
+            layout2: (0, false),
         }
     }
 }
@@ -150,6 +154,7 @@ pub fn shipper_options(source: &Path, o: &PairOptions) -> ShipperOptions {
     s.part_size = o.part_size;
     s.max_object_size = o.max_object_size;
     s.shipper_id = "reliability-shipper".into();
+    (s.pack_below, s.head_deltas) = o.layout2;
     s
 }
 
