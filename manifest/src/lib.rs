@@ -89,6 +89,7 @@ pub mod pack_gc;
 pub mod partition;
 pub mod range_check;
 pub mod reconcile;
+pub mod record_journal;
 pub mod state;
 pub mod topic_config;
 pub mod topic_pattern;
