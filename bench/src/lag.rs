@@ -201,7 +201,19 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
             .spawn()
             .with_context(|| format!("starting {}", bin.join(name).display()))
     };
-    let url = format!("file://{}", bucket.display());
+    // `--bucket URL`: another bucket (the S3 test server: the AWS_*
+    // variables come from this process's environment) instead of the
+    // work dir's `file://` one.
+    let url = match o.str("bucket") {
+        Some(u) => u.to_string(),
+        None => format!("file://{}", bucket.display()),
+    };
+    // The shipper's request counters are read from its metrics endpoint
+    // when the measurement starts and when it ends.
+    let metrics_addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        l.local_addr()?.to_string()
+    };
     let shipper = spawn(
         "shipper",
         &[
@@ -215,6 +227,8 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
             "--tail-interval",
             &tail,
             "--create-bucket",
+            "--metrics-addr",
+            &metrics_addr,
         ]
         .into_iter()
         .chain(
@@ -248,6 +262,7 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
         ],
     )?;
     let services = Services { shipper, applier };
+    let mut at_start: Option<(Instant, Requests)> = None;
     let result = measure(
         &mut logs,
         &mut gens,
@@ -259,7 +274,10 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
         &services,
         &tail,
         applier_poll,
+        &mut || at_start = Some((Instant::now(), requests(&metrics_addr))),
+        url.split("://").next().unwrap_or("file"),
     );
+    let at_end = (Instant::now(), requests(&metrics_addr));
     services.stop();
     for l in logs {
         l.close()?;
@@ -284,42 +302,66 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
             .last()
             .unwrap_or("")
     );
-    // What the bucket holds: the writes a run made (every object is
+    // What a `file://` bucket holds: the writes a run made (every object is
     // create-only; heads past the newest 64 are pruned, so heads are a
     // floor).
-    let mut kinds: std::collections::BTreeMap<&str, u64> = Default::default();
-    let mut stack = vec![bucket.clone()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d)?.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-                continue;
+    if o.str("bucket").is_none() {
+        let mut kinds: std::collections::BTreeMap<&str, u64> = Default::default();
+        let mut stack = vec![bucket.clone()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d)?.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                    continue;
+                }
+                let s = p.to_string_lossy();
+                let kind = if s.ends_with(".pack") {
+                    "packs"
+                } else if s.ends_with(".batches") {
+                    "batches objects"
+                } else if s.contains("/manifest/") {
+                    "manifest versions"
+                } else if s.contains("/head/") {
+                    "heads kept"
+                } else {
+                    "other"
+                };
+                *kinds.entry(kind).or_default() += 1;
             }
-            let s = p.to_string_lossy();
-            let kind = if s.ends_with(".pack") {
-                "packs"
-            } else if s.ends_with(".batches") {
-                "batches objects"
-            } else if s.contains("/manifest/") {
-                "manifest versions"
-            } else if s.contains("/head/") {
-                "heads kept"
-            } else {
-                "other"
-            };
-            *kinds.entry(kind).or_default() += 1;
         }
+        let writes: u64 = kinds
+            .iter()
+            .filter(|(k, _)| **k != "heads kept")
+            .map(|(_, n)| *n)
+            .sum();
+        println!(
+            "bucket objects (layout {layout}): {kinds:?}; {writes} objects besides heads in {secs} s = {:.2} a second for {partitions} partitions",
+            writes as f64 / secs
+        );
     }
-    let writes: u64 = kinds
-        .iter()
-        .filter(|(k, _)| **k != "heads kept")
-        .map(|(_, n)| *n)
-        .sum();
-    println!(
-        "bucket objects (layout {layout}): {kinds:?}; {writes} objects besides heads in {secs} s = {:.2} a second for {partitions} partitions",
-        writes as f64 / secs
-    );
+    if let Some((t0, r0)) = &at_start {
+        let secs = at_end.0.duration_since(*t0).as_secs_f64();
+        let mut line = Vec::new();
+        let (mut writes, mut reads) = (0.0, 0.0);
+        for (kind, n) in &at_end.1 {
+            let d = n - r0.get(kind).copied().unwrap_or(0.0);
+            if d > 0.0 {
+                line.push(format!("{kind} {d}"));
+            }
+            match kind.as_str() {
+                "get" | "head" => reads += d,
+                "delete" => {}
+                _ => writes += d,
+            }
+        }
+        println!(
+            "shipper requests while measuring ({secs:.1} s, from its metrics): {}; {:.2} writes (PUT, multipart, LIST) and {:.2} reads (GET, HEAD) a second for {partitions} partitions",
+            line.join(", "),
+            writes / secs,
+            reads / secs
+        );
+    }
     if o.str("keep").is_none() {
         std::fs::remove_dir_all(&work)?;
     } else {
@@ -327,6 +369,40 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
     }
     r.print();
     Ok(())
+}
+
+/// Requests by kind, as a shipper's metrics endpoint counts them.
+type Requests = std::collections::BTreeMap<String, f64>;
+
+/// Reads `segmirror_shipper_object_store_requests_total` from the metrics
+/// endpoint at `addr` (empty when it does not answer).
+fn requests(addr: &str) -> Requests {
+    use std::io::Write;
+    let mut out = Requests::new();
+    let Ok(mut c) = std::net::TcpStream::connect(addr) else {
+        return out;
+    };
+    let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+    if c.write_all(b"GET /metrics HTTP/1.0\r\nHost: bench\r\n\r\n")
+        .is_err()
+    {
+        return out;
+    }
+    let mut body = String::new();
+    let _ = c.read_to_string(&mut body);
+    for line in body.lines() {
+        let Some(rest) = line.strip_prefix("segmirror_shipper_object_store_requests_total{kind=\"")
+        else {
+            continue;
+        };
+        let Some((kind, value)) = rest.split_once("\"} ") else {
+            continue;
+        };
+        if let Ok(v) = value.trim().parse::<f64>() {
+            out.insert(kind.to_string(), v);
+        }
+    }
+    out
 }
 
 fn path_str(p: &Path) -> anyhow::Result<&str> {
@@ -387,6 +463,8 @@ fn measure(
     services: &Services,
     tail: &str,
     applier_poll: u64,
+    on_warm: &mut dyn FnMut(),
+    scheme: &str,
 ) -> anyhow::Result<LagResult> {
     let mut tails: Vec<DestTail> = (0..partitions)
         .map(|p| DestTail::new(dst.join(format!("lag-{p}"))))
@@ -408,6 +486,7 @@ fn measure(
         "lag: mirror established after {:.1} s; measuring for {secs} s",
         warm.elapsed().as_secs_f64()
     );
+    on_warm();
 
     let pending: Arc<Mutex<Pending>> =
         Arc::new(Mutex::new(vec![VecDeque::new(); partitions as usize]));
@@ -488,7 +567,7 @@ fn measure(
         .map_err(|_| anyhow::anyhow!("watcher panicked"))?;
     let bytes: u64 = logs.iter().map(|l| l.size_bytes()).sum();
     let header = format!(
-        "lag under load, file://: {total} batches in {produced_secs:.1} s ({:.0} batches/s over {partitions} partitions, {:.2} MiB/s; producer at most {:.0} ms behind schedule), shipper --tail-interval {tail}, applier --poll-interval {applier_poll}ms, watcher poll {} ms; source now {:.0} MiB; load average at start {load0}, at end {}",
+        "lag under load, {scheme}: {total} batches in {produced_secs:.1} s ({:.0} batches/s over {partitions} partitions, {:.2} MiB/s; producer at most {:.0} ms behind schedule), shipper --tail-interval {tail}, applier --poll-interval {applier_poll}ms, watcher poll {} ms; source now {:.0} MiB; load average at start {load0}, at end {}",
         total as f64 / produced_secs,
         (bytes - bytes0) as f64 / 1048576.0 / produced_secs,
         late.as_secs_f64() * 1000.0,

@@ -58,7 +58,22 @@ pub(crate) fn is_due(st: &ShipperSlot, policy: &SweepPolicy, now: i64, force: bo
                 || now - st.last_sweep_ms.unwrap_or(policy.started_ms) >= policy.interval_ms))
 }
 
-/// Sweeps every partition due. Returns the objects deleted and the errors
+/// Most partitions swept in one cycle (each is a LIST and a GET at
+/// least): at the start of a shipper of thousands of partitions the sweep
+/// is spread over cycles instead of holding up the first one.
+pub(crate) const MAX_PER_CYCLE: usize = 16;
+
+/// Which of the partitions due are swept this cycle: all when `force`,
+/// else the [`MAX_PER_CYCLE`] swept longest ago (never swept first).
+fn pick(mut due: Vec<(TopicPartition, Option<i64>)>, force: bool) -> Vec<TopicPartition> {
+    if !force {
+        due.sort_by_key(|(tp, last)| (last.unwrap_or(i64::MIN), tp.clone()));
+        due.truncate(MAX_PER_CYCLE);
+    }
+    due.into_iter().map(|(tp, _)| tp).collect()
+}
+
+/// Sweeps the partitions due ([`pick`]). Returns the objects deleted and the errors
 /// by partition.
 pub(crate) async fn sweep_due(
     store: &ManifestStore,
@@ -69,11 +84,14 @@ pub(crate) async fn sweep_due(
     force: bool,
     metrics: &Metrics,
 ) -> (u64, Vec<(String, String)>) {
-    let due: Vec<TopicPartition> = partitions
-        .values()
-        .filter(|st| is_due(st, policy, now, force))
-        .map(|st| st.tp.clone())
-        .collect();
+    let due = pick(
+        partitions
+            .values()
+            .filter(|st| is_due(st, policy, now, force))
+            .map(|st| (st.tp.clone(), st.last_sweep_ms))
+            .collect(),
+        force,
+    );
     let mut deleted = 0;
     let mut errors = Vec::new();
     for tp in due {
@@ -232,6 +250,46 @@ mod tests {
     use super::*;
     use manifest::layout::UploadId;
     use std::path::PathBuf;
+
+    /// One row per case: (what, partitions due with their last sweep,
+    /// force, the partitions picked).
+    #[test]
+    fn a_cycle_sweeps_at_most_its_share_longest_waiting_first() {
+        let tp = |p: i32| TopicPartition::new("t", p).expect("tp");
+        let many: Vec<(TopicPartition, Option<i64>)> = (0..40)
+            .map(|p| (tp(p), (p % 2 == 0).then_some(1000 - p as i64)))
+            .collect();
+        let never: Vec<TopicPartition> = (0..40).filter(|p| p % 2 == 1).take(16).map(tp).collect();
+        let rows: Vec<(
+            &str,
+            Vec<(TopicPartition, Option<i64>)>,
+            bool,
+            Vec<TopicPartition>,
+        )> = vec![
+            ("none due", vec![], false, vec![]),
+            (
+                "fewer than the share: all, oldest first",
+                vec![(tp(1), Some(50)), (tp(2), None), (tp(3), Some(10))],
+                false,
+                vec![tp(2), tp(3), tp(1)],
+            ),
+            (
+                "more than the share: the never swept first",
+                many.clone(),
+                false,
+                never,
+            ),
+            (
+                "forced: all",
+                many.clone(),
+                true,
+                many.iter().map(|(t, _)| t.clone()).collect(),
+            ),
+        ];
+        for (what, due, force, want) in rows {
+            assert_eq!(pick(due, force), want, "{what}");
+        }
+    }
 
     #[test]
     fn keys_the_sweep_may_delete_and_since_when() {

@@ -292,11 +292,21 @@ async fn pack_cycles(head_deltas: bool) {
                 b.name
             );
             assert_eq!(report.heads, 1, "[{}] round {round}", b.name);
+            if head_deltas && round > 0 {
+                // The newest head and a probe past it; nothing listed.
+                assert!(
+                    used.get <= 2 && used.list == 0,
+                    "[{}] round {round}: the shipper read {used:?}",
+                    b.name
+                );
+            }
             println!(
-                "[{}] round {round}: 100 busy partitions shipped with {} PUTs (1 pack, {manifests} manifests, {} heads){}",
+                "[{}] round {round}: 100 busy partitions shipped with {} PUTs (1 pack, {manifests} manifests, {} heads), {} GETs, {} LISTs{}",
                 b.name,
                 used.put,
                 report.heads,
+                used.get,
+                used.list,
                 if head_deltas { ", head deltas" } else { "" }
             );
             let before = counting.snapshot();
