@@ -626,12 +626,7 @@ async fn failback_at_the_lme_epoch_and_with_unknown_lme() {
         drop(b);
         if !lme_known {
             // B lost its mirror record: its manifest names no origin.
-            std::fs::remove_file(
-                b_dir
-                    .join("orders-0")
-                    .join(manifest::mirror_record::MIRROR_FILE),
-            )
-            .expect("remove");
+            partdir::record::remove(&b_dir.join("orders-0")).expect("remove");
         }
         {
             let bd = LogDir::open(&b_dir).expect("b");

@@ -1,6 +1,9 @@
-//! `lag`: end-to-end lag under a steady load on `file://`, and the objects
-//! the run wrote (`--layout 2`: the shipper packs and commits appends with
-//! heads, issue 30).
+//! `lag`: end-to-end lag under a steady load on `file://` (or `--bucket
+//! URL`, e.g. the S3 test server), the objects the run wrote (`file://`)
+//! and the shipper's requests by kind, read from its metrics endpoint over
+//! the measurement (from `--requests-after S` seconds into it: past the
+//! start-up sweep of one LIST per partition, 16 a cycle). `--layout 2`:
+//! the shipper packs and commits appends with heads (issue 30).
 //!
 //! A producer in this process appends `--rate` batches per second (round
 //! robin over `--partitions` partitions, 16 records of 1 KiB each by
@@ -262,7 +265,10 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
         ],
     )?;
     let services = Services { shipper, applier };
-    let mut at_start: Option<(Instant, Requests)> = None;
+    // `--requests-after S`: the requests are counted from S seconds into
+    // the measurement (past a start-up sweep, one LIST per partition).
+    let requests_after = Duration::from_secs_f64(o.num("requests-after", 0.0)?);
+    let at_start: Arc<Mutex<Option<(Instant, Requests)>>> = Arc::new(Mutex::new(None));
     let result = measure(
         &mut logs,
         &mut gens,
@@ -274,7 +280,16 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
         &services,
         &tail,
         applier_poll,
-        &mut || at_start = Some((Instant::now(), requests(&metrics_addr))),
+        &mut || {
+            let (at_start, addr) = (Arc::clone(&at_start), metrics_addr.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(requests_after);
+                let r = (Instant::now(), requests(&addr));
+                if let Ok(mut g) = at_start.lock() {
+                    *g = Some(r);
+                }
+            });
+        },
         url.split("://").next().unwrap_or("file"),
     );
     let at_end = (Instant::now(), requests(&metrics_addr));
@@ -340,6 +355,7 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
             writes as f64 / secs
         );
     }
+    let at_start = at_start.lock().ok().and_then(|g| g.clone());
     if let Some((t0, r0)) = &at_start {
         let secs = at_end.0.duration_since(*t0).as_secs_f64();
         let mut line = Vec::new();

@@ -31,10 +31,22 @@ pub enum Comparison {
 /// True when the partition dir holds the applier's mirror record (a mirror
 /// lags its source by design).
 fn is_mirror(reader: &PartitionReader) -> bool {
-    reader
-        .dir()
-        .join(crate::reader::MIRROR_RECORD_FILE)
-        .exists()
+    let dir = reader.dir();
+    if dir.join(crate::reader::MIRROR_RECORD_FILE).exists() {
+        return true;
+    }
+    // Or its log dir's journal of mirror records holds one.
+    let (Some(root), Some(name)) = (dir.parent(), dir.file_name().and_then(|n| n.to_str())) else {
+        return false;
+    };
+    crate::fsutil::read_bounded(&root.join(crate::journal::FILE), 256 << 20)
+        .ok()
+        .and_then(|bytes| {
+            crate::journal::live(&bytes)
+                .ok()
+                .map(|l| l.contains_key(name))
+        })
+        .unwrap_or(false)
 }
 
 /// Compares partition `tp` of the log dirs `a` and `b`: the same batches

@@ -296,6 +296,9 @@ struct Pending {
     /// Open [`SyncLater::keep`] calls: their fsyncs are kept, but their
     /// renames are done at once (nothing would rename them later).
     keeping: u32,
+    /// Bytes appended to a file at the barrier, before the fsyncs
+    /// ([`append_durably`]).
+    appends: BTreeMap<PathBuf, Vec<u8>>,
 }
 
 thread_local! {
@@ -417,15 +420,21 @@ impl DeferredSync {
     /// fsyncs not done are forgotten: the caller must not report the writes
     /// as durable.
     pub fn barrier(&self) -> Result<()> {
-        let (files, mut dirs, renames, removals) = DEFERRED.with(|d| {
+        let (mut files, mut dirs, renames, removals, appends) = DEFERRED.with(|d| {
             let mut d = d.borrow_mut();
             (
                 std::mem::take(&mut d.files),
                 std::mem::take(&mut d.dirs),
                 std::mem::take(&mut d.renames),
                 std::mem::take(&mut d.removals),
+                std::mem::take(&mut d.appends),
             )
         });
+        // Appends first: their fsyncs are the files' below.
+        for (path, bytes) in &appends {
+            append_now(path, bytes)?;
+            files.insert(path.clone());
+        }
         let files: Vec<(PathBuf, bool)> = files.into_iter().map(|p| (p, false)).collect();
         sync_all_paths(&files)?;
         let renames: Vec<(PathBuf, PathBuf)> = renames.into_iter().collect();
@@ -636,6 +645,47 @@ pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
 pub fn read_to_string_bounded(path: &Path, limit: u64) -> std::io::Result<String> {
     String::from_utf8(read_bounded(path, limit)?)
         .map_err(|e| std::io::Error::new(ErrorKind::InvalidData, e.utf8_error()))
+}
+
+/// Appends `bytes` to the existing file `path` and makes them durable
+/// (`fdatasync`). Inside a [`DeferredSync`] scope the bytes wait for the
+/// barrier, which appends them (in the order given, one write per file)
+/// before its fsyncs: until then no reader sees them, except this thread
+/// through [`pending_appends`]. Inside [`SyncLater::keep`] they are
+/// appended at once and their fsync is kept. For a journal whose one
+/// writer is this process: a crash may leave a torn tail, which the
+/// journal's reader recognises.
+pub fn append_durably(path: &Path, bytes: &[u8]) -> Result<()> {
+    let deferred = DEFERRED.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.depth == 0 || d.keeping > 0 {
+            return false;
+        }
+        d.appends
+            .entry(path.to_path_buf())
+            .or_default()
+            .extend_from_slice(bytes);
+        true
+    });
+    if deferred {
+        return Ok(());
+    }
+    let file = append_now(path, bytes)?;
+    sync_file(&file, path, true)
+}
+
+/// The bytes this thread's barrier will append to `path`, if any.
+pub fn pending_appends(path: &Path) -> Option<Vec<u8>> {
+    DEFERRED.with(|d| d.borrow().appends.get(path).cloned())
+}
+
+fn append_now(path: &Path, bytes: &[u8]) -> Result<File> {
+    let mut file = OpenOptions::new()
+        .append(true)
+        .open(path)
+        .map_err(Error::io("open for append", path))?;
+    file.write_all(bytes).map_err(Error::io("append", path))?;
+    Ok(file)
 }
 
 /// Reads a whole file, or returns `None` when it does not exist.

@@ -42,6 +42,7 @@ pub mod error;
 pub mod fsutil;
 pub mod guard;
 pub mod index;
+pub mod journal;
 pub mod log;
 pub mod logdir;
 pub mod offsets_topic;

@@ -466,6 +466,6 @@ mod tests {
             include_str!("metrics.rs"),
             &s.body,
         );
-        assert_eq!(names.len(), 22, "{names:?}");
+        assert_eq!(names.len(), 23, "{names:?}");
     }
 }

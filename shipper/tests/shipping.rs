@@ -320,6 +320,19 @@ async fn request_budget_per_shipped_mib_and_zero_per_idle_cycle() {
         assert!(r.errors.is_empty(), "{:?}", r.errors);
         assert_eq!(r.committed, 100);
         assert_eq!(r.heads, 1, "one head for 100 partitions");
+        // The start-up sweep (16 partitions a cycle, a GET and two LISTs
+        // each) spreads over the cycles: 100 partitions are swept within
+        // 7 cycles, then nothing is due.
+        let before = b.counting.snapshot();
+        for _ in 0..7 {
+            s.run_cycle().await;
+        }
+        let sweeps = b.counting.snapshot().since(&before);
+        assert!(
+            sweeps.get <= 100 && sweeps.list == 2 * sweeps.get && sweeps.put == 0,
+            "[{}] the rest of the start-up sweep: {sweeps:?}",
+            b.name
+        );
         // Idle: not one request, whatever the number of partitions.
         let before = b.counting.snapshot();
         for _ in 0..5 {

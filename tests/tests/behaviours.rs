@@ -244,12 +244,7 @@ async fn failback_at_the_lme_epoch_and_with_unknown_lme() {
             mb.command(Command::Stop, &[], true).await;
             drop(mb);
             if !lme_known {
-                std::fs::remove_file(
-                    b_dir
-                        .join("orders-0")
-                        .join(manifest::mirror_record::MIRROR_FILE),
-                )
-                .expect("forget the record");
+                partdir::record::remove(&b_dir.join("orders-0")).expect("forget the record");
             }
             append_source(&b_dir, "orders", 20, 6);
             append_source(&a_dir, "orders", 30, 5);
