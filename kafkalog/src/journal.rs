@@ -237,11 +237,16 @@ mod tests {
     #[test]
     fn the_newest_entry_of_a_name_stands_and_a_removal_removes_it() {
         let bytes = journal(&[("t-0", b"a"), ("t-1", b"b"), ("t-0", b"c"), ("t-1", b"")]);
-        let live = live(&bytes).expect("live");
-        assert_eq!(
-            live.into_iter().collect::<Vec<_>>(),
-            vec![("t-0", &b"c"[..])]
-        );
+        let found: Vec<(&str, &[u8])> = live(&bytes)
+            .expect("live")
+            .into_iter()
+            .map(|(n, e)| (n, e.payload))
+            .collect();
+        assert_eq!(found, vec![("t-0", &b"c"[..])]);
+        let id = TopicId::from_bytes([4; 16]);
+        let mut with_id = header().to_vec();
+        with_id.extend(entry("t-0", Some(id), b"a"));
+        assert_eq!(live(&with_id).expect("live")["t-0"].topic_id, Some(id));
     }
 
     /// One row per way a journal ends: (what, bytes, live names, torn,

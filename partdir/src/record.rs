@@ -195,10 +195,11 @@ pub fn read(dir: &Path) -> Result<Option<MirrorRecord>, MirrorRecordError> {
             }
             None => None,
         };
-        if let Some((written_for, record)) = pending.or(found) {
-            if dir.is_dir() && dir_topic_id(dir)? == written_for {
-                return Ok(Some(record));
-            }
+        if let Some((written_for, record)) = pending.or(found)
+            && dir.is_dir()
+            && dir_topic_id(dir)? == written_for
+        {
+            return Ok(Some(record));
         }
     }
     read_file(dir)

@@ -563,10 +563,9 @@ impl Shipper {
                 self.started_ms,
                 self.opts.sweep_interval.as_millis() as i64,
             )
+            && let Ok(r) = self.collect_packs_at(now, &mut report).await
         {
-            if let Ok(r) = self.collect_packs_at(now, &mut report).await {
-                report.deleted_packs += r.deleted;
-            }
+            report.deleted_packs += r.deleted;
         }
         report.partitions = self.partitions.len();
         self.update_metrics(now, started.elapsed());

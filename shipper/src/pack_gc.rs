@@ -219,8 +219,8 @@ impl PackGc {
                     named.extend(pack_keys(layout, delta_ranges(head, &entry.map_key())));
                     continue;
                 }
-                if !heads.contains_key(&seq) {
-                    heads.insert(seq, store.get_head(seq).await?);
+                if let std::collections::btree_map::Entry::Vacant(e) = heads.entry(seq) {
+                    e.insert(store.get_head(seq).await?);
                 }
                 if let Some(h) = heads.get(&seq) {
                     named.extend(pack_keys(layout, delta_ranges(h, &entry.map_key())));

@@ -260,12 +260,13 @@ mod tests {
             .map(|p| (tp(p), (p % 2 == 0).then_some(1000 - p as i64)))
             .collect();
         let never: Vec<TopicPartition> = (0..40).filter(|p| p % 2 == 1).take(16).map(tp).collect();
-        let rows: Vec<(
-            &str,
+        type Row = (
+            &'static str,
             Vec<(TopicPartition, Option<i64>)>,
             bool,
             Vec<TopicPartition>,
-        )> = vec![
+        );
+        let rows: Vec<Row> = vec![
             ("none due", vec![], false, vec![]),
             (
                 "fewer than the share: all, oldest first",
