@@ -139,7 +139,9 @@ pub fn serve_metrics(
     let Some(stats) = stats else {
         return crate::metrics::serve_bound(addr);
     };
-    let text: Exposition = Arc::default();
+    let text: Exposition = Arc::new(std::sync::Mutex::new(
+        crate::metrics::EMPTY_EXPOSITION.to_string(),
+    ));
     let shared = Arc::clone(&text);
     let bound = segmirror_service::metrics::serve(addr, move || {
         let engine = match shared.lock() {

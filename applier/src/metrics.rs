@@ -355,6 +355,9 @@ fn gap_offsets(r: &PartitionStatus, keep: fn(&crate::gaps::GapStatus) -> bool) -
 /// The text served, replaced after every cycle.
 pub type Exposition = Arc<Mutex<String>>;
 
+/// The metrics text before anything is rendered.
+pub const EMPTY_EXPOSITION: &str = "# EOF\n";
+
 /// Serves `GET /metrics` on `addr` from a background thread; the engine
 /// writes the text into the returned [`Exposition`].
 pub fn serve(addr: SocketAddr) -> std::io::Result<Exposition> {
@@ -364,7 +367,9 @@ pub fn serve(addr: SocketAddr) -> std::io::Result<Exposition> {
 /// [`serve`], also returning the address bound (the port chosen when
 /// `addr`'s is 0).
 pub fn serve_bound(addr: SocketAddr) -> std::io::Result<(Exposition, SocketAddr)> {
-    let text: Exposition = Arc::new(Mutex::new(String::new()));
+    // Until the engine's first rendering, an empty exposition (valid
+    // OpenMetrics text: no family yet), never an empty body.
+    let text: Exposition = Arc::new(Mutex::new(EMPTY_EXPOSITION.to_string()));
     let shared = Arc::clone(&text);
     let bound = segmirror_service::metrics::serve(addr, move || match shared.lock() {
         Ok(t) => t.clone(),

@@ -63,6 +63,32 @@ fn kill_after(program: &Path, args: &[&str], after: Duration) -> bool {
     finished
 }
 
+/// Runs `args` killed after `first`, then after ever longer delays, until
+/// a run finishes first; after each kill every partition must be in one of
+/// `allowed`. Returns the kills, and those that left two states.
+fn kill_until_done(
+    bins: &Bins,
+    dst: &str,
+    args: &[&str],
+    first: Duration,
+    allowed: &[&str],
+) -> (usize, usize) {
+    let (mut kills, mut mixed, mut delay) = (0, 0, first);
+    while !kill_after(&bins.applier, args, delay) {
+        kills += 1;
+        let s = states(bins, dst);
+        mixed += usize::from(s.len() > 1);
+        assert_eq!(s.values().sum::<usize>(), PARTITIONS, "{s:?}");
+        assert!(
+            s.keys().all(|k| allowed.contains(&k.as_str())),
+            "after a kill during {}: {s:?}",
+            args[0]
+        );
+        delay = delay * 3 / 2 + Duration::from_millis(10);
+    }
+    (kills, mixed)
+}
+
 #[test]
 fn kill_9_in_the_middle_of_stop_and_start_of_300_partitions_leaves_each_in_a_state_it_had_or_was_moving_to()
  {
@@ -118,45 +144,24 @@ fn kill_9_in_the_middle_of_stop_and_start_of_300_partitions_leaves_each_in_a_sta
         .into_iter()
         .chain(identity)
         .collect();
-    let (mut kills, mut mixed) = (0, 0);
-    for round in 0..3 {
-        // Stop, killed at growing delays until one run finishes.
-        let mut delay = 5 + round * 7;
-        loop {
-            if kill_after(&bins.applier, &stop, Duration::from_millis(delay)) {
-                break;
-            }
-            kills += 1;
-            let s = states(&bins, &dst);
-            mixed += usize::from(s.len() > 1);
-            assert_eq!(s.values().sum::<usize>(), PARTITIONS, "{s:?}");
-            assert!(
-                s.keys()
-                    .all(|k| ["MIRRORING", "STOPPING", "STOPPED"].contains(&k.as_str())),
-                "after a kill during stop: {s:?}"
-            );
-            delay = delay * 3 / 2 + 10;
-        }
+    let (mut kills, mut mixed) = (0usize, 0usize);
+    for round in 0..3u64 {
+        // Stop, then start, each killed at growing delays until one run
+        // finishes, then run again to the end.
+        let first = Duration::from_millis(5 + round * 7);
+        let (k, m) = kill_until_done(
+            &bins,
+            &dst,
+            &stop,
+            first,
+            &["MIRRORING", "STOPPING", "STOPPED"],
+        );
+        (kills, mixed) = (kills + k, mixed + m);
         let (ok, out) = run(&bins.applier, &stop);
         assert!(ok, "{out}");
         assert_eq!(states(&bins, &dst).get("STOPPED"), Some(&PARTITIONS));
-        // Start, the same.
-        let mut delay = 5 + round * 7;
-        loop {
-            if kill_after(&bins.applier, &start, Duration::from_millis(delay)) {
-                break;
-            }
-            kills += 1;
-            let s = states(&bins, &dst);
-            mixed += usize::from(s.len() > 1);
-            assert_eq!(s.values().sum::<usize>(), PARTITIONS, "{s:?}");
-            assert!(
-                s.keys()
-                    .all(|k| ["STOPPED", "PREPARING"].contains(&k.as_str())),
-                "after a kill during start: {s:?}"
-            );
-            delay = delay * 3 / 2 + 10;
-        }
+        let (k, m) = kill_until_done(&bins, &dst, &start, first, &["STOPPED", "PREPARING"]);
+        (kills, mixed) = (kills + k, mixed + m);
         let (ok, out) = run(&bins.applier, &start);
         assert!(ok, "{out}");
         let (ok, out) = run(&bins.applier, &once);

@@ -14,31 +14,71 @@ use object_store::ObjectStore;
 use segmirror_e2e::*;
 use shipper::Shipper;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rolled_segments_are_compacted_and_a_first_apply_reads_one_object_each() {
-    for b in backends() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let source = dir.path().join("source");
-        let tps: Vec<TopicPartition> = (0..10)
-            .map(|p| TopicPartition::new("compacted", p).expect("tp"))
+/// A source of `n` partitions of `topic` with 8 KiB segments; `write`
+/// appends 12 batches (~1.2 KiB) to each, so a segment rolls every 7.
+struct RollingSource {
+    path: std::path::PathBuf,
+    tps: Vec<TopicPartition>,
+    topic_id: TopicId,
+}
+
+impl RollingSource {
+    fn new(path: std::path::PathBuf, topic: &str, n: i32, topic_id: TopicId) -> RollingSource {
+        let tps = (0..n)
+            .map(|p| TopicPartition::new(topic, p).expect("tp"))
             .collect();
+        RollingSource {
+            path,
+            tps,
+            topic_id,
+        }
+    }
+
+    /// Every partition of `dests` is the source's, byte for byte.
+    fn assert_mirrored_in(&self, dests: &[&std::path::Path], backend: &str) {
+        for tp in &self.tps {
+            for dest in dests {
+                assert_eq!(
+                    kafkalog::compare::compare_partition(&self.path, dest, tp).expect("compare"),
+                    kafkalog::compare::Comparison::Identical,
+                    "[{backend}] {tp} in {}",
+                    dest.display()
+                );
+            }
+        }
+    }
+
+    fn write(&self) {
         let cfg = LogConfig {
             segment_bytes: 8192,
             ..LogConfig::default()
         };
-        let write = || {
-            let d = LogDir::open(&source).expect("source");
-            for tp in &tps {
-                let mut log = d
-                    .open_or_create_partition(tp, Some(TopicId::from_bytes([8; 16])), cfg.clone())
-                    .expect("create");
-                produce(&mut log, 12, 1, 4);
-                log.close().expect("close");
-            }
-        };
+        let d = LogDir::open(&self.path).expect("source");
+        for tp in &self.tps {
+            let mut log = d
+                .open_or_create_partition(tp, Some(self.topic_id), cfg.clone())
+                .expect("create");
+            produce(&mut log, 12, 1, 4);
+            log.close().expect("close");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolled_segments_are_compacted_and_a_first_apply_reads_one_object_each() {
+    for b in backends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let src = RollingSource::new(
+            dir.path().join("source"),
+            "compacted",
+            10,
+            TopicId::from_bytes([8; 16]),
+        );
+        let (source, tps) = (&src.path, src.tps.as_slice());
+        let write = || src.write();
         let counting = Arc::new(CountingStore::new(b.store.clone()));
         let store: Arc<dyn ObjectStore> = counting.clone();
-        let mut opts = shipper_options(&b, &source, "src");
+        let mut opts = shipper_options(&b, source, "src");
         opts.pack_below = 1 << 20;
         opts.head_deltas = true;
         let mut shipper = Shipper::new(opts, store.clone()).expect("shipper");
@@ -64,7 +104,7 @@ async fn rolled_segments_are_compacted_and_a_first_apply_reads_one_object_each()
             manifest::layout::ClusterLayout::new(&b.prefix, "src").expect("layout"),
         );
         let mut segments = 0;
-        for tp in &tps {
+        for tp in tps {
             let m = ms
                 .newest_manifest(&manifest::layout::PartitionKey {
                     tp: tp.clone(),
@@ -117,17 +157,7 @@ async fn rolled_segments_are_compacted_and_a_first_apply_reads_one_object_each()
             "[{}] first apply: {used:?} for {segments} segments",
             b.name
         );
-        for tp in &tps {
-            for dest in [&follower_dir, &fresh] {
-                assert_eq!(
-                    kafkalog::compare::compare_partition(&source, dest, tp).expect("compare"),
-                    kafkalog::compare::Comparison::Identical,
-                    "[{}] {tp} in {}",
-                    b.name,
-                    dest.display()
-                );
-            }
-        }
+        src.assert_mirrored_in(&[&follower_dir, &fresh], b.name);
     }
 }
 
@@ -141,27 +171,12 @@ async fn rolled_segments_are_compacted_and_a_first_apply_reads_one_object_each()
 async fn packs_no_version_names_are_deleted_after_the_grace_and_no_other() {
     for b in backends() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let source = dir.path().join("source");
         let tid = TopicId::from_bytes([9; 16]);
-        let tps: Vec<TopicPartition> = (0..6)
-            .map(|p| TopicPartition::new("collected", p).expect("tp"))
-            .collect();
-        let cfg = LogConfig {
-            segment_bytes: 8192,
-            ..LogConfig::default()
-        };
-        let write = || {
-            let d = LogDir::open(&source).expect("source");
-            for tp in &tps {
-                let mut log = d
-                    .open_or_create_partition(tp, Some(tid), cfg.clone())
-                    .expect("create");
-                produce(&mut log, 12, 1, 4);
-                log.close().expect("close");
-            }
-        };
+        let src = RollingSource::new(dir.path().join("source"), "collected", 6, tid);
+        let (source, tps) = (&src.path, src.tps.as_slice());
+        let write = || src.write();
         let clock = Arc::new(manifest::clock::ManualClock::new());
-        let mut opts = shipper_options(&b, &source, "src");
+        let mut opts = shipper_options(&b, source, "src");
         opts.pack_below = 1 << 20;
         opts.head_deltas = true;
         opts.delete_grace = Some(std::time::Duration::from_secs(3600));
@@ -208,7 +223,7 @@ async fn packs_no_version_names_are_deleted_after_the_grace_and_no_other() {
             .expect("put");
         let named = || async {
             let mut named = std::collections::BTreeSet::new();
-            for tp in &tps {
+            for tp in tps {
                 let m = ms
                     .newest_manifest(&manifest::layout::PartitionKey {
                         tp: tp.clone(),
@@ -288,16 +303,6 @@ async fn packs_no_version_names_are_deleted_after_the_grace_and_no_other() {
         )
         .expect("applier");
         drain(&mut applier).await;
-        for tp in &tps {
-            for dest in [&follower_dir, &fresh] {
-                assert_eq!(
-                    kafkalog::compare::compare_partition(&source, dest, tp).expect("compare"),
-                    kafkalog::compare::Comparison::Identical,
-                    "[{}] {tp} in {}",
-                    b.name,
-                    dest.display()
-                );
-            }
-        }
+        src.assert_mirrored_in(&[&follower_dir, &fresh], b.name);
     }
 }
