@@ -679,12 +679,21 @@ pub fn pending_appends(path: &Path) -> Option<Vec<u8>> {
     DEFERRED.with(|d| d.borrow().appends.get(path).cloned())
 }
 
+/// Appends `bytes` to `path`; a write that fails part way (a full disk) is
+/// cut back, so that the next append does not land after a torn entry.
 fn append_now(path: &Path, bytes: &[u8]) -> Result<File> {
     let mut file = OpenOptions::new()
         .append(true)
         .open(path)
         .map_err(Error::io("open for append", path))?;
-    file.write_all(bytes).map_err(Error::io("append", path))?;
+    let before = file
+        .metadata()
+        .map_err(Error::io("stat for append", path))?
+        .len();
+    if let Err(e) = file.write_all(bytes) {
+        let _ = file.set_len(before);
+        return Err(Error::io("append", path)(e));
+    }
     Ok(file)
 }
 

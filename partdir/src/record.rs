@@ -24,8 +24,8 @@
 //! - readers follow the journal: each process replays it once and then
 //!   only what was appended (a rewritten journal, a new inode, is replayed
 //!   again). The journal is rewritten with only the newest entry of each
-//!   partition when it is 4 times that and over 1 MiB, by a write outside
-//!   any scope (temporary file, fsync, rename, directory fsync);
+//!   partition when it is 4 times that and over 1 MiB, before the first
+//!   append of a scope (temporary file, fsync, rename, directory fsync);
 //! - a dir whose name is not a partition's (tests, tools) keeps the
 //!   record in its own file.
 
@@ -257,15 +257,15 @@ pub fn write(record: &MirrorRecord, dir: &Path) -> Result<(), MirrorRecordError>
         let f = journals.entry(path.clone()).or_default();
         if !f.writable {
             open_for_writing(&path, f)?;
+        } else if fsutil::pending_appends(&path).is_none() {
+            // The first append of a scope (or one outside any): the file
+            // holds every append made so far, so it may be rewritten now.
+            // (A running applier writes the records of every partition it
+            // applied to, each cycle: the journal is kept small here.)
+            follow(&path, f)?;
+            compact_if_due(&path, f)?;
         }
         fsutil::append_durably(&path, &entry)?;
-        if !fsutil::deferred() {
-            follow(&path, f)?;
-            if f.replay.valid_len > COMPACT_ABOVE && f.replay.valid_len > 4 * f.replay.live_bytes()
-            {
-                compact(&path, f)?;
-            }
-        }
     }
     let old = dir.join(MIRROR_FILE);
     if old.exists() {
@@ -319,17 +319,19 @@ fn open_for_writing(path: &Path, f: &mut Followed) -> Result<(), MirrorRecordErr
         file.sync_all().map_err(io("fsync"))?;
         f.seen_len = f.replay.valid_len;
     }
-    if f.replay.valid_len > COMPACT_ABOVE && f.replay.valid_len > 4 * f.replay.live_bytes() {
-        compact(path, f)?;
-    }
+    compact_if_due(path, f)?;
     f.writable = true;
     Ok(())
 }
 
-/// Rewrites the journal with the newest entry of each partition. Never
-/// inside a scope (its appends would go to the file replaced).
-fn compact(path: &Path, f: &mut Followed) -> Result<(), MirrorRecordError> {
-    if fsutil::deferred() || fsutil::pending_appends(path).is_some() {
+/// Rewrites the journal with the newest entry of each partition when it is
+/// over [`COMPACT_ABOVE`] and 4 times that. Never while this thread has
+/// appends waiting for a barrier (the rewrite holds only what the file
+/// holds); a scope's appends then go to the new file, which the barrier
+/// opens by its path.
+fn compact_if_due(path: &Path, f: &mut Followed) -> Result<(), MirrorRecordError> {
+    let due = f.replay.valid_len > COMPACT_ABOVE && f.replay.valid_len > 4 * f.replay.live_bytes();
+    if !due || fsutil::pending_appends(path).is_some() {
         return Ok(());
     }
     let io = |op| kafkalog::Error::io(op, path);
@@ -612,6 +614,33 @@ mod tests {
             Some(even)
         );
         assert_eq!(read(&dirs[1]).expect("read").and_then(|r| r.lme), Some(odd));
+    }
+
+    /// A running applier writes its records in a scope each cycle: the
+    /// journal is rewritten there too, before the scope's first append.
+    #[test]
+    fn a_journal_written_in_scopes_is_rewritten_and_keeps_every_record() {
+        let (root, dirs) = log_dir(3);
+        let path = root.path().join(journal::FILE);
+        let len = || std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let (mut cycle, mut longest) = (0, 0);
+        while len() >= longest {
+            longest = len();
+            assert!(
+                longest <= 2 * COMPACT_ABOVE,
+                "never rewritten: {longest} bytes"
+            );
+            cycle += 1;
+            let scope = fsutil::DeferredSync::begin();
+            for d in &dirs {
+                write(&lme(cycle), d).expect("write");
+            }
+            scope.finish().expect("barrier");
+        }
+        lock().clear();
+        for d in &dirs {
+            assert_eq!(read(d).expect("read").and_then(|r| r.lme), Some(cycle));
+        }
     }
 
     #[test]
