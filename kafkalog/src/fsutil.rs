@@ -650,8 +650,8 @@ pub fn read_to_string_bounded(path: &Path, limit: u64) -> std::io::Result<String
 /// Appends `bytes` to the existing file `path` and makes them durable
 /// (`fdatasync`). Inside a [`DeferredSync`] scope the bytes wait for the
 /// barrier, which appends them (in the order given, one write per file)
-/// before its fsyncs: until then no reader sees them, except this thread
-/// through [`pending_appends`]. Inside [`SyncLater::keep`] they are
+/// before its fsyncs: until then no reader sees them ([`has_pending_appends`]
+/// tells this thread that some wait). Inside [`SyncLater::keep`] they are
 /// appended at once and their fsync is kept. For a journal whose one
 /// writer is this process: a crash may leave a torn tail, which the
 /// journal's reader recognises.
@@ -674,9 +674,9 @@ pub fn append_durably(path: &Path, bytes: &[u8]) -> Result<()> {
     sync_file(&file, path, true)
 }
 
-/// The bytes this thread's barrier will append to `path`, if any.
-pub fn pending_appends(path: &Path) -> Option<Vec<u8>> {
-    DEFERRED.with(|d| d.borrow().appends.get(path).cloned())
+/// True when this thread's barrier has bytes to append to `path`.
+pub fn has_pending_appends(path: &Path) -> bool {
+    DEFERRED.with(|d| d.borrow().appends.contains_key(path))
 }
 
 /// Appends `bytes` to `path`; a write that fails part way (a full disk) is

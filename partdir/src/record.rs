@@ -122,6 +122,50 @@ fn journal_err(path: &Path) -> impl FnOnce(JournalError) -> MirrorRecordError + 
     }
 }
 
+/// A journal entry as this thread wrote it: the dir's topic id and the
+/// record, or `None` for a removal.
+type PendingEntry = Option<(Option<kafkalog::TopicId>, MirrorRecord)>;
+
+thread_local! {
+    /// This thread's entries waiting for its barrier, by journal and name
+    /// (what it reads back before the barrier makes them the file's).
+    static PENDING: std::cell::RefCell<HashMap<PathBuf, HashMap<String, PendingEntry>>> =
+        std::cell::RefCell::new(HashMap::new());
+}
+
+/// Notes an entry appended by this thread; kept only while its barrier has
+/// not run (an append outside a scope is in the file at once).
+fn note_pending(path: &Path, name: &str, entry: PendingEntry) {
+    PENDING.with(|p| {
+        let mut p = p.borrow_mut();
+        if fsutil::has_pending_appends(path) {
+            p.entry(path.to_path_buf())
+                .or_default()
+                .insert(name.to_string(), entry);
+        } else {
+            p.remove(path);
+        }
+    });
+}
+
+/// Forgets this thread's entries of `path` (their barrier ran).
+fn forget_pending(path: &Path) {
+    PENDING.with(|p| p.borrow_mut().remove(path));
+}
+
+/// This thread's entry of `name` waiting for its barrier: `Some(None)` for a
+/// removal, `None` when there is none (or the barrier ran).
+fn pending_entry(path: &Path, name: &str) -> Option<PendingEntry> {
+    PENDING.with(|p| {
+        let mut p = p.borrow_mut();
+        if !fsutil::has_pending_appends(path) {
+            p.remove(path);
+            return None;
+        }
+        p.get(path).and_then(|m| m.get(name).cloned())
+    })
+}
+
 /// Brings `f` up to the file at `path` (absent: empty).
 fn follow(path: &Path, f: &mut Followed) -> Result<(), MirrorRecordError> {
     let meta = match std::fs::metadata(path) {
@@ -186,16 +230,9 @@ pub fn read(dir: &Path) -> Result<Option<MirrorRecord>, MirrorRecordError> {
             follow(&path, f)?;
             f.replay.records.get(name).cloned()
         };
-        // This thread's appends waiting for its barrier come after.
-        let pending = match fsutil::pending_appends(&path) {
-            Some(more) => {
-                let mut r = Replay::default();
-                record_journal::replay_more(&mut r, &more).map_err(journal_err(&path))?;
-                r.records.get(name).cloned()
-            }
-            None => None,
-        };
-        if let Some((written_for, record)) = pending.or(found)
+        // This thread's entries waiting for its barrier come after.
+        let pending = pending_entry(&path, name);
+        if let Some((written_for, record)) = pending.unwrap_or(found)
             && dir.is_dir()
             && dir_topic_id(dir)? == written_for
         {
@@ -251,13 +288,15 @@ pub fn write(record: &MirrorRecord, dir: &Path) -> Result<(), MirrorRecordError>
             .into(),
         );
     }
-    let entry = record_journal::entry(name, dir_topic_id(dir)?, record).map_err(malformed)?;
+    let dir_id = dir_topic_id(dir)?;
+    let entry = record_journal::entry(name, dir_id, record).map_err(malformed)?;
     {
         let mut journals = lock();
         let f = journals.entry(path.clone()).or_default();
         if !f.writable {
             open_for_writing(&path, f)?;
-        } else if fsutil::pending_appends(&path).is_none() {
+        } else if !fsutil::has_pending_appends(&path) {
+            forget_pending(&path);
             // The first append of a scope (or one outside any): the file
             // holds every append made so far, so it may be rewritten now.
             // (A running applier writes the records of every partition it
@@ -266,6 +305,7 @@ pub fn write(record: &MirrorRecord, dir: &Path) -> Result<(), MirrorRecordError>
             compact_if_due(&path, f)?;
         }
         fsutil::append_durably(&path, &entry)?;
+        note_pending(&path, name, Some((dir_id, record.clone())));
     }
     let old = dir.join(MIRROR_FILE);
     if old.exists() {
@@ -282,11 +322,12 @@ pub fn remove(dir: &Path) -> Result<(), MirrorRecordError> {
         let mut journals = lock();
         let f = journals.entry(path.clone()).or_default();
         follow(&path, f)?;
-        if f.replay.records.contains_key(name) || fsutil::pending_appends(&path).is_some() {
+        if f.replay.records.contains_key(name) || fsutil::has_pending_appends(&path) {
             if !f.writable {
                 open_for_writing(&path, f)?;
             }
             fsutil::append_durably(&path, &journal::entry(name, None, &[]))?;
+            note_pending(&path, name, None);
         }
     }
     fsutil::remove_file(&dir.join(MIRROR_FILE))?;
@@ -331,7 +372,7 @@ fn open_for_writing(path: &Path, f: &mut Followed) -> Result<(), MirrorRecordErr
 /// opens by its path.
 fn compact_if_due(path: &Path, f: &mut Followed) -> Result<(), MirrorRecordError> {
     let due = f.replay.valid_len > COMPACT_ABOVE && f.replay.valid_len > 4 * f.replay.live_bytes();
-    if !due || fsutil::pending_appends(path).is_some() {
+    if !due || fsutil::has_pending_appends(path) {
         return Ok(());
     }
     let io = |op| kafkalog::Error::io(op, path);
@@ -517,6 +558,20 @@ mod tests {
         let bytes = std::fs::read(&journal_path).expect("read");
         let r = record_journal::replay(&bytes).expect("replay");
         assert_eq!(r.records.len(), 50);
+    }
+
+    #[test]
+    fn a_removal_waiting_for_its_barrier_is_read_as_one() {
+        let (_root, dirs) = log_dir(1);
+        write(&lme(1), &dirs[0]).expect("write");
+        let scope = fsutil::DeferredSync::begin();
+        write(&lme(2), &dirs[0]).expect("write");
+        assert_eq!(read(&dirs[0]).expect("read").and_then(|r| r.lme), Some(2));
+        remove(&dirs[0]).expect("remove");
+        assert_eq!(read(&dirs[0]).expect("read"), None);
+        scope.finish().expect("barrier");
+        lock().clear();
+        assert_eq!(read(&dirs[0]).expect("read"), None);
     }
 
     #[test]
