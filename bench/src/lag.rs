@@ -197,7 +197,10 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
         let log = std::fs::File::create(work.join(format!("{name}.log")))?;
         Command::new(bin.join(name))
             .args(args)
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("SEGMIRROR_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

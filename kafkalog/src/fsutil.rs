@@ -94,10 +94,10 @@ pub fn write_atomic(path: &Path, contents: &[u8], sync: bool) -> Result<()> {
 /// for files the log's own recovery checks and rebuilds (segment indexes):
 /// the bytes from `unchanged` on are written (the caller knows the file
 /// already holds `contents[..unchanged]`), the file is cut to
-/// `contents.len()`, and fsynced (deferred inside a [`DeferredSync`]
-/// scope). Returns true when the file was created: its directory then needs
-/// an fsync for the name to be durable.
-pub fn write_in_place(path: &Path, contents: &[u8], unchanged: usize) -> Result<bool> {
+/// `contents.len()`, and fsynced when `sync` (deferred inside a
+/// [`DeferredSync`] scope). Returns true when the file was created: its
+/// directory then needs an fsync for the name to be durable.
+pub fn write_in_place(path: &Path, contents: &[u8], unchanged: usize, sync: bool) -> Result<bool> {
     use std::os::unix::fs::FileExt;
     let (file, created) = match OpenOptions::new().write(true).open(path) {
         Ok(f) => (f, false),
@@ -124,7 +124,9 @@ pub fn write_in_place(path: &Path, contents: &[u8], unchanged: usize) -> Result<
         file.set_len(contents.len() as u64)
             .map_err(Error::io("truncate", path))?;
     }
-    sync_file(&file, path, true)?;
+    if sync {
+        sync_file(&file, path, true)?;
+    }
     Ok(created)
 }
 
@@ -325,6 +327,13 @@ fn defer(path: &Path, dir: bool) -> bool {
 /// Whether this thread's fsyncs are deferred to a barrier.
 pub fn deferred() -> bool {
     DEFERRED.with(|d| d.borrow().depth > 0)
+}
+
+/// The files (not directories) whose fsyncs this thread's open scope
+/// waits for, for tests of what a step makes durable.
+#[cfg(test)]
+pub(crate) fn pending_file_fsyncs() -> Vec<PathBuf> {
+    DEFERRED.with(|d| d.borrow().files.iter().cloned().collect())
 }
 
 /// Threads a barrier fsyncs from.
@@ -787,7 +796,7 @@ mod tests {
             assert!(!a.exists(), "the rename waits for the barrier");
             assert_eq!(read_optional(&a).expect("read"), Some(b"x".to_vec()));
             let in_place = dir.path().join("b");
-            write_in_place(&in_place, b"z", 0).expect("write");
+            write_in_place(&in_place, b"z", 0, true).expect("write");
             let pending = DEFERRED.with(|d| {
                 let d = d.borrow();
                 (d.files.len(), d.dirs.len(), d.renames.len())

@@ -74,7 +74,10 @@
 //! [`PartitionLog::flush`]/close, so a power loss can lose the unflushed tail,
 //! which recovery then cuts cleanly; with [`FlushPolicy::OnFlush`] a roll's
 //! fsyncs wait for the next flush too (open scans the rolled segments above
-//! the recovery point, so what a power loss tore there is cut the same way). Metadata (epoch checkpoint, write guard,
+//! the recovery point, so what a power loss tore there is cut the same
+//! way). A rolled segment's index files are fsynced with it; the active
+//! segment's are written at each flush but not fsynced, since open always
+//! rebuilds them from its batches. Metadata (epoch checkpoint, write guard,
 //! root checkpoints, segment creation and deletion) is always written
 //! atomically and fsynced.
 
@@ -295,7 +298,7 @@ impl ActiveSegment {
 
     /// Writes its index files as they stand (the transaction index only
     /// when it has entries); see [`write_index_files`] for `sync_dir`.
-    fn write_indexes(&mut self, dir: &Path, sync_dir: bool) -> Result<()> {
+    fn write_indexes(&mut self, dir: &Path, sync: IndexSync) -> Result<()> {
         let txn = if self.txn_index.is_empty() {
             None
         } else {
@@ -310,7 +313,7 @@ impl ActiveSegment {
             &self.offset_index,
             &self.time_index,
             txn,
-            sync_dir,
+            sync,
             written,
         )?);
         Ok(())
@@ -1086,13 +1089,15 @@ impl PartitionLog {
         let a = &mut self.active;
         a.indexes_written = None;
         let txn_path = segment::file_path(&self.dir, a.base_offset, TXN_INDEX_SUFFIX);
-        let rewritten = a.write_indexes(&self.dir, true).and_then(|()| {
-            if a.txn_index.is_empty() {
-                fsutil::remove_file(&txn_path)
-            } else {
-                Ok(())
-            }
-        });
+        let rewritten = a
+            .write_indexes(&self.dir, IndexSync::Durable)
+            .and_then(|()| {
+                if a.txn_index.is_empty() {
+                    fsutil::remove_file(&txn_path)
+                } else {
+                    Ok(())
+                }
+            });
         if rewritten.is_ok() {
             return true;
         }
@@ -1229,7 +1234,7 @@ impl PartitionLog {
         }
         // The dir is fsynced by `roll` once the next segment exists: one
         // fsync for the index renames and the new file.
-        a.write_indexes(&self.dir, false)
+        a.write_indexes(&self.dir, IndexSync::DirByCaller)
     }
 
     /// Transactions left open in the log (transactional batches with no
@@ -1381,13 +1386,14 @@ impl PartitionLog {
     }
 
     /// Flushes the log: fsyncs the active segment, writes its index files (so
-    /// a Kafka broker could start on the dir) and updates the log dir's
-    /// recovery point and log start checkpoints.
+    /// a Kafka broker could start on the dir; not fsynced, see
+    /// [`IndexSync::Visible`]) and updates the log dir's recovery point and
+    /// log start checkpoints.
     pub fn flush(&mut self) -> Result<()> {
         self.sync_later.sync()?;
         let a = &mut self.active;
         fsutil::sync_file(&a.file, &a.path, false)?;
-        a.write_indexes(&self.dir, true)?;
+        a.write_indexes(&self.dir, IndexSync::Visible)?;
         let first_base = self
             .rolled
             .keys()
@@ -1762,7 +1768,7 @@ impl BuiltIndexes {
             &self.offset_index,
             &self.time_index,
             None,
-            true,
+            IndexSync::Durable,
             None,
         )
         .map(drop)
@@ -1789,12 +1795,25 @@ fn build_indexes(path: &Path, base: i64, interval: u64) -> Result<BuiltIndexes> 
     })
 }
 
-/// Writes a segment's index files in place and fsyncs them (see
+/// How [`write_index_files`] makes a segment's index files durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IndexSync {
+    /// The files fsynced, and the partition dir when a file was created.
+    Durable,
+    /// The files fsynced; the caller fsyncs the dir itself (a roll does,
+    /// once the next segment exists).
+    DirByCaller,
+    /// Written for readers, not fsynced: the active segment's indexes at a
+    /// flush. Open rebuilds an active segment's indexes from its batches,
+    /// and a roll writes them durably, so a power loss can only cost what
+    /// open rebuilds (issue 31: two fsyncs fewer per partition flushed).
+    Visible,
+}
+
+/// Writes a segment's index files in place (see
 /// [`fsutil::write_in_place`]: the log's recovery checks index files and
-/// rebuilds them, so they need no temporary file and rename), then fsyncs
-/// the partition dir when a file was created (unless `sync_dir` is false:
-/// the caller fsyncs the dir itself, as a roll does after creating the next
-/// segment). `written` holds the lengths the files had when this process
+/// rebuilds them, so they need no temporary file and rename), durable as
+/// `sync` says. `written` holds the lengths the files had when this process
 /// last wrote them (entries are only ever appended to a segment's indexes
 /// while it is open): only what follows is written, and a file whose
 /// length did not change is left alone. Returns the lengths now written.
@@ -1804,7 +1823,7 @@ fn write_index_files(
     offset_index: &OffsetIndex,
     time_index: &TimeIndex,
     txn: Option<&TransactionIndex>,
-    sync_dir: bool,
+    sync: IndexSync,
     written: Option<[usize; 3]>,
 ) -> Result<[usize; 3]> {
     let files: [(&str, Option<Vec<u8>>); 3] = [
@@ -1822,9 +1841,14 @@ fn write_index_files(
             continue;
         }
         let path = segment::file_path(dir, base, suffix);
-        created |= fsutil::write_in_place(&path, bytes, before.unwrap_or(0))?;
+        created |= fsutil::write_in_place(
+            &path,
+            bytes,
+            before.unwrap_or(0),
+            sync != IndexSync::Visible,
+        )?;
     }
-    if sync_dir && created {
+    if sync == IndexSync::Durable && created {
         fsutil::fsync_dir(dir)?;
     }
     Ok(now)
@@ -2167,6 +2191,51 @@ mod tests {
         log.clear_read_only().expect("clear");
         log.append_as_leader(&mut b, 7).expect("writable again");
         assert_eq!(log.log_end_offset(), 10);
+    }
+
+    #[test]
+    fn a_flush_fsyncs_the_active_segment_but_not_its_indexes_which_open_rebuilds() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::open(root.path()).expect("open");
+        let config = LogConfig {
+            segment_bytes: 1 << 20,
+            index_interval_bytes: 100,
+            ..LogConfig::default()
+        };
+        let mut log = dir
+            .open_or_create_partition(&tp(), None, config.clone())
+            .expect("create");
+        let input = batches(&[(0, 0), (2, 0), (4, 0), (6, 0)]);
+        log.append_replicated(&input).expect("append");
+        let base = log.segment_base_offsets()[0];
+        let index = log.dir().join(segment::file_name(base, INDEX_SUFFIX));
+        let time_index = log.dir().join(segment::file_name(base, TIME_INDEX_SUFFIX));
+        let segment = log.dir().join(segment::file_name(base, LOG_SUFFIX));
+        let scope = fsutil::DeferredSync::begin();
+        log.flush().expect("flush");
+        let pending = fsutil::pending_file_fsyncs();
+        assert!(pending.contains(&segment), "{pending:?}");
+        assert!(
+            !pending.contains(&index) && !pending.contains(&time_index),
+            "the active segment's indexes are not fsynced: {pending:?}"
+        );
+        scope.finish().expect("barrier");
+        let written = std::fs::read(&index).expect("index");
+        assert!(!written.is_empty(), "written for readers all the same");
+        drop(log);
+        // A power loss took the index files' unsynced pages.
+        std::fs::write(&index, [0xffu8; 5]).expect("write");
+        std::fs::remove_file(&time_index).expect("remove");
+        drop(dir);
+        let dir = LogDir::open(root.path()).expect("open");
+        let mut log = dir.open_partition(&tp(), config).expect("reopen");
+        assert_eq!(
+            log.read(4, usize::MAX).expect("read"),
+            input[input.len() / 2..]
+        );
+        log.flush().expect("flush");
+        assert_eq!(std::fs::read(&index).expect("index"), written, "rebuilt");
+        assert!(time_index.exists(), "rebuilt");
     }
 
     #[test]

@@ -271,6 +271,24 @@ fn read_file(dir: &Path) -> Result<Option<MirrorRecord>, MirrorRecordError> {
 /// Writes the record durably, as [`manifest::mirror_record::RECORD_SCHEMA`]:
 /// an entry of its log dir's journal (see the module doc).
 pub fn write(record: &MirrorRecord, dir: &Path) -> Result<(), MirrorRecordError> {
+    let dir_id = if dir.is_dir() {
+        dir_topic_id(dir)?
+    } else {
+        None
+    };
+    write_for(record, dir, dir_id)
+}
+
+/// [`write`] by a caller that holds the partition's log open and so knows
+/// the topic id of its `partition.metadata` (`PartitionLog::topic_id`):
+/// the file is not read again for every record written (a running
+/// applier writes the records of every partition it applied to, each
+/// cycle).
+pub fn write_for(
+    record: &MirrorRecord,
+    dir: &Path,
+    dir_id: Option<kafkalog::TopicId>,
+) -> Result<(), MirrorRecordError> {
     let malformed = |e: ManifestFormatError| MirrorRecordError::Malformed {
         path: dir.join(MIRROR_FILE).display().to_string(),
         reason: e.to_string(),
@@ -288,7 +306,6 @@ pub fn write(record: &MirrorRecord, dir: &Path) -> Result<(), MirrorRecordError>
             .into(),
         );
     }
-    let dir_id = dir_topic_id(dir)?;
     let entry = record_journal::entry(name, dir_id, record).map_err(malformed)?;
     {
         let mut journals = lock();

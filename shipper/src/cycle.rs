@@ -419,16 +419,26 @@ impl Shipper {
         total
     }
 
-    /// Runs cycles every tail interval (at once while there is a backlog)
-    /// until `stop` completes; the cycle in progress finishes first.
+    /// Runs a cycle every tail interval, counted from one cycle's start to
+    /// the next (so data waits at most the interval plus one cycle to be
+    /// shipped, whatever a cycle takes), and at once while there is a
+    /// backlog or a cycle took longer than the interval, until `stop`
+    /// completes; the cycle in progress finishes first.
     pub async fn run(&mut self, stop: impl std::future::Future<Output = ()>) {
         tokio::pin!(stop);
         loop {
+            let started = std::time::Instant::now();
             let r = self.run_cycle().await;
+            let took = started.elapsed();
+            tracing::debug!(
+                took_ms = took.as_millis() as u64,
+                committed = r.committed,
+                "cycle"
+            );
             let pause = if r.backlog {
                 Duration::ZERO
             } else {
-                self.opts.tail_interval
+                self.opts.tail_interval.saturating_sub(took)
             };
             tokio::select! {
                 biased;

@@ -348,11 +348,17 @@ impl Applier {
         use std::sync::atomic::Ordering;
         while !stop.load(Ordering::Relaxed) {
             self.process_command_requests().await;
+            let started = Instant::now();
             let report = self.run_once().await;
             if report.batches > 0 {
-                tracing::debug!(batches = report.batches, bytes = report.bytes, "applied");
+                tracing::debug!(
+                    batches = report.batches,
+                    bytes = report.bytes,
+                    took_ms = started.elapsed().as_millis() as u64,
+                    "applied"
+                );
             }
-            let until = Instant::now() + poll_interval;
+            let until = started + poll_interval;
             while Instant::now() < until && !stop.load(Ordering::Relaxed) {
                 if self.process_command_requests().await > 0 {
                     continue;

@@ -195,12 +195,11 @@ impl Mirror {
     /// Writes the record durably.
     pub fn save(&mut self) -> Result<(), MirrorError> {
         self.record.updated_at_ms = self.clock.now_ms();
-        let result = partdir::record::write(&self.record, self.log.dir()).map_err(|source| {
-            MirrorError::Record {
+        let result = partdir::record::write_for(&self.record, self.log.dir(), self.log.topic_id())
+            .map_err(|source| MirrorError::Record {
                 tp: self.tp.clone(),
                 source,
-            }
-        });
+            });
         self.unsaved = result.as_ref().err().map(ToString::to_string);
         if result.is_ok() {
             self.record_dirty = false;
