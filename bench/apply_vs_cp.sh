@@ -7,11 +7,23 @@
 # of that, so `cp -r` followed by `sync` is shown too. Warm page cache: the
 # bucket is read once before every timed run; `sync` before each run.
 #   bash bench/apply_vs_cp.sh           # BENCH_RUNS=3 runs of each
+#   BENCH_LAYOUT=segments bash bench/apply_vs_cp.sh
+#                                       # 140 MiB in ~700 segments of 200 KiB
+#                                       # (BENCH_MIB, BENCH_SEGMENT_KIB)
 source "$(dirname "$0")/lib.sh"
 build
-src=$DATA/mixed-2g
-"$BIN/segmirror-bench" gen --out "$src" --layout mixed --total-mib "${BENCH_MIB:-2048}"
-bucket=$DATA/bucket-mixed-2g
+case ${BENCH_LAYOUT:-mixed} in
+  mixed)
+    src=$DATA/mixed-2g
+    "$BIN/segmirror-bench" gen --out "$src" --layout mixed --total-mib "${BENCH_MIB:-2048}"
+    bucket=$DATA/bucket-mixed-2g ;;
+  segments)
+    src=$DATA/segments
+    "$BIN/segmirror-bench" gen --out "$src" --layout segments --total-mib "${BENCH_MIB:-140}" \
+      --segment-kib "${BENCH_SEGMENT_KIB:-200}"
+    bucket=$DATA/bucket-segments ;;
+  *) echo "BENCH_LAYOUT: mixed or segments" >&2; exit 2 ;;
+esac
 if [ "$(cat "$bucket.params" 2>/dev/null)" != "$(cat "$src/params")" ]; then
   rm -rf "$bucket" "$bucket.params"; mkdir -p "$bucket"
   "$BIN/shipper" once --log-dir "$src" --bucket "file://$bucket" --create-bucket --cluster-id bench 2>/dev/null
@@ -43,7 +55,7 @@ done
 rm -rf "$WORK/out"
 tc=$(median cp 2)
 echo
-echo "## apply from file:// vs cp -r: $(awk -v b="$bytes" 'BEGIN{printf "%.0f", b/1048576}') MiB of segments (7 partitions, $(find "$bucket" -path '*/data/*' -type f | wc -l) objects), $RUNS runs each, median"
+echo "## apply from file:// vs cp -r: $(awk -v b="$bytes" 'BEGIN{printf "%.0f", b/1048576}') MiB of segments (layout ${BENCH_LAYOUT:-mixed}, $(find "$src" -name '*.log' | wc -l) segments, $(find "$bucket" -path '*/data/*' -type f | wc -l) objects), $RUNS runs each, median"
 echo
 echo "| variant | wall s | MiB/s | user s | sys s | peak RSS MiB | vs cp | runs (wall s) |"
 echo "|---|---:|---:|---:|---:|---:|---:|---|"

@@ -10,6 +10,9 @@
 //! - `big` (default 1280 MiB): one partition with 1 GiB segments (one
 //!   rolled 1 GiB segment and the rest active); `--segment-mib N` sets
 //!   another `segment.bytes` (say 256: rolled 256 MiB segments).
+//! - `segments` (default 140 MiB): 4 partitions of small segments
+//!   (`--segment-kib`, default 200: about 700 segments), as compacted and
+//!   low-traffic topics have; the case issue 31 measures apply on.
 //! - `small` (default 10,000 partitions): 100 topics of `N / 100`
 //!   partitions, each partition one batch of 10 records of 100 bytes. One
 //!   partition is written with the library, the others are copies of it
@@ -124,7 +127,12 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
             ),
         },
         "small" => format!("v1 small partitions={}", o.num("partitions", 10_000u32)?),
-        _ => anyhow::bail!("--layout: mixed, big or small"),
+        "segments" => format!(
+            "v1 segments total_mib={} segment_kib={}",
+            o.num("total-mib", 140u64)?,
+            o.num("segment-kib", 200u64)?
+        ),
+        _ => anyhow::bail!("--layout: mixed, big, segments or small"),
     };
     let marker = out.join("params");
     if std::fs::read_to_string(&marker).ok().as_deref() == Some(params.as_str()) {
@@ -143,6 +151,20 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
                 ..BIG[0]
             };
             write_layout(&out, &[big], o.num("total-mib", 1280u64)? * MIB)?
+        }
+        "segments" => {
+            let segment_bytes = o.num("segment-kib", 200u64)? * 1024;
+            let parts: Vec<PartSpec> = (0..4)
+                .map(|partition| PartSpec {
+                    topic: "compacted",
+                    partition,
+                    share: 250,
+                    segment_bytes,
+                    records: 8,
+                    value_size: 512,
+                })
+                .collect();
+            write_layout(&out, &parts, o.num("total-mib", 140u64)? * MIB)?
         }
         _ => write_small(&out, o.num("partitions", 10_000u32)?)?,
     }

@@ -30,7 +30,7 @@ use std::process::ExitCode;
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: segmirror-bench gen --out DIR --layout mixed|big|small [--total-mib N] [--segment-mib N (big)] [--partitions N]\n\
+        "usage: segmirror-bench gen --out DIR --layout mixed|big|segments|small [--total-mib N] [--segment-mib N (big)] [--segment-kib N (segments)] [--partitions N]\n\
          \x20      segmirror-bench lag [--bin DIR] [--rate BATCHES_PER_S] [--partitions N] [--secs S] [--poll-ms MS] [--tail-interval DUR] [--applier-poll-ms MS] [--records N] [--value-size BYTES] [--segment-mib N] [--layout 1|2] [--bucket URL] [--requests-after S] [--work DIR] [--keep 1]\n\
          \x20      segmirror-bench idle [--partitions N] [--secs S] [--applier-metrics on] [--work DIR] [--data DIR] [--keep 1]\n\
          \x20      segmirror-bench metadata [--partitions N] [--cycles N] [--changes N] [--work DIR]\n\

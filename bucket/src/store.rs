@@ -23,7 +23,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
-use manifest::feed::{Head, KEEP_HEADS};
+use manifest::feed::{Head, KEEP_HEADS, ManifestSlice};
 use manifest::groups::{
     GroupsDelta, GroupsPointer, GroupsSnapshot, GroupsState, MAX_DELTAS_PER_READ,
 };
@@ -489,7 +489,47 @@ impl ManifestStore {
     ) -> Result<PartitionManifest, StoreError> {
         let key = self.layout.manifest_key(p, version);
         let bytes = self.get(&key).await?;
-        let m = PartitionManifest::decode_from(Some(&key), &bytes).map_err(|source| {
+        self.decode_manifest(p, version, key, &bytes)
+    }
+
+    /// Most bytes a [`ManifestSlice`] may name: a head line is not trusted
+    /// to size a read (a manifest of 10,000 ranges is about 4 MiB, pages
+    /// keep it far smaller).
+    pub const MAX_SLICE_BYTES: u64 = 64 << 20;
+
+    /// Version `version` of `p` where a head line says it is: the bytes
+    /// `slice` names of a shared object (one ranged GET), checked as
+    /// [`ManifestStore::get_manifest`] checks an object of its own.
+    pub async fn get_manifest_slice(
+        &self,
+        p: &PartitionKey,
+        version: u64,
+        slice: &ManifestSlice,
+    ) -> Result<PartitionManifest, StoreError> {
+        let key = format!("{}@{}+{}", slice.key, slice.offset, slice.bytes);
+        let end = slice
+            .offset
+            .checked_add(slice.bytes)
+            .filter(|_| slice.bytes > 0 && slice.bytes <= Self::MAX_SLICE_BYTES);
+        let Some(end) = end else {
+            return Err(StoreError::Identity {
+                key,
+                reason: format!("a manifest slice of {} bytes", slice.bytes),
+            });
+        };
+        let bytes = self.get_in(&slice.key, Some(slice.offset..end)).await?;
+        self.decode_manifest(p, version, key, &bytes)
+    }
+
+    #[allow(clippy::result_large_err)] // StoreError, as every call here returns
+    fn decode_manifest(
+        &self,
+        p: &PartitionKey,
+        version: u64,
+        key: String,
+        bytes: &[u8],
+    ) -> Result<PartitionManifest, StoreError> {
+        let m = PartitionManifest::decode_from(Some(&key), bytes).map_err(|source| {
             StoreError::Format {
                 key: key.clone(),
                 source,
@@ -515,7 +555,8 @@ impl ManifestStore {
     /// The manifest version a head entry names for `p`: the object of
     /// that version, or, when the entry says deltas made it
     /// (`manifest::feed::DeltaChain`, layout 2), the object the chain
-    /// follows with each delta applied in order, read from the heads that
+    /// follows (its own, or its slice of a shared one) with each delta
+    /// applied in order, read from the heads that
     /// carry them (one GET each). A chain that does not resolve (a head
     /// without the delta, a delta that does not apply) is an identity
     /// error naming the head: never a manifest made up.
@@ -527,7 +568,13 @@ impl ManifestStore {
         let Some(chain) = &entry.chain else {
             return self.get_manifest(p, entry.manifest_version).await;
         };
-        let mut m = self.get_manifest(p, chain.object_version).await?;
+        let mut m = match &chain.base {
+            Some(slice) => {
+                self.get_manifest_slice(p, chain.object_version, slice)
+                    .await?
+            }
+            None => self.get_manifest(p, chain.object_version).await?,
+        };
         let map_key = entry.map_key();
         for &seq in &chain.heads {
             let head = self.get_head(seq).await?;

@@ -91,6 +91,28 @@ pub struct DeltaChain {
     pub object_version: u64,
     /// The heads that carry the deltas, oldest first.
     pub heads: Vec<u64>,
+    /// Where version `object_version` is when it is not an object of its
+    /// own (`topics/.../manifest/<version>.json`) but bytes of a shared
+    /// one: a chain as long as [`MAX_CHAIN`] allows starts again from the
+    /// version its next delta makes, and a cycle writes the versions of
+    /// every partition starting again in one object ([`ManifestSlice`]).
+    /// Absent: the version is an object of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<ManifestSlice>,
+}
+
+/// A manifest version inside a shared object: a cycle's manifest pack
+/// (a pack key, `packs/<hh>/<upload id>.pack`, holding encoded manifests
+/// one after another, each with its own CRC-32C trailer), written before
+/// the head that names it. Read with one ranged GET.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestSlice {
+    /// The shared object.
+    pub key: String,
+    /// Where the manifest's bytes start in it.
+    pub offset: u64,
+    /// How many bytes it has.
+    pub bytes: u64,
 }
 
 /// Most deltas after a manifest object: a writer writes an object before
@@ -126,10 +148,35 @@ impl HeadEntry {
             chain: Some(DeltaChain {
                 object_version,
                 heads: Vec::new(),
+                base: None,
             }),
             delta: Some(delta),
             ..HeadEntry::for_manifest(next)
         }
+    }
+
+    /// The head line of a version that starts its partition's chain again
+    /// ([`DeltaChain::base`]): `next`, made by `delta` from the version
+    /// the head names and written at `slice` of a shared object. Readers
+    /// holding the version before move on by the delta; others read the
+    /// slice.
+    pub fn for_rebase(next: &PartitionManifest, delta: Delta, slice: ManifestSlice) -> HeadEntry {
+        HeadEntry {
+            chain: Some(DeltaChain {
+                object_version: next.version,
+                heads: Vec::new(),
+                base: Some(slice),
+            }),
+            delta: Some(delta),
+            ..HeadEntry::for_manifest(next)
+        }
+    }
+
+    /// True for a line made by [`HeadEntry::for_rebase`].
+    pub fn rebases(&self) -> bool {
+        self.chain
+            .as_ref()
+            .is_some_and(|c| c.base.is_some() && c.object_version == self.manifest_version)
     }
 
     /// The map key of this entry: `topic-partition`.
@@ -253,8 +300,11 @@ impl Head {
     /// an older version (or none) and the delta follows the manifest object
     /// the writer names in its chain. Any other delta is refused (another
     /// writer moved the partition: the writer reads it again), and so is
-    /// one that would make a chain longer than [`MAX_CHAIN`]. Returns the
-    /// next head and the map keys of the refused entries.
+    /// one that would make a chain longer than [`MAX_CHAIN`]. A delta that
+    /// starts the chain again ([`HeadEntry::rebases`]) is taken only when
+    /// this head's version is its `after_version`, and its chain is its
+    /// own. Returns the next head and the map keys of the refused
+    /// entries.
     pub fn commit(
         &self,
         seq: u64,
@@ -278,28 +328,44 @@ impl Head {
                 .partitions
                 .get(&key)
                 .filter(|c| c.topic_id == e.topic_id);
+            let rebase = e.rebases();
             let chain = match cur {
+                Some(c) if c.manifest_version == d.after_version && rebase => match &e.chain {
+                    Some(own) => own.clone(),
+                    None => {
+                        refused.push(key);
+                        continue;
+                    }
+                },
                 Some(c) if c.manifest_version == d.after_version => match &c.chain {
                     Some(ch) => DeltaChain {
                         object_version: ch.object_version,
                         heads: ch.heads.iter().copied().chain([seq]).collect(),
+                        base: ch.base.clone(),
                     },
                     None => DeltaChain {
                         object_version: c.manifest_version,
                         heads: vec![seq],
+                        base: None,
                     },
                 },
+                _ if rebase => {
+                    refused.push(key);
+                    continue;
+                }
                 Some(c)
                     if c.manifest_version < d.after_version && claimed == Some(d.after_version) =>
                 {
                     DeltaChain {
                         object_version: d.after_version,
                         heads: vec![seq],
+                        base: None,
                     }
                 }
                 None if claimed == Some(d.after_version) => DeltaChain {
                     object_version: d.after_version,
                     heads: vec![seq],
+                    base: None,
                 },
                 _ => {
                     refused.push(key);
@@ -474,9 +540,105 @@ mod tests {
             chain: Some(DeltaChain {
                 object_version: object,
                 heads: Vec::new(),
+                base: None,
             }),
             delta: Some(delta),
             ..entry(p, after + 1)
+        }
+    }
+
+    fn slice() -> ManifestSlice {
+        ManifestSlice {
+            key: "c/packs/aa/x.pack".into(),
+            offset: 100,
+            bytes: 50,
+        }
+    }
+
+    /// A delta after `after` that starts the chain again at the version
+    /// it makes.
+    fn rebase_entry(p: i32, after: u64) -> HeadEntry {
+        let mut e = delta_entry(p, after, after + 1);
+        e.chain = Some(DeltaChain {
+            object_version: after + 1,
+            heads: Vec::new(),
+            base: Some(slice()),
+        });
+        assert!(e.rebases());
+        e
+    }
+
+    /// One row per case: what the head names for `t-0`, and whether a
+    /// delta starting the chain again after version 36 is taken.
+    #[test]
+    fn a_chain_starts_again_only_from_the_version_the_head_names() {
+        let chained = |v: u64, object: u64, n: u64| {
+            let mut e = entry(0, v);
+            e.chain = Some(DeltaChain {
+                object_version: object,
+                heads: (1..=n).collect(),
+                base: None,
+            });
+            e
+        };
+        let rows: Vec<(&str, Option<HeadEntry>, bool)> = vec![
+            (
+                "a chain at its bound",
+                Some(chained(36, 4, MAX_CHAIN as u64)),
+                true,
+            ),
+            (
+                "a chain shorter than its bound",
+                Some(chained(36, 30, 6)),
+                true,
+            ),
+            ("an object", Some(entry(0, 36)), true),
+            ("another writer moved it", Some(entry(0, 37)), false),
+            ("the head names an older version", Some(entry(0, 35)), false),
+            ("a partition new to the head", None, false),
+        ];
+        for (name, current, taken) in rows {
+            let mut h = Head::empty("c");
+            h.seq = 8;
+            if let Some(c) = current {
+                h.partitions.insert(c.map_key(), c);
+            }
+            let (next, refused) = h.commit(9, [rebase_entry(0, 36)]);
+            if taken {
+                assert!(refused.is_empty(), "{name}: refused");
+                let e = &next.partitions["t-0"];
+                assert_eq!(e.manifest_version, 37, "{name}");
+                let chain = e.chain.as_ref().expect("a chain");
+                assert_eq!(
+                    (
+                        chain.object_version,
+                        chain.heads.clone(),
+                        chain.base.clone()
+                    ),
+                    (37, Vec::new(), Some(slice())),
+                    "{name}"
+                );
+                assert!(e.delta.is_some(), "{name}: readers at 36 move by it");
+                // The next delta extends the new chain, which keeps its base.
+                let (after, refused) = next.commit(10, [delta_entry(0, 37, 37)]);
+                assert!(refused.is_empty(), "{name}");
+                let chain = after.partitions["t-0"].chain.clone().expect("chain");
+                assert_eq!(
+                    (chain.object_version, chain.heads),
+                    (37, vec![10]),
+                    "{name}"
+                );
+                assert_eq!(chain.base, Some(slice()), "{name}");
+                let bytes = after.encode().expect("encode");
+                assert_eq!(Head::decode(&bytes).expect("decode"), after, "{name}");
+            } else {
+                assert_eq!(refused, vec!["t-0".to_string()], "{name}");
+                assert_eq!(
+                    next.partitions.get("t-0"),
+                    h.partitions.get("t-0"),
+                    "{name}"
+                );
+            }
         }
     }
 
@@ -503,6 +665,7 @@ mod tests {
             e.chain = Some(DeltaChain {
                 object_version: object,
                 heads,
+                base: None,
             });
             e
         };

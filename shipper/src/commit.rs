@@ -20,10 +20,12 @@
 //!   `Committed`; keys a version stops naming are handed to the sweep with
 //!   the time they were dropped;
 //! - with `head_deltas`, a version that only appends to a held version the
-//!   head names (`ChainPosition`, fewer than `MAX_CHAIN` deltas, no page
-//!   sealed) is not written here: it is `Deferred`, committed by the
-//!   cycle's head (`Feed::commit_deltas`), and the partition moves only
-//!   then ([`confirm_deferred`]).
+//!   head names (`ChainPosition`, no page sealed) is not written here: it
+//!   is `Deferred`, committed by the cycle's head (`Feed::commit_deltas`),
+//!   and the partition moves only then ([`confirm_deferred`]). When its
+//!   chain already has `MAX_CHAIN` deltas, the version starts it again:
+//!   the cycle writes it into one manifest pack with every other such
+//!   version, before the head that names it (`Deferred::rebase`).
 
 use std::sync::Arc;
 
@@ -104,9 +106,28 @@ pub(crate) enum CommitOutcome {
 pub(crate) struct Deferred {
     /// The head entry that commits it.
     pub(crate) entry: manifest::feed::HeadEntry,
+    /// Its chain is as long as `MAX_CHAIN` allows: the version starts it
+    /// again, written into the cycle's manifest pack before the head
+    /// ([`Deferred::rebase_at`]).
+    pub(crate) rebase: bool,
     work: Shipment,
     next: NextVersion,
     manifest: PartitionManifest,
+}
+
+impl Deferred {
+    /// The version, encoded, for the cycle's manifest pack.
+    pub(crate) fn encoded(&self) -> Result<Vec<u8>, manifest::partition::ManifestFormatError> {
+        self.manifest.encode()
+    }
+
+    /// The version was written at `slice` of the cycle's manifest pack:
+    /// its head entry starts the chain again there.
+    pub(crate) fn rebase_at(&mut self, slice: manifest::feed::ManifestSlice) {
+        if let Some(d) = self.entry.delta.take() {
+            self.entry = manifest::feed::HeadEntry::for_rebase(&self.manifest, d, slice);
+        }
+    }
 }
 
 impl CommitOutcome {
@@ -522,15 +543,18 @@ pub(crate) async fn commit(
             error: next.upload_error,
         };
     };
-    // An append after a held version the head names, with room in the
-    // chain: the head commits it.
+    // An append after a held version the head names: the head commits
+    // it; when the chain has no room left, the version starts it again
+    // from the cycle's manifest pack (one object for every partition doing
+    // so, not one each).
     let delta = chain
-        .filter(|c| c.deltas < manifest::feed::MAX_CHAIN && next.sealed.is_empty())
+        .filter(|_| next.sealed.is_empty())
         .zip(base.as_ref())
         .and_then(|(c, b)| Some((c, manifest::delta::Delta::between(b, &m)?)));
     if let Some((c, d)) = delta {
         return CommitOutcome::Deferred(Box::new(Deferred {
             entry: manifest::feed::HeadEntry::for_delta(&m, d, c.object_version),
+            rebase: c.deltas >= manifest::feed::MAX_CHAIN,
             work,
             next,
             manifest: m,

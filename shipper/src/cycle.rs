@@ -1012,6 +1012,9 @@ impl Shipper {
             .buffer_unordered(self.opts.upload_concurrency)
             .collect()
             .await;
+        // The versions starting their chains again: one manifest pack,
+        // written before the head that names it.
+        write_manifest_pack(&self.store, &mut outcomes).await;
         // The deltas: one head commits them all (with what the feed had
         // queued); the partitions move once it is written, and those
         // another writer moved are read again next cycle.
@@ -1412,6 +1415,81 @@ fn pack_chunks<T>(items: &[T], bytes: impl Fn(&T) -> u64) -> Vec<&[T]> {
         out.push(&items[start..]);
     }
     out
+}
+
+/// Writes the versions of this cycle's deferred commits that start
+/// their chains again (`Deferred::rebase`) into one object, a manifest
+/// pack under a fresh pack key (create-if-absent), and points each
+/// one's head entry at its bytes. When the write fails, those
+/// partitions fail this cycle (their next cycle plans again from what
+/// they hold); nothing names the object then, and pack gc deletes it.
+async fn write_manifest_pack(
+    store: &ManifestStore,
+    outcomes: &mut [(ShipperSlot, bool, CommitOutcome)],
+) {
+    let mut bytes: Vec<u8> = Vec::new();
+    let mut at: Vec<(usize, u64, u64)> = Vec::new();
+    let mut failed: Vec<(usize, ShipperError)> = Vec::new();
+    for (i, (st, _, o)) in outcomes.iter().enumerate() {
+        let CommitOutcome::Deferred(d) = o else {
+            continue;
+        };
+        if !d.rebase {
+            continue;
+        }
+        match d.encoded() {
+            Ok(m) => {
+                at.push((i, bytes.len() as u64, m.len() as u64));
+                bytes.extend_from_slice(&m);
+            }
+            Err(e) => failed.push((
+                i,
+                ShipperError::Inconsistent {
+                    tp: st.tp.clone(),
+                    reason: format!("its next version does not encode: {e}"),
+                },
+            )),
+        }
+    }
+    if !at.is_empty() {
+        let layout = store.layout();
+        let written = match layout.pack_key(&bucket::upload_id::fresh_string()) {
+            Ok(key) => store
+                .put_new(&key, bytes::Bytes::from(bytes))
+                .await
+                .map(|()| key)
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match written {
+            Ok(key) => {
+                tracing::debug!(key, versions = at.len(), "manifest pack written");
+                for &(i, offset, len) in &at {
+                    if let CommitOutcome::Deferred(d) = &mut outcomes[i].2 {
+                        d.rebase_at(manifest::feed::ManifestSlice {
+                            key: key.clone(),
+                            offset,
+                            bytes: len,
+                        });
+                    }
+                }
+            }
+            Err(e) => failed.extend(at.iter().map(|&(i, _, _)| {
+                (
+                    i,
+                    ShipperError::Inconsistent {
+                        tp: outcomes[i].0.tp.clone(),
+                        reason: format!("the manifest pack of its next version: {e}"),
+                    },
+                )
+            })),
+        }
+    }
+    for (i, e) in failed {
+        let (st, _, o) = &mut outcomes[i];
+        st.reset();
+        *o = CommitOutcome::Failed(e);
+    }
 }
 
 #[cfg(test)]

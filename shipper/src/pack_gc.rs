@@ -6,7 +6,8 @@
 //! are set:
 //! 1. reads the newest head (one LIST, one GET) and, for each partition it
 //!    names, the packs of that version: the ranges of its manifest object
-//!    and of that object's pages, and of the deltas of its chain. A version
+//!    and of that object's pages, and of the deltas of its chain, and the
+//!    manifest pack the chain starts from, if it does (held or not). A version
 //!    this process holds is taken from memory; a manifest object, a page
 //!    and a head are read once each (objects and pages are immutable and
 //!    cached across passes by key);
@@ -197,6 +198,12 @@ impl PackGc {
                 .is_some_and(|m| {
                     m.topic_id == entry.topic_id && m.version == entry.manifest_version
                 });
+            // The manifest pack the chain starts from, whoever holds the
+            // version: readers without it read it there.
+            let base = entry.chain.as_ref().and_then(|c| c.base.as_ref());
+            if let Some(slice) = base {
+                named.insert(slice.key.clone());
+            }
             if held_same {
                 continue;
             }
@@ -204,11 +211,19 @@ impl PackGc {
                 .chain
                 .as_ref()
                 .map_or(entry.manifest_version, |c| c.object_version);
-            let key = layout.manifest_key(&pk, object_version);
+            // The version the chain follows: an object of its own, or a
+            // slice of a manifest pack (marked above).
+            let key = match base {
+                Some(slice) => format!("{}@{}", slice.key, slice.offset),
+                None => layout.manifest_key(&pk, object_version),
+            };
             let of_object = match self.by_object.get(&key) {
                 Some(s) => Arc::clone(s),
                 None => {
-                    let m = store.get_manifest(&pk, object_version).await?;
+                    let m = match base {
+                        Some(slice) => store.get_manifest_slice(&pk, object_version, slice).await?,
+                        None => store.get_manifest(&pk, object_version).await?,
+                    };
                     Arc::new(pages.packs_of(store, &m).await?)
                 }
             };

@@ -336,3 +336,143 @@ async fn pack_cycles(head_deltas: bool) {
         }
     }
 }
+
+/// A delta chain is bounded (`MAX_CHAIN`, so that a reader resolves a
+/// version from heads still kept). When the chains of 20 partitions that
+/// started together reach the bound in the same cycle, their next versions
+/// go into one manifest pack: that cycle costs 3 PUTs (data pack, manifest
+/// pack, head), not one manifest object per partition; every other cycle
+/// 2. A follower moves by the deltas without reading the pack; a first
+/// apply reads each version from its slice; pack gc keeps the manifest
+/// pack while heads name it; both mirrors are byte-identical.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chains_at_their_bound_start_again_from_one_manifest_pack() {
+    const PARTITIONS: i32 = 20;
+    let rebase_round = manifest::feed::MAX_CHAIN + 1;
+    for b in backends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (source, dest) = (dir.path().join("source"), dir.path().join("dest"));
+        let tid = TopicId::from_bytes([8; 16]);
+        let tps: Vec<TopicPartition> = (0..PARTITIONS)
+            .map(|p| TopicPartition::new("chained", p).expect("tp"))
+            .collect();
+        let write = || {
+            let d = LogDir::open(&source).expect("source");
+            for tp in &tps {
+                let mut log = d
+                    .open_or_create_partition(tp, Some(tid), LogConfig::default())
+                    .expect("create");
+                produce(&mut log, 3, 2, 3);
+                log.close().expect("close");
+            }
+        };
+        let counting = Arc::new(CountingStore::new(b.store.clone()));
+        let store: Arc<dyn ObjectStore> = counting.clone();
+        let clock = Arc::new(manifest::clock::ManualClock::new());
+        let mut opts = shipper_options(&b, &source, "src");
+        opts.pack_below = 1 << 20;
+        opts.head_deltas = true;
+        opts.delete_grace = Some(std::time::Duration::from_secs(3600));
+        opts.sweep_interval = std::time::Duration::from_secs(365 * 24 * 3600);
+        let mut shipper = Shipper::new(opts, store.clone())
+            .expect("shipper")
+            .with_clock(clock.clone());
+        let mut follower = Applier::open(
+            applier_options(&b, &dest, "src", "dst"),
+            Some(store.clone()),
+        )
+        .expect("applier");
+        let mirrored = |dest: &std::path::Path, when: &str| {
+            for tp in &tps {
+                assert_eq!(
+                    kafkalog::compare::compare_partition(&source, dest, tp).expect("compare"),
+                    kafkalog::compare::Comparison::Identical,
+                    "[{}] {when}: {tp}",
+                    b.name
+                );
+            }
+        };
+        for round in 0..rebase_round + 3 {
+            write();
+            let before = counting.snapshot();
+            let report = shipper.ship_available().await;
+            let used = counting.snapshot().since(&before);
+            assert!(report.errors.is_empty(), "[{}] {report:?}", b.name);
+            assert_eq!(
+                report.committed, PARTITIONS as usize,
+                "[{}] round {round}",
+                b.name
+            );
+            let expected = match round {
+                0 => 2 + PARTITIONS as u64,
+                r if r == rebase_round => 3,
+                _ => 2,
+            };
+            assert_eq!(
+                (used.put, used.multipart_create),
+                (expected, 0),
+                "[{}] round {round}: {used:?}",
+                b.name
+            );
+            let before = counting.snapshot();
+            drain(&mut follower).await;
+            let read = counting.snapshot().since(&before);
+            assert!(
+                round == 0 || (read.get <= 5 && read.list == 0),
+                "[{}] round {round}: the follower read {read:?}",
+                b.name
+            );
+            if round == rebase_round {
+                println!(
+                    "[{}] round {round}: {PARTITIONS} chains started again with {} PUTs; the follower read {} GETs",
+                    b.name, used.put, read.get
+                );
+            }
+        }
+        mirrored(&dest, "the follower");
+        let ms = bucket::store::ManifestStore::new(
+            b.store.clone(),
+            manifest::layout::ClusterLayout::new(&b.prefix, "src").expect("layout"),
+        );
+        let head = ms.latest_head(None).await.expect("head").expect("a head");
+        let bases: std::collections::BTreeSet<String> = head
+            .partitions
+            .values()
+            .map(|e| {
+                let chain = e.chain.as_ref().expect("a chain");
+                let base = chain.base.as_ref().expect("started again from a slice");
+                assert_eq!(chain.heads.len(), 2, "[{}] {e:?}", b.name);
+                base.key.clone()
+            })
+            .collect();
+        assert_eq!(bases.len(), 1, "[{}] one manifest pack: {bases:?}", b.name);
+        // Pack gc, hours on: what heads name stays, the manifest pack too.
+        for advance in [7_200_000, 3_600_000] {
+            clock.advance_ms(advance);
+            let r = shipper
+                .collect_packs_now()
+                .await
+                .expect("on")
+                .expect("pass");
+            println!("[{}] pack gc: {r:?}", b.name);
+        }
+        let listed = ms.list(&ms.layout().packs_dir()).await.expect("list");
+        for key in &bases {
+            assert!(listed.contains(key), "[{}] {key} was deleted", b.name);
+        }
+        let fresh = dir.path().join("fresh");
+        let before = counting.snapshot();
+        let mut first = Applier::open(
+            applier_options(&b, &fresh, "src", "dst"),
+            Some(store.clone()),
+        )
+        .expect("applier");
+        drain(&mut first).await;
+        let read = counting.snapshot().since(&before);
+        println!(
+            "[{}] a first apply of {PARTITIONS} partitions read {} GETs, {} LISTs",
+            b.name, read.get, read.list
+        );
+        mirrored(&fresh, "a first apply");
+    }
+}
