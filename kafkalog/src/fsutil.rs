@@ -339,6 +339,9 @@ pub(crate) fn pending_file_fsyncs() -> Vec<PathBuf> {
 /// Threads a barrier fsyncs from.
 const BARRIER_THREADS: usize = 16;
 
+/// Items [`in_parallel`] does on the calling thread rather than spawn for.
+const INLINE_AT_MOST: usize = 2;
+
 /// Fsyncs `paths` from up to [`BARRIER_THREADS`] threads; a path gone since
 /// it was written (renamed or deleted later in the scope) needs none. The
 /// first error, naming its path.
@@ -379,8 +382,10 @@ fn in_parallel<T: Sync>(
     what: &str,
     op: impl Fn(&T) -> Result<()> + Sync,
 ) -> Result<()> {
-    if items.is_empty() {
-        return Ok(());
+    // A thread costs about as much as the fsync of a small file: a
+    // segment's own few files are synced here.
+    if items.len() <= INLINE_AT_MOST {
+        return items.iter().try_for_each(op);
     }
     let per_thread = items.len().div_ceil(BARRIER_THREADS);
     let op = &op;
@@ -486,7 +491,9 @@ impl Drop for DeferredSync {
 /// [`SyncLater::start`] begins them on a thread of their own at once, as
 /// Kafka schedules a rolled segment's flush in the background: the disk
 /// writes the closed segment back while the next one is appended, and the
-/// flush only waits for what is left.
+/// flush only waits for what is left. [`SyncLater::start_after`] does so
+/// once [`START_BATCH_BYTES`] of closed segments wait, so small segments
+/// share a pass.
 #[derive(Debug, Default)]
 pub struct SyncLater {
     files: BTreeSet<PathBuf>,
@@ -494,7 +501,17 @@ pub struct SyncLater {
     /// Background fsyncs begun by [`SyncLater::start`], oldest first; each
     /// gives back its paths when it failed.
     started: std::collections::VecDeque<std::thread::JoinHandle<Started>>,
+    /// Bytes of closed segments whose fsyncs are kept and not begun
+    /// ([`SyncLater::start_after`]).
+    unstarted_bytes: u64,
 }
+
+/// Bytes of closed segments [`SyncLater::start_after`] lets wait before it
+/// begins their fsyncs: a segment this large begins at once, smaller ones
+/// together once this many bytes of them are closed (or at the flush). A
+/// log of 200 KiB segments (compacted and quiet topics) then starts one
+/// background pass per 80 segments, not a thread per segment (issue 31).
+pub const START_BATCH_BYTES: u64 = 16 << 20;
 
 /// What a background fsync of [`SyncLater::start`] reports: its paths back
 /// with the error when it failed.
@@ -514,6 +531,7 @@ impl SyncLater {
     /// directories); [`SyncLater::sync`] waits for them. Nothing is
     /// reported durable before that wait returned.
     pub fn start(&mut self) {
+        self.unstarted_bytes = 0;
         if self.files.is_empty() && self.dirs.is_empty() {
             return;
         }
@@ -542,6 +560,17 @@ impl SyncLater {
                 self.files.extend(files);
                 self.dirs.extend(dirs);
             }
+        }
+    }
+
+    /// [`SyncLater::start`] once the closed segments kept since the last
+    /// start, `closed_bytes` more with this one, reach
+    /// [`START_BATCH_BYTES`]; until then the fsyncs stay kept (a flush
+    /// does them).
+    pub fn start_after(&mut self, closed_bytes: u64) {
+        self.unstarted_bytes = self.unstarted_bytes.saturating_add(closed_bytes);
+        if self.unstarted_bytes >= START_BATCH_BYTES {
+            self.start();
         }
     }
 
@@ -598,6 +627,7 @@ impl SyncLater {
 
     /// Does the kept fsyncs; on an error they are kept for the next try.
     pub fn sync(&mut self) -> Result<()> {
+        self.unstarted_bytes = 0;
         let mut first_error = None;
         while !self.started.is_empty() {
             if let Some(e) = self.join_oldest() {
@@ -876,6 +906,47 @@ mod tests {
         assert_eq!(fs::read(&path).expect("renamed at once"), b"s");
         assert!(!later.is_empty(), "its directory's fsync is kept");
         later.sync().expect("sync");
+    }
+
+    /// One row per case: the sizes of the segments closed one after
+    /// another, and after each whether a background pass began.
+    #[test]
+    fn closed_segments_begin_their_fsyncs_together_once_16_mib_wait() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("00.log");
+        fs::write(&file, b"x").expect("write");
+        let rows: [(&str, &[(u64, bool)]); 3] = [
+            (
+                "a large segment begins at once",
+                &[(START_BATCH_BYTES, true)],
+            ),
+            (
+                "small ones wait until 16 MiB of them are closed",
+                &[
+                    (6 << 20, false),
+                    (6 << 20, false),
+                    (6 << 20, true),
+                    (1, false),
+                ],
+            ),
+            (
+                "a tiny one alone waits for the flush",
+                &[(200 << 10, false)],
+            ),
+        ];
+        for (name, closed) in rows {
+            let mut later = SyncLater::default();
+            for (i, &(bytes, begins)) in closed.iter().enumerate() {
+                let before = later.started.len();
+                later
+                    .keep(|| sync_file(&File::open(&file).expect("open"), &file, false))
+                    .expect("keep");
+                later.start_after(bytes);
+                assert_eq!(later.started.len() > before, begins, "{name}: segment {i}");
+            }
+            later.sync().expect("sync");
+            assert!(later.is_empty(), "{name}: the flush does the rest");
+        }
     }
 
     #[test]

@@ -1194,6 +1194,7 @@ impl PartitionLog {
     /// again, so a failed roll leaves no half-created segment behind and the
     /// old segment stays active.
     fn roll(&mut self, new_base: i64) -> Result<ActiveSegment> {
+        let closed_bytes = self.active.size;
         let mut later = std::mem::take(&mut self.sync_later);
         let on_flush = self.config.flush == FlushPolicy::OnFlush;
         let finished = if on_flush {
@@ -1207,8 +1208,9 @@ impl PartitionLog {
         let dir_synced = if on_flush {
             let dir = self.dir.clone();
             let kept = self.sync_later.keep(|| fsutil::fsync_dir(&dir));
-            // The closed segment is written back while the next fills.
-            self.sync_later.start();
+            // The closed segments are written back while the next fill,
+            // a background pass per 16 MiB of them.
+            self.sync_later.start_after(closed_bytes);
             kept
         } else {
             fsutil::fsync_dir(&self.dir)
