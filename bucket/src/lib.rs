@@ -25,6 +25,7 @@
 //! `object_store` or `tokio`); the dependency runs one way, from here to
 //! the pure layer.
 
+pub mod ahead;
 pub mod counting;
 pub mod diagnosis;
 pub mod first_request;

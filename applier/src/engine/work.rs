@@ -17,7 +17,6 @@ use manifest::partition::{PartitionManifest, ShippedRange};
 use manifest::state::{Event, PartitionState};
 
 use crate::bucket_reader::BucketReader;
-use crate::bucket_reader::read_ahead_runs;
 use crate::error::MirrorError;
 use crate::mirror::MirrorContext;
 use crate::options::{ApplierOptions, CycleReport};
@@ -225,7 +224,7 @@ impl CycleWork<'_> {
     }
 
     /// Reads ahead, one ranged GET per run, the ranges the partitions
-    /// applying now will fetch that share a pack (`crate::bucket_reader::read_ahead_runs`,
+    /// applying now will fetch that share a pack (`bucket::ahead::runs`,
     /// within the download memory): a cycle of many partitions in one pack
     /// costs a GET per run of them, not one per partition.
     async fn read_ahead(&mut self, plan: &Schedule) {
@@ -243,7 +242,7 @@ impl CycleWork<'_> {
             let end = slot.mirror.log.log_end_offset();
             wanted.extend(m.ranges.iter().filter(|r| r.last_offset >= end));
         }
-        let runs = read_ahead_runs(
+        let runs = bucket::ahead::runs(
             wanted,
             READ_AHEAD_GAP,
             READ_AHEAD_RUN,
