@@ -105,8 +105,9 @@ impl BucketReader {
 
     /// The feed's entry of `tp` for `topic_id` when the manifest held is
     /// not its version (`None`: nothing to read). A held manifest the
-    /// entry's delta extends is moved to the entry's version here, with
-    /// no request.
+    /// deltas of the heads last read extend (the entry's own, and those of
+    /// the heads the poll passed) is moved to the entry's version here,
+    /// with no request.
     fn stale(&mut self, tp: &TopicPartition, topic_id: TopicId) -> Option<HeadEntry> {
         let entry = self.feed.entry(tp).filter(|e| e.topic_id == topic_id)?;
         let held = self
@@ -116,10 +117,17 @@ impl BucketReader {
         if held.is_some_and(|m| m.version == entry.manifest_version) {
             return None;
         }
-        let moved = match (held, &entry.delta) {
-            (Some(m), Some(d)) if d.after_version == m.version => d.apply(m).ok(),
-            _ => None,
-        };
+        // Through the deltas of every head the last poll read, in order.
+        let moved = held.and_then(|m| {
+            let mut cur: Option<PartitionManifest> = None;
+            for d in self.feed.deltas(tp, topic_id) {
+                let at = cur.as_ref().unwrap_or(m);
+                if d.after_version == at.version {
+                    cur = Some(d.apply(at).ok()?);
+                }
+            }
+            cur.filter(|c| c.version == entry.manifest_version)
+        });
         match moved {
             Some(next) => {
                 self.manifests.insert(tp.clone(), next);

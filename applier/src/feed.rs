@@ -10,16 +10,25 @@
 //! Invariant: the head kept is the newest one read; it never goes back to
 //! an older sequence number.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use bucket::store::{ManifestStore, StoreError};
-use kafkalog::TopicPartition;
+use kafkalog::{TopicId, TopicPartition};
+use manifest::delta::Delta;
 use manifest::feed::{Head, HeadEntry, MAX_PROBE, RESYNC_INTERVAL};
 
-/// The newest head read, and when the head dir was last listed.
+/// The newest head read, the deltas of every head the last poll read, and
+/// when the head dir was last listed.
 #[derive(Debug, Default)]
 pub(crate) struct FeedReader {
     head: Option<Head>,
+    /// Per partition (head map key), the deltas of the heads the last poll
+    /// read, oldest first, with the topic id they are for: a reader whose
+    /// held manifest is several heads behind moves through them with no
+    /// request, instead of resolving the newest version's chain (a GET of
+    /// every head it names, per partition).
+    deltas: BTreeMap<String, Vec<(TopicId, Delta)>>,
     last_list: Option<Instant>,
 }
 
@@ -34,6 +43,33 @@ impl FeedReader {
         self.head.as_ref()?.partitions.get(&tp.to_string())
     }
 
+    /// The deltas of `tp` for `topic_id` in the heads the last poll read,
+    /// oldest first (the newest head's included).
+    pub(crate) fn deltas(
+        &self,
+        tp: &TopicPartition,
+        topic_id: TopicId,
+    ) -> impl Iterator<Item = &Delta> + '_ {
+        self.deltas
+            .get(&tp.to_string())
+            .into_iter()
+            .flatten()
+            .filter(move |(id, _)| *id == topic_id)
+            .map(|(_, d)| d)
+    }
+
+    /// Keeps the deltas `h` carries (a head read in order).
+    fn keep_deltas(&mut self, h: &Head) {
+        for (key, e) in &h.partitions {
+            if let Some(d) = &e.delta {
+                self.deltas
+                    .entry(key.clone())
+                    .or_default()
+                    .push((e.topic_id, d.clone()));
+            }
+        }
+    }
+
     /// Reads what was published since the last poll. True when a newer
     /// head was found.
     pub(crate) async fn poll(&mut self, store: &ManifestStore) -> Result<bool, StoreError> {
@@ -41,6 +77,7 @@ impl FeedReader {
             .last_list
             .is_none_or(|t| t.elapsed() >= RESYNC_INTERVAL);
         let mut newest: Option<Head> = None;
+        let mut read: Vec<Head> = Vec::new();
         match &self.head {
             Some(cur) if !resync => {
                 let mut seq = cur.seq;
@@ -48,7 +85,9 @@ impl FeedReader {
                     match store.get_head(seq + 1).await {
                         Ok(h) => {
                             seq = h.seq;
-                            newest = Some(h);
+                            if let Some(prev) = newest.replace(h) {
+                                read.push(prev);
+                            }
                         }
                         Err(StoreError::NotFound { .. }) => break,
                         Err(e) => return Err(e),
@@ -66,6 +105,11 @@ impl FeedReader {
         }
         match newest {
             Some(h) => {
+                self.deltas.clear();
+                for passed in &read {
+                    self.keep_deltas(passed);
+                }
+                self.keep_deltas(&h);
                 self.head = Some(h);
                 Ok(true)
             }

@@ -476,3 +476,72 @@ async fn chains_at_their_bound_start_again_from_one_manifest_pack() {
         mirrored(&fresh, "a first apply");
     }
 }
+
+/// An applier several heads behind (the shipper committed three cycles
+/// since its last poll) moves every held manifest through the deltas of
+/// the heads its poll reads, in order: a GET per head and the packs' runs,
+/// never a manifest or a chain's heads per partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_applier_heads_behind_moves_through_every_head_it_reads() {
+    const PARTITIONS: i32 = 20;
+    for b in backends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (source, dest) = (dir.path().join("source"), dir.path().join("dest"));
+        let tid = TopicId::from_bytes([6; 16]);
+        let tps: Vec<TopicPartition> = (0..PARTITIONS)
+            .map(|p| TopicPartition::new("behind", p).expect("tp"))
+            .collect();
+        let write = || {
+            let d = LogDir::open(&source).expect("source");
+            for tp in &tps {
+                let mut log = d
+                    .open_or_create_partition(tp, Some(tid), LogConfig::default())
+                    .expect("create");
+                produce(&mut log, 3, 2, 3);
+                log.close().expect("close");
+            }
+        };
+        let counting = Arc::new(CountingStore::new(b.store.clone()));
+        let store: Arc<dyn ObjectStore> = counting.clone();
+        let mut opts = shipper_options(&b, &source, "src");
+        opts.pack_below = 1 << 20;
+        opts.head_deltas = true;
+        let mut shipper = Shipper::new(opts, store.clone()).expect("shipper");
+        let mut applier = Applier::open(
+            applier_options(&b, &dest, "src", "dst"),
+            Some(store.clone()),
+        )
+        .expect("applier");
+        for round in 0..3 {
+            // Three committed cycles between two polls (after the first).
+            for _ in 0..if round == 0 { 1 } else { 3 } {
+                write();
+                let r = shipper.ship_available().await;
+                assert!(r.errors.is_empty(), "[{}] {r:?}", b.name);
+            }
+            let before = counting.snapshot();
+            drain(&mut applier).await;
+            let read = counting.snapshot().since(&before);
+            println!(
+                "[{}] round {round}: an applier 3 heads behind read {} GETs, {} LISTs",
+                b.name, read.get, read.list
+            );
+            if round > 0 {
+                // Three heads and a probe, the three packs' runs.
+                assert!(
+                    read.get <= 8 && read.list == 0,
+                    "[{}] round {round}: {read:?}",
+                    b.name
+                );
+            }
+            for tp in &tps {
+                assert_eq!(
+                    kafkalog::compare::compare_partition(&source, &dest, tp).expect("compare"),
+                    kafkalog::compare::Comparison::Identical,
+                    "[{}] round {round}: {tp}",
+                    b.name
+                );
+            }
+        }
+    }
+}
