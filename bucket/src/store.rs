@@ -165,6 +165,50 @@ pub struct ManifestStore {
     /// Ranges of objects read ahead (`ManifestStore::read_ahead`), each
     /// handed out once by `get_in`/`get_stream_in`, shared by the clones.
     ahead: Arc<std::sync::Mutex<ReadAhead>>,
+    /// Heads read to resolve chains of deltas ([`ManifestStore::manifest_of`]),
+    /// shared by the clones: a restart resolving 1,000 partitions whose
+    /// chains name the same 32 heads reads each once, not once per
+    /// partition. Heads are immutable.
+    chain_heads: Arc<std::sync::Mutex<HeadCache>>,
+    /// Held while a chain head missing from the cache is read, so that
+    /// partitions resolved concurrently wait for that read instead of
+    /// making their own.
+    chain_head_read: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// Decoded heads by sequence number, newest read last, at most
+/// [`HEAD_CACHE_BYTES`] of their encoded size.
+#[derive(Debug, Default)]
+struct HeadCache {
+    heads: std::collections::VecDeque<(u64, Arc<Head>, usize)>,
+    bytes: usize,
+}
+
+/// Encoded bytes of heads [`HeadCache`] keeps: 85 heads of 1,000
+/// partitions (about 750 KB each), more than a chain names; 8 of 10,000.
+const HEAD_CACHE_BYTES: usize = 64 << 20;
+
+impl HeadCache {
+    fn get(&self, seq: u64) -> Option<Arc<Head>> {
+        self.heads
+            .iter()
+            .find(|(s, _, _)| *s == seq)
+            .map(|(_, h, _)| Arc::clone(h))
+    }
+
+    fn insert(&mut self, seq: u64, head: Arc<Head>, bytes: usize) {
+        if bytes > HEAD_CACHE_BYTES || self.get(seq).is_some() {
+            return;
+        }
+        while self.bytes + bytes > HEAD_CACHE_BYTES {
+            let Some((_, _, b)) = self.heads.pop_front() else {
+                break;
+            };
+            self.bytes -= b;
+        }
+        self.bytes += bytes;
+        self.heads.push_back((seq, head, bytes));
+    }
 }
 
 /// Ranges read ahead, by object key and byte range.
@@ -189,6 +233,8 @@ impl ManifestStore {
             layout,
             location,
             ahead: Arc::default(),
+            chain_heads: Arc::default(),
+            chain_head_read: Arc::default(),
         }
     }
 
@@ -577,7 +623,7 @@ impl ManifestStore {
         };
         let map_key = entry.map_key();
         for &seq in &chain.heads {
-            let head = self.get_head(seq).await?;
+            let head = self.get_chain_head(seq).await?;
             let unresolved = |reason: String| StoreError::Identity {
                 key: self.layout.head_key(seq),
                 reason,
@@ -939,7 +985,31 @@ impl ManifestStore {
     pub async fn get_head(&self, seq: u64) -> Result<Head, StoreError> {
         let key = self.layout.head_key(seq);
         let bytes = self.get(&key).await?;
-        let head = Head::decode_from(Some(&key), &bytes).map_err(|source| StoreError::Format {
+        self.decode_head(seq, key, &bytes)
+    }
+
+    /// [`ManifestStore::get_head`] through the cache of heads chains name.
+    async fn get_chain_head(&self, seq: u64) -> Result<Arc<Head>, StoreError> {
+        let cached = || self.chain_heads.lock().ok().and_then(|c| c.get(seq));
+        if let Some(h) = cached() {
+            return Ok(h);
+        }
+        let _reading = self.chain_head_read.lock().await;
+        if let Some(h) = cached() {
+            return Ok(h);
+        }
+        let key = self.layout.head_key(seq);
+        let bytes = self.get(&key).await?;
+        let head = Arc::new(self.decode_head(seq, key, &bytes)?);
+        if let Ok(mut c) = self.chain_heads.lock() {
+            c.insert(seq, Arc::clone(&head), bytes.len());
+        }
+        Ok(head)
+    }
+
+    #[allow(clippy::result_large_err)] // StoreError, as every call here returns
+    fn decode_head(&self, seq: u64, key: String, bytes: &[u8]) -> Result<Head, StoreError> {
+        let head = Head::decode_from(Some(&key), bytes).map_err(|source| StoreError::Format {
             key: key.clone(),
             source,
         })?;
@@ -1283,6 +1353,44 @@ pub fn retryable(error: &object_store::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One row per case: heads inserted (seq, encoded bytes), then which
+    /// sequence numbers are kept.
+    #[test]
+    fn the_chain_head_cache_keeps_the_newest_within_its_bytes() {
+        let big = HEAD_CACHE_BYTES / 2;
+        let rows: Vec<(&str, Vec<(u64, usize)>, Vec<u64>)> = vec![
+            (
+                "small heads all stay",
+                vec![(1, 10), (2, 10), (3, 10)],
+                vec![1, 2, 3],
+            ),
+            (
+                "the oldest go first",
+                vec![(1, big), (2, big), (3, big)],
+                vec![2, 3],
+            ),
+            (
+                "a head over the bound is not kept",
+                vec![(1, 10), (2, HEAD_CACHE_BYTES + 1)],
+                vec![1],
+            ),
+            (
+                "a head read twice is kept once",
+                vec![(1, big), (1, big), (2, big)],
+                vec![1, 2],
+            ),
+        ];
+        for (name, inserted, kept) in rows {
+            let mut c = HeadCache::default();
+            for (seq, bytes) in inserted {
+                c.insert(seq, Arc::new(Head::empty("c")), bytes);
+            }
+            let got: Vec<u64> = c.heads.iter().map(|(s, _, _)| *s).collect();
+            assert_eq!(got, kept, "{name}");
+            assert!(c.bytes <= HEAD_CACHE_BYTES, "{name}");
+        }
+    }
 
     #[test]
     fn a_dropped_piece_returns_its_buffer_for_the_next_read() {

@@ -473,6 +473,13 @@ async fn chains_at_their_bound_start_again_from_one_manifest_pack() {
             "[{}] a first apply of {PARTITIONS} partitions read {} GETs, {} LISTs",
             b.name, read.get, read.list
         );
+        // A slice a partition, each head its chain names once (not once a
+        // partition), the packs' runs, the feed.
+        assert!(
+            read.get <= PARTITIONS as u64 + (rebase_round + 3) as u64 + 8,
+            "[{}] a first apply read {read:?}",
+            b.name
+        );
         mirrored(&fresh, "a first apply");
     }
 }
