@@ -146,10 +146,11 @@ rate_limit = 0
 ship_beyond_hw = false
 
 # true: a partition's version that only appends ranges is committed by the
-# cycle's head as a delta instead of a manifest object of its own (a
-# manifest object every 32 deltas and for every other change;
-# docs/mirroring.md, "Layout 2"). Every shipper of a cluster must use the
-# same setting, and appliers at least as new. Default: false.
+# cycle's head as a delta instead of a manifest object of its own (every
+# 32 deltas the version goes into the cycle's one manifest pack; a manifest
+# object for every other change; docs/mirroring.md, "Layout 2"). Every
+# shipper of a cluster must use the same setting, and appliers at least as
+# new. Default: false.
 head_deltas = false
 
 # Serve Prometheus metrics on this address (GET /metrics). Default: not served.
