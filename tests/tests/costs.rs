@@ -353,19 +353,8 @@ async fn chains_at_their_bound_start_again_from_one_manifest_pack() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (source, dest) = (dir.path().join("source"), dir.path().join("dest"));
         let tid = TopicId::from_bytes([8; 16]);
-        let tps: Vec<TopicPartition> = (0..PARTITIONS)
-            .map(|p| TopicPartition::new("chained", p).expect("tp"))
-            .collect();
-        let write = || {
-            let d = LogDir::open(&source).expect("source");
-            for tp in &tps {
-                let mut log = d
-                    .open_or_create_partition(tp, Some(tid), LogConfig::default())
-                    .expect("create");
-                produce(&mut log, 3, 2, 3);
-                log.close().expect("close");
-            }
-        };
+        let tps = partitions_of("chained", PARTITIONS);
+        let write = || one_batch_each(&source, &tps, tid);
         let counting = Arc::new(CountingStore::new(b.store.clone()));
         let store: Arc<dyn ObjectStore> = counting.clone();
         let clock = Arc::new(manifest::clock::ManualClock::new());
@@ -495,19 +484,8 @@ async fn an_applier_heads_behind_moves_through_every_head_it_reads() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (source, dest) = (dir.path().join("source"), dir.path().join("dest"));
         let tid = TopicId::from_bytes([6; 16]);
-        let tps: Vec<TopicPartition> = (0..PARTITIONS)
-            .map(|p| TopicPartition::new("behind", p).expect("tp"))
-            .collect();
-        let write = || {
-            let d = LogDir::open(&source).expect("source");
-            for tp in &tps {
-                let mut log = d
-                    .open_or_create_partition(tp, Some(tid), LogConfig::default())
-                    .expect("create");
-                produce(&mut log, 3, 2, 3);
-                log.close().expect("close");
-            }
-        };
+        let tps = partitions_of("behind", PARTITIONS);
+        let write = || one_batch_each(&source, &tps, tid);
         let counting = Arc::new(CountingStore::new(b.store.clone()));
         let store: Arc<dyn ObjectStore> = counting.clone();
         let mut opts = shipper_options(&b, &source, "src");
@@ -550,5 +528,25 @@ async fn an_applier_heads_behind_moves_through_every_head_it_reads() {
                 );
             }
         }
+    }
+}
+
+/// Partitions `0..n` of `topic`.
+fn partitions_of(topic: &str, n: i32) -> Vec<TopicPartition> {
+    (0..n)
+        .map(|p| TopicPartition::new(topic, p).expect("tp"))
+        .collect()
+}
+
+/// One batch of 3 records appended to each of `tps` in the log dir
+/// `source` (the partitions created with `tid` if new).
+fn one_batch_each(source: &std::path::Path, tps: &[TopicPartition], tid: TopicId) {
+    let d = LogDir::open(source).expect("source");
+    for tp in tps {
+        let mut log = d
+            .open_or_create_partition(tp, Some(tid), LogConfig::default())
+            .expect("create");
+        produce(&mut log, 3, 2, 3);
+        log.close().expect("close");
     }
 }
