@@ -60,8 +60,14 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
     let writer = DirWriter::new(dir, p.view.clone(), p.appends.clone());
     let receiver = p.receiver;
     let writer_thread = std::thread::spawn(move || writer.run(receiver));
+    // Commands (`applier stop`) find the lock held: this record tells them
+    // that no engine will answer (`applier::commands`). It is written before
+    // the listener opens, so whoever sees the port also sees the record.
+    if let Err(e) = applier::commands::ServeMarker::write(&args.log_dir) {
+        tracing::warn!(error = %e, "could not record serving.json: `applier stop` on this log dir will wait for its timeout");
+    }
     let cluster = args.cluster_id.as_deref().unwrap_or("segmirror");
-    let listener = args
+    let listener = match args
         .kafka
         .start(
             addr,
@@ -73,12 +79,14 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
             Some(p.sender),
             p.groups,
         )
-        .await?;
-    // Commands (`applier stop`) find the lock held: this record tells them
-    // that no engine will answer (`applier::commands`).
-    if let Err(e) = applier::commands::ServeMarker::write(&args.log_dir) {
-        tracing::warn!(error = %e, "could not record serving.json: `applier stop` on this log dir will wait for its timeout");
-    }
+        .await
+    {
+        Ok(listener) => listener,
+        Err(e) => {
+            let _ = applier::commands::clear_serve_marker(&args.log_dir);
+            return Err(e);
+        }
+    };
     eprintln!(
         "serving {} over the Kafka protocol on {} (Ctrl-C or SIGTERM to stop)",
         args.log_dir.display(),
