@@ -160,6 +160,7 @@ mod tests {
             completes_segment: false,
             segment_generation: 0,
             object_offset: None,
+            compacted: false,
         }
     }
 

@@ -447,6 +447,7 @@ mod tests {
             completes_segment: true,
             segment_generation: 0,
             object_offset: None,
+            compacted: false,
         }
     }
 

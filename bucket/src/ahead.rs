@@ -83,6 +83,7 @@ mod read_ahead_tests {
             completes_segment: false,
             segment_generation: 0,
             object_offset: at,
+            compacted: false,
         }
     }
 

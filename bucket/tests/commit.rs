@@ -214,6 +214,7 @@ async fn damaged_manifests_pages_and_heads_are_format_errors_naming_kind_and_key
                 completes_segment: false,
                 segment_generation: 0,
                 object_offset: None,
+                compacted: false,
             };
             if let Some((key, page)) = m.push_range(r, |a, b| {
                 ms.layout().page_key(&p, a, b, &bucket::upload_id::fresh())
@@ -342,6 +343,7 @@ async fn pages_are_written_before_the_manifest_that_names_them() {
             segment_base_offset: 0,
             completes_segment: false,
             segment_generation: 0,
+            compacted: false,
             object_offset: None,
         };
         if let Some((key, page)) = m.push_range(r, |a, b| {
@@ -487,6 +489,7 @@ async fn deltas_in_heads_resolve_to_the_versions_they_commit() {
                 epochs: first_epoch(),
                 segment_base_offset: 0,
                 completes_segment: false,
+                compacted: false,
                 segment_generation: 0,
                 object_offset: Some(i as u64 * 100),
             });

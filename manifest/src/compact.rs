@@ -1,25 +1,34 @@
 //! Compaction behind the tail (issue 30, "Layout 2", step 4 in
 //! `docs/mirroring.md`): which ranges of a partition that live in packs
-//! (`crate::pack`, `ShippedRange::object_offset`) are rewritten into one
-//! object of the partition's own, and the manifest after the rewrite.
-//! Pure: the executor reads the ranges' bytes, writes the object and
-//! commits the version [`replace`] returns.
+//! (`crate::pack`, `ShippedRange::object_offset`) are rewritten, into
+//! what, and the manifest after the rewrite. Pure: the executor reads the
+//! ranges' bytes, writes the objects and commits the versions [`replace`]
+//! returns.
 //!
-//! A job is a run of consecutive inline ranges of one source segment (and
-//! generation), every one of them in a pack, that is due:
-//! - its segment rolled (the run's last range completes it): whole
-//!   segments become one object each, as Kafka keeps them;
-//! - or it holds [`Policy::target_bytes`] or more, or
-//!   [`Policy::max_ranges`] ranges (so that packed ranges are rewritten
-//!   before the manifest seals them into pages, which this does not
-//!   rewrite);
-//! - or its newest range is [`Policy::min_age_ms`] old (a quiet
-//!   partition's tail).
+//! Two outputs, so that neither the requests nor the manifests grow with
+//! the cycles:
+//! - **an object of the partition's own** ([`Output::Own`]) for a run of
+//!   packed ranges of one source segment (and generation) that is due:
+//!   its segment rolled (the run's last range completes it: whole
+//!   segments become one object each, as Kafka keeps them); or it holds
+//!   [`Policy::target_bytes`] or more; or its oldest range is
+//!   [`Policy::min_age_ms`] old (every partition, busy or quiet, at least
+//!   once an age). A due run longer than `target_bytes` is cut into jobs of
+//!   at most that many bytes (at least one range each).
+//! - **a compacted pack** ([`Output::Shared`]), one object for the jobs of
+//!   many partitions, for a run of [`Policy::max_ranges`] consecutive
+//!   ranges as shipped (not `compacted`) in a run that is not due: it
+//!   becomes one range (`ShippedRange::compacted`), so the manifest stays
+//!   far below the inline bound that would seal its ranges into pages,
+//!   and the busy partitions of a shipper cost one write per
+//!   `max_ranges` cycles together, not one each. Runs of half as many
+//!   ranges ([`Reason::Along`]) go along when some partition's is due
+//!   ([`shared_due`]), so that partitions out of step are not each
+//!   compacted on their own cycle.
 //!
-//! A due run longer than `target_bytes` is cut into jobs of at most that
-//! many bytes (at least one range each). Ranges already in objects of
-//! their own are never rewritten, so a byte is compacted at most once:
-//! compaction writes O(segments + the hours a segment stays open) objects
+//! A byte is rewritten at most twice (into a compacted pack, then into an
+//! object of its own), ranges already in objects of their own never:
+//! compaction writes O(segments + the ages a segment stays open) objects
 //! per partition, never O(cycles).
 
 use kafkalog::checkpoint::EpochEntry;
@@ -30,12 +39,13 @@ use crate::partition::{PartitionManifest, ShippedRange};
 /// When packed ranges are compacted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
-    /// A run whose newest range is this old is due (ms).
+    /// A run whose oldest range is this old is due for an object of its
+    /// own (ms).
     pub min_age_ms: i64,
-    /// A run of this many bytes is due, and no job is larger (one range
-    /// alone may be).
+    /// A run of this many bytes is due for an object of its own, and no
+    /// job is larger (one range alone may be).
     pub target_bytes: u64,
-    /// A run of this many ranges is due.
+    /// A run of this many ranges as shipped is due for a compacted pack.
     pub max_ranges: usize,
 }
 
@@ -55,13 +65,26 @@ impl Default for Policy {
 pub enum Reason {
     /// The source segment rolled.
     SegmentRolled,
-    /// The run reached the size or range-count bound.
+    /// The run reached the size bound.
     Large,
-    /// The run's newest range is old enough.
+    /// The run's oldest range is old enough.
     Aged,
+    /// The run has [`Policy::max_ranges`] ranges as shipped.
+    Many,
+    /// The run has half as many: compacted only along with a due one.
+    Along,
 }
 
-/// One rewrite: `manifest.ranges[ranges]` into one object.
+/// Where a job's bytes go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// An object of the partition's own.
+    Own,
+    /// The cycle's compacted pack, shared with other partitions' jobs.
+    Shared,
+}
+
+/// One rewrite: `manifest.ranges[ranges]` into one range.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
     /// Positions in the manifest's inline ranges.
@@ -70,6 +93,8 @@ pub struct Job {
     pub bytes: u64,
     /// Why now.
     pub reason: Reason,
+    /// Where to.
+    pub output: Output,
 }
 
 /// The jobs due in `m` at `now_ms` under `policy`, in range order.
@@ -100,47 +125,111 @@ pub fn plan(
         }
         let run = &ranges[i..j];
         let bytes: u64 = run.iter().map(|r| r.bytes).sum();
-        let newest = run.iter().filter_map(&committed_ms).max();
+        let oldest = run.iter().map(&committed_ms).min().flatten();
         let reason = if run.last().is_some_and(|r| r.completes_segment) {
             Some(Reason::SegmentRolled)
-        } else if bytes >= policy.target_bytes || run.len() >= policy.max_ranges {
+        } else if bytes >= policy.target_bytes {
             Some(Reason::Large)
-        } else if newest.is_none_or(|t| now_ms.saturating_sub(t) >= policy.min_age_ms) {
+        } else if oldest.is_none_or(|t| now_ms.saturating_sub(t) >= policy.min_age_ms) {
             Some(Reason::Aged)
         } else {
             None
         };
         if let Some(reason) = reason {
-            // Cut into jobs of at most target_bytes (one range at least).
-            let mut start = i;
-            let mut total = 0u64;
-            for (k, range) in ranges.iter().enumerate().take(j).skip(i) {
-                let b = range.bytes;
-                if k > start && total + b > policy.target_bytes {
-                    jobs.push(Job {
-                        ranges: start..k,
-                        bytes: total,
-                        reason,
-                    });
-                    (start, total) = (k, 0);
-                }
-                total += b;
-            }
-            jobs.push(Job {
-                ranges: start..j,
-                bytes: total,
-                reason,
-            });
+            own_jobs(ranges, i..j, reason, policy.target_bytes, &mut jobs);
+        } else {
+            shared_jobs(ranges, i..j, policy.max_ranges, &mut jobs);
         }
         i = j;
     }
     jobs
 }
 
+/// `ranges[run]` in jobs of at most `target` bytes (one range at least),
+/// each into an object of its own.
+fn own_jobs(
+    ranges: &[ShippedRange],
+    run: std::ops::Range<usize>,
+    reason: Reason,
+    target: u64,
+    jobs: &mut Vec<Job>,
+) {
+    let mut start = run.start;
+    let mut total = 0u64;
+    for (k, range) in ranges.iter().enumerate().take(run.end).skip(run.start) {
+        let b = range.bytes;
+        if k > start && total + b > target {
+            jobs.push(Job {
+                ranges: start..k,
+                bytes: total,
+                reason,
+                output: Output::Own,
+            });
+            (start, total) = (k, 0);
+        }
+        total += b;
+    }
+    jobs.push(Job {
+        ranges: start..run.end,
+        bytes: total,
+        reason,
+        output: Output::Own,
+    });
+}
+
+/// The sub-runs of `ranges[run]` as shipped (not `compacted`) long
+/// enough for a compacted pack: [`Reason::Many`] from `max_ranges`,
+/// [`Reason::Along`] from half as many (two at least).
+fn shared_jobs(
+    ranges: &[ShippedRange],
+    run: std::ops::Range<usize>,
+    max_ranges: usize,
+    jobs: &mut Vec<Job>,
+) {
+    let along = (max_ranges / 2).max(2);
+    let mut k = run.start;
+    while k < run.end {
+        if ranges[k].compacted {
+            k += 1;
+            continue;
+        }
+        let start = k;
+        while k < run.end && !ranges[k].compacted {
+            k += 1;
+        }
+        let n = k - start;
+        let reason = if n >= max_ranges.max(2) {
+            Reason::Many
+        } else if n >= along {
+            Reason::Along
+        } else {
+            continue;
+        };
+        jobs.push(Job {
+            ranges: start..k,
+            bytes: ranges[start..k].iter().map(|r| r.bytes).sum(),
+            reason,
+            output: Output::Shared,
+        });
+    }
+}
+
+/// True when some job of a cycle's `jobs` is due for a compacted pack:
+/// then the [`Reason::Along`] ones are written with it; otherwise none is.
+pub fn shared_due<'a>(jobs: impl IntoIterator<Item = &'a Job>) -> bool {
+    jobs.into_iter().any(|j| j.reason == Reason::Many)
+}
+
 /// The range that replaces `ranges` (consecutive, of one segment) once
 /// their bytes, concatenated in order, are the object `key` with CRC-32C
-/// `crc32c`.
-pub fn merged_range(ranges: &[ShippedRange], key: String, crc32c: u32) -> Option<ShippedRange> {
+/// `crc32c`; or, with `shared_at`, bytes of the compacted pack `key` from
+/// that offset.
+pub fn merged_range(
+    ranges: &[ShippedRange],
+    key: String,
+    crc32c: u32,
+    shared_at: Option<u64>,
+) -> Option<ShippedRange> {
     let (first, last) = (ranges.first()?, ranges.last()?);
     let mut epochs: Vec<EpochEntry> = Vec::new();
     for e in ranges.iter().flat_map(|r| r.epochs.entries()) {
@@ -160,7 +249,8 @@ pub fn merged_range(ranges: &[ShippedRange], key: String, crc32c: u32) -> Option
         segment_base_offset: first.segment_base_offset,
         completes_segment: last.completes_segment,
         segment_generation: first.segment_generation,
-        object_offset: None,
+        object_offset: shared_at,
+        compacted: shared_at.is_some(),
     })
 }
 
@@ -214,6 +304,7 @@ mod tests {
             segment_base_offset: seg,
             completes_segment: false,
             segment_generation: 0,
+            compacted: false,
             object_offset: packed.then_some(100),
         }
     }
@@ -246,7 +337,13 @@ mod tests {
         x.key.parse().ok()
     }
 
-    /// One row per case: the ranges and the jobs (positions, reason).
+    fn compacted(mut x: ShippedRange) -> ShippedRange {
+        x.compacted = true;
+        x
+    }
+
+    /// One row per case: the ranges and the jobs (positions, reason; the
+    /// output follows the reason).
     #[test]
     fn jobs_by_case() {
         use Reason::*;
@@ -261,10 +358,11 @@ mod tests {
                 vec![r(0, 0, false, 5_000, 10), r(0, 10, false, 5_000, 10)],
                 vec![],
             ),
+            ("a young range waits", vec![r(0, 0, true, 10, 10)], vec![]),
             (
-                "a young tail waits",
+                "a young run of half the ranges goes along",
                 vec![r(0, 0, true, 10, 10), r(0, 10, true, 10, 10)],
-                vec![],
+                vec![(0..2, Along)],
             ),
             (
                 "a rolled segment is one job",
@@ -281,19 +379,45 @@ mod tests {
                 vec![(0..2, Aged)],
             ),
             (
-                "the newest decides the age",
+                "the oldest decides the age (a busy partition too)",
                 vec![r(0, 0, true, 5_000, 10), r(0, 10, true, 10, 10)],
-                vec![],
+                vec![(0..2, Aged)],
             ),
             (
-                "many ranges are due before pages",
+                "many ranges go into a compacted pack before pages",
                 vec![
                     r(0, 0, true, 10, 1),
                     r(0, 10, true, 10, 1),
                     r(0, 20, true, 10, 1),
                     r(0, 30, true, 10, 1),
                 ],
-                vec![(0..4, Large)],
+                vec![(0..4, Many)],
+            ),
+            (
+                "ranges in a compacted pack are not packed again",
+                vec![
+                    compacted(r(0, 0, true, 10, 4)),
+                    r(0, 10, true, 10, 1),
+                    r(0, 20, true, 10, 1),
+                    r(0, 30, true, 10, 1),
+                    r(0, 40, true, 10, 1),
+                ],
+                vec![(1..5, Many)],
+            ),
+            (
+                "a compacted range splits the runs as shipped",
+                vec![
+                    r(0, 0, true, 10, 1),
+                    compacted(r(0, 10, true, 10, 4)),
+                    r(0, 20, true, 10, 1),
+                    r(0, 30, true, 10, 1),
+                ],
+                vec![(2..4, Along)],
+            ),
+            (
+                "an old run goes into its own object, compacted ranges and all",
+                vec![compacted(r(0, 0, true, 5_000, 4)), r(0, 10, true, 10, 1)],
+                vec![(0..2, Aged)],
             ),
             (
                 "a large run is cut at the target",
@@ -321,11 +445,39 @@ mod tests {
         ];
         for (name, ranges, expected) in rows {
             let m = manifest(ranges);
-            let got: Vec<(std::ops::Range<usize>, Reason)> = plan(&m, NOW, committed, &policy())
-                .into_iter()
-                .map(|j| (j.ranges, j.reason))
-                .collect();
+            let jobs = plan(&m, NOW, committed, &policy());
+            for j in &jobs {
+                let shared = matches!(j.reason, Many | Along);
+                assert_eq!(j.output == Output::Shared, shared, "{name}: {j:?}");
+            }
+            let got: Vec<(std::ops::Range<usize>, Reason)> =
+                jobs.into_iter().map(|j| (j.ranges, j.reason)).collect();
             assert_eq!(got, expected, "{name}");
+        }
+    }
+
+    /// One row per case: the reasons of a cycle's jobs, and whether its
+    /// compacted pack is written.
+    #[test]
+    fn a_compacted_pack_is_written_when_one_job_is_due_for_it() {
+        use Reason::*;
+        let rows: &[(&str, &[Reason], bool)] = &[
+            ("nothing", &[], false),
+            ("only runs that could go along", &[Along, Along], false),
+            ("one due", &[Along, Many, Along], true),
+            ("own objects only", &[Aged, SegmentRolled], false),
+        ];
+        for (name, reasons, due) in rows {
+            let jobs: Vec<Job> = reasons
+                .iter()
+                .map(|&reason| Job {
+                    ranges: 0..1,
+                    bytes: 1,
+                    reason,
+                    output: Output::Shared,
+                })
+                .collect();
+            assert_eq!(shared_due(&jobs), *due, "{name}");
         }
     }
 
@@ -342,7 +494,7 @@ mod tests {
         assert_eq!(jobs.len(), 1);
         assert_eq!(jobs[0].ranges, 1..5);
         assert_eq!(jobs[0].bytes, 40);
-        let merged = merged_range(&m.ranges[1..5], "own".into(), 77).expect("merged");
+        let merged = merged_range(&m.ranges[1..5], "own".into(), 77, None).expect("merged");
         assert_eq!((merged.base_offset, merged.last_offset), (10, 49));
         assert_eq!((merged.bytes, merged.batches, merged.crc32c), (40, 8, 77));
         assert_eq!(merged.object_offset, None);
@@ -354,7 +506,15 @@ mod tests {
         assert_eq!(next.shipped_end_offset, m.shipped_end_offset);
         // A job that no longer fits (the manifest moved): refused.
         let moved = manifest(vec![r(0, 0, false, 5_000, 10)]);
-        let merged = merged_range(&m.ranges[1..5], "own".into(), 77).expect("merged");
+        let merged = merged_range(&m.ranges[1..5], "own".into(), 77, None).expect("merged");
         assert_eq!(replace(&moved, &jobs[0], merged), None);
+        // Into a compacted pack: bytes of the shared object, marked so, and
+        // the next version is a delta a head can carry.
+        let shared = merged_range(&m.ranges[1..5], "pack".into(), 78, Some(4096)).expect("merged");
+        assert_eq!(shared.object_range(), Some(4096..4136));
+        assert!(shared.compacted);
+        let next = replace(&m, &jobs[0], shared.clone()).expect("fits");
+        let d = crate::delta::Delta::between(&m, &next).expect("a delta");
+        assert_eq!((d.replaced, d.ranges.len()), (vec![shared], 0));
     }
 }

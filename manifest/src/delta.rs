@@ -7,8 +7,11 @@
 //!
 //! [`Delta::between`] is `Some` exactly when `next` is `prev` with ranges
 //! appended (and the lineage extended by their epochs, the progress fields
-//! moved forward); every other change (a cut, pages sealed, gaps, configs,
-//! a deletion, the mirror origin) needs a manifest version of its own.
+//! moved forward), and with runs of `prev`'s ranges replaced by one range
+//! covering exactly their offsets (compaction, `crate::compact`: the same
+//! batches in another object); every other change (a cut, pages sealed,
+//! gaps, configs, a deletion, the mirror origin) needs a manifest version
+//! of its own.
 //! [`Delta::apply`] rebuilds `next` from `prev` and the delta, and checks
 //! that the delta extends `prev` (the version it was computed after): a
 //! reader that applies the deltas of a partition in head order, each to the
@@ -16,7 +19,8 @@
 //! versions themselves. Pure: no IO.
 //!
 //! Invariant (property-tested): for every `prev` and append-only `next`,
-//! `Delta::between(prev, next)?.apply(prev) == Ok(next)`.
+//! `Delta::between(prev, next)?.apply(prev) == Ok(next)`; table-tested for
+//! replacements.
 
 use kafkalog::checkpoint::EpochEntry;
 use kafkalog::epoch::EpochLineage;
@@ -31,6 +35,12 @@ pub struct Delta {
     pub after_version: u64,
     /// The ranges appended, in offset order.
     pub ranges: Vec<ShippedRange>,
+    /// Ranges that replace runs of the previous version's ranges, in offset
+    /// order: each covers exactly the offsets of the run it replaces (the
+    /// first range's base offset to the last one's last offset), applied
+    /// before the appends. Absent in deltas that only append.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<ShippedRange>,
     /// The lineage entries appended (epochs the new ranges started).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub epochs: Vec<EpochEntry>,
@@ -86,7 +96,7 @@ impl Delta {
         if !(same_identity && same_rest && forward) {
             return None;
         }
-        let appended = next.ranges.strip_prefix(prev.ranges.as_slice())?;
+        let (replaced, appended) = replacements(&prev.ranges, &next.ranges)?;
         let epochs = next
             .lineage
             .entries()
@@ -94,6 +104,7 @@ impl Delta {
         Some(Delta {
             after_version: prev.version,
             ranges: appended.to_vec(),
+            replaced,
             epochs: epochs.to_vec(),
             log_start_offset: next.log_start_offset,
             shipped_end_offset: next.shipped_end_offset,
@@ -135,6 +146,15 @@ impl Delta {
         }
         let mut next = prev.clone();
         next.version = self.version();
+        for r in &self.replaced {
+            let run = run_replaced_by(&next.ranges, r).ok_or_else(|| {
+                DeltaError::Invalid(format!(
+                    "no run of ranges covers exactly offsets {}..={} to replace",
+                    r.base_offset, r.last_offset
+                ))
+            })?;
+            next.ranges.splice(run, [r.clone()]);
+        }
         next.ranges.extend(self.ranges.iter().cloned());
         next.lineage = EpochLineage::from_entries(
             prev.lineage
@@ -153,6 +173,49 @@ impl Delta {
             .map_err(|e| DeltaError::Invalid(e.to_string()))?;
         Ok(next)
     }
+}
+
+/// The positions of the run of `ranges` that `r` replaces: the range
+/// starting at `r`'s base offset through the one ending at its last
+/// offset, all of `r`'s segment and generation.
+fn run_replaced_by(ranges: &[ShippedRange], r: &ShippedRange) -> Option<std::ops::Range<usize>> {
+    let start = ranges.iter().position(|x| x.base_offset == r.base_offset)?;
+    let end = start
+        + ranges[start..]
+            .iter()
+            .position(|x| x.last_offset == r.last_offset)?
+        + 1;
+    ranges[start..end]
+        .iter()
+        .all(|x| {
+            x.segment_base_offset == r.segment_base_offset
+                && x.segment_generation == r.segment_generation
+                && x.last_offset <= r.last_offset
+        })
+        .then_some(start..end)
+}
+
+/// `next`'s ranges as `prev`'s with runs replaced (each by one range
+/// covering exactly their offsets) and ranges appended: the replacing
+/// ranges and the appended ones; `None` when `next` is not that.
+fn replacements<'a>(
+    prev: &[ShippedRange],
+    next: &'a [ShippedRange],
+) -> Option<(Vec<ShippedRange>, &'a [ShippedRange])> {
+    let mut replaced = Vec::new();
+    let (mut i, mut k) = (0, 0);
+    while i < prev.len() {
+        let n = next.get(k)?;
+        if *n != prev[i] {
+            let run = run_replaced_by(&prev[i..], n).filter(|run| run.start == 0)?;
+            replaced.push(n.clone());
+            i += run.end;
+        } else {
+            i += 1;
+        }
+        k += 1;
+    }
+    Some((replaced, &next[k..]))
 }
 
 #[cfg(test)]
@@ -183,6 +246,7 @@ mod tests {
             completes_segment: false,
             segment_generation: 0,
             object_offset: Some(base as u64 * 100),
+            compacted: false,
         }
     }
 
@@ -254,6 +318,40 @@ mod tests {
             (
                 "a range replaced (compacted segment)",
                 |m| m.ranges[0].segment_generation = 1,
+                false,
+            ),
+            (
+                "a run compacted into one range (compaction)",
+                |m| {
+                    let mut c = range(0, 19, 3);
+                    (c.key, c.bytes, c.batches, c.compacted) = ("c".into(), 200, 2, true);
+                    m.ranges.splice(0..2, [c]);
+                },
+                true,
+            ),
+            (
+                "a range compacted alone, and the next appended",
+                |m| {
+                    m.ranges[1].key = "own".into();
+                    m.ranges[1].object_offset = None;
+                },
+                true,
+            ),
+            (
+                "a compacted range over more offsets than the run",
+                |m| {
+                    let c = range(0, 24, 3);
+                    m.ranges.splice(0..2, [c]);
+                },
+                false,
+            ),
+            (
+                "a compacted range of another generation",
+                |m| {
+                    let mut c = range(0, 19, 3);
+                    c.segment_generation = 1;
+                    m.ranges.splice(0..2, [c]);
+                },
                 false,
             ),
             (

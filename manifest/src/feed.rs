@@ -529,6 +529,7 @@ mod tests {
         let delta = Delta {
             after_version: after,
             ranges: Vec::new(),
+            replaced: Vec::new(),
             epochs: Vec::new(),
             log_start_offset: 0,
             shipped_end_offset: 10 * (after as i64 + 1),

@@ -111,6 +111,13 @@ pub struct ShippedRange {
     /// its size, loudly; run appliers at least as new as the shippers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_offset: Option<u64>,
+    /// True for a range compaction rewrote into an object shared with
+    /// other partitions (a compacted pack, `crate::compact`, "level 1"):
+    /// compaction rewrites it again only into an object of the
+    /// partition's own, never into another shared one, so a byte moves at
+    /// most twice. Absent (false) for ranges as shipped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compacted: bool,
 }
 
 impl ShippedRange {
@@ -491,6 +498,7 @@ mod tests {
                 completes_segment: true,
                 segment_generation: 0,
                 object_offset: None,
+                compacted: false,
             },
             ShippedRange {
                 key: "k/data/b".into(),
@@ -504,6 +512,7 @@ mod tests {
                 segment_base_offset: 70,
                 completes_segment: false,
                 segment_generation: 0,
+                compacted: false,
                 object_offset: None,
             },
         ];
@@ -911,6 +920,7 @@ mod tests {
                 epochs: lineage(&[(0, i * 100)]),
                 segment_base_offset: i * 100,
                 completes_segment: true,
+                compacted: false,
                 segment_generation: 0,
                 object_offset: None,
             };

@@ -336,6 +336,7 @@ mod tests {
             completes_segment: false,
             segment_generation: 0,
             object_offset: None,
+            compacted: false,
         }
     }
 

@@ -50,6 +50,7 @@ pub fn manifest_with(n: usize, origin: bool) -> Option<(PartitionManifest, Vec<P
             completes_segment: i % 4 == 3,
             segment_generation: u32::from(i % 7 == 0),
             object_offset: None,
+            compacted: false,
         };
         if let Some((_, page)) = m.push_range(range, |a, b| layout.page_key(&pk, a, b, &page_id)) {
             pages.push(page);

@@ -237,6 +237,7 @@ fn shipped_range(plan: &RangePlan, up: &Uploaded) -> ShippedRange {
         completes_segment: plan.completes_segment,
         segment_generation: plan.generation,
         object_offset: up.object_offset,
+        compacted: false,
     }
 }
 

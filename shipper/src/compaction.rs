@@ -1,21 +1,29 @@
 //! Compaction behind the tail (issue 30, "Layout 2", step 4): each cycle,
 //! the partitions this shipper holds have their packed ranges that are due
-//! (`manifest::compact::plan`: a rolled segment, a large or long run, or
-//! one `compact_after` old) rewritten into one object of the partition's
-//! own, and a manifest version names it in their place.
+//! (`manifest::compact::plan`) rewritten: a rolled segment, a large run or
+//! one `compact_after` old into an object of the partition's own; runs of
+//! many ranges as shipped, of every partition due at once, into one
+//! compacted pack shared by all of them. A manifest version names the new
+//! range in place of the old ones.
 //!
 //! Invariants:
 //! - the ranges are read and their CRC-32C checked before anything is
 //!   written (the cycle's jobs read ahead together: one ranged GET per
-//!   run of neighbouring partitions' ranges in a pack, `bucket::ahead`); the new object is written under a fresh
-//!   upload id (create-only) before the version that names it, and the
-//!   version is create-if-absent: a lost race resets the partition (read
-//!   again next cycle) and leaves the object to the sweep;
-//! - the version is an object, not a delta (it replaces ranges), so it
-//!   ends the partition's chain of deltas;
-//! - at most one job per partition and [`MAX_JOBS`] (and 256 MiB) in all
-//!   per cycle, 8 at once, so a backlog is compacted over several cycles
-//!   without holding up shipping;
+//!   run of neighbouring partitions' ranges in a pack, `bucket::ahead`);
+//!   the new objects are written under fresh upload ids (create-only)
+//!   before the versions that name them;
+//! - with `head_deltas`, the versions of a partition whose held version the
+//!   head names are deltas (`manifest::delta::Delta::replaced`) committed
+//!   by one head for the whole cycle's compaction, refused per partition
+//!   when another writer moved it (the partition is read again; the object
+//!   is left to pack gc or the sweep); a partition whose chain is full is
+//!   compacted after its next commit starts the chain again. Otherwise the
+//!   version is an object, create-if-absent, and ends the chain;
+//! - at most one job per partition a cycle; [`MAX_JOBS`] objects of their
+//!   own and 256 MiB in all, 8 written at once, so a backlog is compacted
+//!   over several cycles without holding up shipping; a compacted pack is
+//!   written only when some partition's run is due for one, and takes
+//!   every partition's run that may go along;
 //! - packs are never deleted here: a pack no latest version names is
 //!   garbage-collected later.
 
@@ -25,25 +33,31 @@ use bucket::store::{ManifestStore, StoreError};
 use bytes::Bytes;
 use futures::StreamExt;
 use kafkalog::TopicPartition;
-use manifest::compact::{Job, Policy, merged_range, plan, replace};
+use manifest::compact::{Job, Output, Policy, merged_range, plan, replace, shared_due};
 use manifest::layout::PartitionKey;
 use manifest::layout::parse_upload_time_ms;
 use manifest::partition::{PartitionManifest, ShippedRange};
 
+use crate::commit::ChainPosition;
 use crate::error::ShipperError;
 use crate::feed::Feed;
 use crate::health::Health;
 use crate::partition::ShipperSlot;
 
-/// Most compaction jobs per cycle: partitions that started together come
-/// due together (1,000 at once at a 1 s tail), and a due run must be
-/// rewritten before its manifest seals it into pages.
+/// Most jobs into objects of their own per cycle: partitions that started
+/// together come due together (1,000 at once at a 1 s tail).
 pub(crate) const MAX_JOBS: usize = 32;
+
+/// Most jobs into a cycle's compacted packs.
+const MAX_SHARED_JOBS: usize = 10_000;
 
 /// Most bytes of jobs a cycle plans (the first job whatever its size).
 const MAX_CYCLE_BYTES: u64 = 256 << 20;
 
-/// Jobs rewritten at once.
+/// Most bytes in one compacted pack (a job larger than that is one alone).
+const MAX_SHARED_PACK_BYTES: u64 = 64 << 20;
+
+/// Jobs read, and objects written, at once.
 const CONCURRENT_JOBS: usize = 8;
 
 /// Read-ahead of the jobs' ranges: neighbours this close share a GET...
@@ -54,12 +68,14 @@ const READ_AHEAD_RUN: u64 = 8 << 20;
 /// What a cycle's compaction did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Compacted {
-    /// Objects written.
+    /// Objects written (own objects and compacted packs).
     pub(crate) objects: u64,
     /// Their bytes.
     pub(crate) bytes: u64,
     /// Packed ranges they replace.
     pub(crate) ranges: u64,
+    /// Heads written to commit the versions.
+    pub(crate) heads: u64,
 }
 
 /// When a range was shipped: the upload time in its pack's key.
@@ -68,48 +84,38 @@ fn shipped_ms(store: &ManifestStore, r: &ShippedRange) -> Option<i64> {
     parse_upload_time_ms(id)
 }
 
-/// Compacts what is due in `partitions` at `now_ms`; the versions written
-/// are queued in `feed`. Errors are per partition, with its name.
+/// One partition's job this cycle.
+struct Planned {
+    tp: TopicPartition,
+    pk: PartitionKey,
+    manifest: PartitionManifest,
+    job: Job,
+    /// Committed by the head as a delta after this chain position.
+    chain: Option<ChainPosition>,
+}
+
+/// Compacts what is due in `partitions` at `now_ms`; the versions are
+/// committed by one head (`head_deltas`) or written as objects and queued
+/// in `feed`. Errors are per partition, with its name.
 pub(crate) async fn compact_due(
     store: &ManifestStore,
     partitions: &mut BTreeMap<TopicPartition, ShipperSlot>,
     feed: &mut Feed,
     policy: &Policy,
-    writer: &str,
+    ctx: (&str, bool),
     now_ms: i64,
 ) -> (Compacted, Vec<(String, String)>) {
-    // The cycle's jobs: at most one a partition, MAX_JOBS and
-    // MAX_CYCLE_BYTES in all (the first whatever its size).
-    let mut planned: Vec<(TopicPartition, PartitionKey, PartitionManifest, Job)> = Vec::new();
-    let mut planned_bytes = 0u64;
-    for st in partitions.values() {
-        if planned.len() >= MAX_JOBS || planned_bytes >= MAX_CYCLE_BYTES {
-            break;
-        }
-        let leads = st.role.as_ref().is_none_or(crate::leadership::Role::leads);
-        if st.health != Health::Ok || !st.loaded || !leads {
-            continue;
-        }
-        let (Some(pk), Some(m)) = (st.pk.clone(), st.manifest.clone()) else {
-            continue;
-        };
-        let Some(job) = plan(&m, now_ms, |r| shipped_ms(store, r), policy)
-            .into_iter()
-            .next()
-        else {
-            continue;
-        };
-        planned_bytes = planned_bytes.saturating_add(job.bytes);
-        planned.push((st.tp.clone(), pk, m, job));
-    }
+    let (writer, head_deltas) = ctx;
+    let planned = plan_cycle(store, partitions, feed, policy, head_deltas, now_ms);
     if planned.is_empty() {
         return (Compacted::default(), Vec::new());
     }
     // Neighbouring partitions' ranges sit side by side in each pack: one
     // ranged GET per run of them, not one per range.
+    let planned_bytes: u64 = planned.iter().map(|p| p.job.bytes).sum();
     let wanted = planned
         .iter()
-        .flat_map(|(_, _, m, job)| m.ranges[job.ranges.clone()].iter());
+        .flat_map(|p| p.manifest.ranges[p.job.ranges.clone()].iter());
     let runs = bucket::ahead::runs(
         wanted,
         READ_AHEAD_GAP,
@@ -117,69 +123,244 @@ pub(crate) async fn compact_due(
         planned_bytes.saturating_mul(2),
     );
     store.read_ahead(runs).await;
-    let results: Vec<_> =
-        futures::stream::iter(planned.into_iter().map(|(tp, pk, m, job)| async move {
-            let result = rewrite(store, &pk, &m, &job, writer, now_ms).await;
-            (tp, job, result)
+    let read: Vec<Result<Vec<u8>, StoreError>> = futures::stream::iter(
+        planned
+            .iter()
+            .map(|p| read_job(store, &p.manifest.ranges[p.job.ranges.clone()], p.job.bytes)),
+    )
+    .buffered(CONCURRENT_JOBS)
+    .collect()
+    .await;
+    store.drop_read_ahead();
+    // Write: each own job its object, the shared ones compacted packs.
+    let mut merged: Vec<Result<ShippedRange, StoreError>> = Vec::with_capacity(planned.len());
+    let mut done = Compacted::default();
+    let mut shared: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut own = Vec::new();
+    for (i, (p, bytes)) in planned.iter().zip(read).enumerate() {
+        merged.push(Err(StoreError::Identity {
+            key: String::new(),
+            reason: "not written".into(),
+        }));
+        match (bytes, p.job.output) {
+            (Err(e), _) => merged[i] = Err(e),
+            (Ok(b), Output::Shared) => shared.push((i, b)),
+            (Ok(b), Output::Own) => own.push((i, b)),
+        }
+    }
+    let written: Vec<(usize, Result<ShippedRange, StoreError>, u64)> =
+        futures::stream::iter(own.into_iter().map(|(i, b)| {
+            let p = &planned[i];
+            async move {
+                let size = b.len() as u64;
+                (
+                    i,
+                    write_own(store, &p.pk, &p.manifest.ranges[p.job.ranges.clone()], b).await,
+                    size,
+                )
+            }
         }))
         .buffer_unordered(CONCURRENT_JOBS)
         .collect()
         .await;
-    store.drop_read_ahead();
-    let mut done = Compacted::default();
+    for (i, r, size) in written {
+        if r.is_ok() {
+            done.objects += 1;
+            done.bytes += size;
+        }
+        merged[i] = r;
+    }
+    for chunk in chunks(shared, MAX_SHARED_PACK_BYTES) {
+        let (objects, bytes) = write_shared(store, &planned, chunk, &mut merged).await;
+        done.objects += objects;
+        done.bytes += bytes;
+    }
+    // Commit the versions naming them.
     let mut errors = Vec::new();
-    for (tp, job, result) in results {
-        let Some(st) = partitions.get_mut(&tp) else {
-            continue;
+    let mut by_head: Vec<(usize, PartitionManifest, manifest::feed::HeadEntry)> = Vec::new();
+    let mut as_objects: Vec<(usize, PartitionManifest)> = Vec::new();
+    for (i, (p, m)) in planned.iter().zip(merged).enumerate() {
+        let next = m.and_then(|m| {
+            let mut next = replace(&p.manifest, &p.job, m).ok_or_else(|| StoreError::Identity {
+                key: String::new(),
+                reason: "the compacted range does not fit the manifest".into(),
+            })?;
+            next.writer = writer.to_string();
+            next.committed_at_ms = now_ms;
+            Ok(next)
+        });
+        let next = match next {
+            Ok(n) => n,
+            Err(e) => {
+                fail(partitions, &p.tp, e, &mut errors);
+                continue;
+            }
         };
-        let ranges = job.ranges.len();
-        match result {
-            Ok((next, size)) => {
-                tracing::info!(partition = %st.tp, version = next.version, ranges, bytes = size, reason = ?job.reason, "compacted packed ranges into an object of the partition's own");
-                done.objects += 1;
-                done.bytes += size;
-                done.ranges += ranges as u64;
+        let delta = p
+            .chain
+            .and_then(|c| Some((c, manifest::delta::Delta::between(&p.manifest, &next)?)));
+        match delta {
+            Some((c, d)) => {
+                let entry = manifest::feed::HeadEntry::for_delta(&next, d, c.object_version);
+                by_head.push((i, next, entry));
+            }
+            None => as_objects.push((i, next)),
+        }
+    }
+    let committed: Vec<(usize, PartitionManifest, Result<(), StoreError>)> =
+        futures::stream::iter(as_objects.into_iter().map(|(i, next)| async move {
+            let r = store.commit_manifest(&next).await;
+            (i, next, r)
+        }))
+        .buffer_unordered(CONCURRENT_JOBS)
+        .collect()
+        .await;
+    for (i, next, r) in committed {
+        let p = &planned[i];
+        match r {
+            Ok(()) => {
                 feed.queue(&next);
-                st.manifest = Some(next);
+                moved(partitions, p, next, &mut done);
             }
             Err(StoreError::Conflict { .. }) => {
                 // Another writer committed that version: read it again.
-                st.reset();
+                if let Some(st) = partitions.get_mut(&p.tp) {
+                    st.reset();
+                }
+            }
+            Err(e) => fail(partitions, &p.tp, e, &mut errors),
+        }
+    }
+    if !by_head.is_empty() {
+        let entries = by_head.iter().map(|(_, _, e)| e.clone()).collect();
+        match feed.commit_deltas(store, writer, entries).await {
+            Ok((published, refused)) => {
+                done.heads += u64::from(published);
+                for (i, next, e) in by_head {
+                    let p = &planned[i];
+                    if refused.contains(&e.map_key()) {
+                        tracing::info!(partition = %p.tp, "the head moved the partition first: reading it again");
+                        if let Some(st) = partitions.get_mut(&p.tp) {
+                            st.reset();
+                        }
+                    } else {
+                        moved(partitions, p, next, &mut done);
+                    }
+                }
             }
             Err(e) => {
-                let e = ShipperError::store(st.tp.to_string(), e);
-                tracing::warn!(partition = %st.tp, error = %e, "compaction failed; retried next cycle");
-                errors.push((st.tp.to_string(), e.to_string()));
+                for (i, _, _) in by_head {
+                    let tp = &planned[i].tp;
+                    if let Some(st) = partitions.get_mut(tp) {
+                        st.reset();
+                    }
+                    errors.push((
+                        tp.to_string(),
+                        format!("the head committing its compaction: {e}"),
+                    ));
+                }
             }
         }
     }
     (done, errors)
 }
 
-/// One job: its ranges read (from the read-ahead, else one GET each) and
-/// checked, the object written, then the version naming it.
-async fn rewrite(
+/// The cycle's jobs: at most one a partition; [`MAX_JOBS`] own objects,
+/// [`MAX_SHARED_JOBS`] shared ones (only when one is due) and
+/// [`MAX_CYCLE_BYTES`] in all (the first whatever its size).
+fn plan_cycle(
     store: &ManifestStore,
-    pk: &PartitionKey,
-    m: &PartitionManifest,
-    job: &Job,
-    writer: &str,
+    partitions: &BTreeMap<TopicPartition, ShipperSlot>,
+    feed: &Feed,
+    policy: &Policy,
+    head_deltas: bool,
     now_ms: i64,
-) -> Result<(PartitionManifest, u64), StoreError> {
-    let run = &m.ranges[job.ranges.clone()];
-    let mut bytes = Vec::with_capacity(usize::try_from(job.bytes).unwrap_or(0));
+) -> Vec<Planned> {
+    let mut own: Vec<Planned> = Vec::new();
+    let mut shared: Vec<Planned> = Vec::new();
+    let mut bytes = 0u64;
+    for st in partitions.values() {
+        if bytes >= MAX_CYCLE_BYTES {
+            break;
+        }
+        let leads = st.role.as_ref().is_none_or(crate::leadership::Role::leads);
+        if st.health != Health::Ok || !st.loaded || !leads {
+            continue;
+        }
+        let (Some(pk), Some(m)) = (st.pk.clone(), st.manifest.as_ref()) else {
+            continue;
+        };
+        let chain = if head_deltas {
+            ChainPosition::of(feed.entry(&st.tp, &pk).as_ref(), m.version)
+        } else {
+            None
+        };
+        // A full chain starts again at the partition's next commit first.
+        if chain.is_some_and(|c| c.deltas >= manifest::feed::MAX_CHAIN) {
+            continue;
+        }
+        let jobs = plan(m, now_ms, |r| shipped_ms(store, r), policy);
+        let pick = jobs
+            .iter()
+            .find(|j| j.output == Output::Own && own.len() < MAX_JOBS)
+            .or_else(|| {
+                jobs.iter()
+                    .find(|j| j.output == Output::Shared && shared.len() < MAX_SHARED_JOBS)
+            });
+        let Some(job) = pick.cloned() else {
+            continue;
+        };
+        bytes = bytes.saturating_add(job.bytes);
+        let p = Planned {
+            tp: st.tp.clone(),
+            pk,
+            manifest: m.clone(),
+            job,
+            chain,
+        };
+        match p.job.output {
+            Output::Own => own.push(p),
+            Output::Shared => shared.push(p),
+        }
+    }
+    if shared_due(shared.iter().map(|p| &p.job)) {
+        own.extend(shared);
+    }
+    own
+}
+
+/// A job's ranges, read (from the read-ahead, else one GET each) and
+/// their CRC-32C checked, concatenated.
+async fn read_job(
+    store: &ManifestStore,
+    run: &[ShippedRange],
+    bytes: u64,
+) -> Result<Vec<u8>, StoreError> {
+    let mut out = Vec::with_capacity(usize::try_from(bytes).unwrap_or(0));
     for r in run {
         let got = store.get_in(&r.key, r.object_range()).await?;
         manifest::range_check::verify_object(r, &got).map_err(|e| StoreError::Identity {
             key: r.key.clone(),
             reason: e.to_string(),
         })?;
-        bytes.extend_from_slice(&got);
+        out.extend_from_slice(&got);
     }
-    let first = run.first().ok_or_else(|| StoreError::Identity {
+    Ok(out)
+}
+
+/// An own job's object, written under a fresh upload id: the range that
+/// names it.
+async fn write_own(
+    store: &ManifestStore,
+    pk: &PartitionKey,
+    run: &[ShippedRange],
+    bytes: Vec<u8>,
+) -> Result<ShippedRange, StoreError> {
+    let not_merged = || StoreError::Identity {
         key: String::new(),
-        reason: "a compaction job without ranges".into(),
-    })?;
+        reason: "the ranges to compact do not merge".into(),
+    };
+    let first = run.first().ok_or_else(not_merged)?;
     let epoch = first.epochs.entries().first().map_or(0, |e| e.epoch);
     let last = run.last().map_or(first.last_offset, |r| r.last_offset);
     let key = store.layout().data_key(
@@ -190,18 +371,107 @@ async fn rewrite(
         &bucket::upload_id::fresh_string(),
     )?;
     let crc = kafkalog::batch::crc32c(&bytes);
-    let size = bytes.len() as u64;
     store.put_new(&key, Bytes::from(bytes)).await?;
-    let merged = merged_range(run, key, crc).ok_or_else(|| StoreError::Identity {
-        key: String::new(),
-        reason: "the ranges to compact do not merge".into(),
-    })?;
-    let mut next = replace(m, job, merged).ok_or_else(|| StoreError::Identity {
-        key: String::new(),
-        reason: "the compacted range does not fit the manifest".into(),
-    })?;
-    next.writer = writer.to_string();
-    next.committed_at_ms = now_ms;
-    store.commit_manifest(&next).await?;
-    Ok((next, size))
+    merged_range(run, key, crc, None).ok_or_else(not_merged)
+}
+
+/// Shared jobs `(position in planned, bytes)` in runs of at most `max`
+/// bytes (a job larger than that is a run alone), in order.
+fn chunks(jobs: Vec<(usize, Vec<u8>)>, max: u64) -> Vec<Vec<(usize, Vec<u8>)>> {
+    let mut out: Vec<Vec<(usize, Vec<u8>)>> = Vec::new();
+    let mut total = 0u64;
+    for job in jobs {
+        let b = job.1.len() as u64;
+        match out.last_mut() {
+            Some(run) if total + b <= max => run.push(job),
+            _ => {
+                out.push(vec![job]);
+                total = 0;
+            }
+        }
+        total += b;
+    }
+    out
+}
+
+/// One compacted pack for `chunk`'s jobs, their bytes one after another
+/// under a fresh pack key; each job's range is set in `merged`. Returns
+/// the objects and bytes written.
+async fn write_shared(
+    store: &ManifestStore,
+    planned: &[Planned],
+    chunk: Vec<(usize, Vec<u8>)>,
+    merged: &mut [Result<ShippedRange, StoreError>],
+) -> (u64, u64) {
+    let mut body: Vec<u8> = Vec::with_capacity(chunk.iter().map(|(_, b)| b.len()).sum());
+    let mut at: Vec<(usize, u64, u32)> = Vec::with_capacity(chunk.len());
+    for (i, b) in &chunk {
+        at.push((*i, body.len() as u64, kafkalog::batch::crc32c(b)));
+        body.extend_from_slice(b);
+    }
+    let size = body.len() as u64;
+    let key = match store.layout().pack_key(&bucket::upload_id::fresh_string()) {
+        Ok(k) => k,
+        Err(e) => {
+            for (i, _, _) in at {
+                merged[i] = Err(e.clone().into());
+            }
+            return (0, 0);
+        }
+    };
+    if let Err(e) = store.put_new(&key, Bytes::from(body)).await {
+        let reason = e.to_string();
+        for (i, _, _) in at {
+            merged[i] = Err(StoreError::Identity {
+                key: key.clone(),
+                reason: format!("the compacted pack was not written: {reason}"),
+            });
+        }
+        return (0, 0);
+    }
+    tracing::debug!(key, jobs = at.len(), bytes = size, "compacted pack written");
+    for (i, offset, crc) in at {
+        let p = &planned[i];
+        merged[i] = merged_range(
+            &p.manifest.ranges[p.job.ranges.clone()],
+            key.clone(),
+            crc,
+            Some(offset),
+        )
+        .ok_or_else(|| StoreError::Identity {
+            key: key.clone(),
+            reason: "the ranges to compact do not merge".into(),
+        });
+    }
+    (1, size)
+}
+
+/// `p`'s partition holds `next` now.
+fn moved(
+    partitions: &mut BTreeMap<TopicPartition, ShipperSlot>,
+    p: &Planned,
+    next: PartitionManifest,
+    done: &mut Compacted,
+) {
+    let Some(st) = partitions.get_mut(&p.tp) else {
+        return;
+    };
+    let ranges = p.job.ranges.len();
+    tracing::info!(partition = %st.tp, version = next.version, ranges, bytes = p.job.bytes, reason = ?p.job.reason, output = ?p.job.output, "compacted packed ranges");
+    done.ranges += ranges as u64;
+    st.manifest = Some(next);
+}
+
+/// `tp`'s job failed: reported, retried next cycle.
+fn fail(
+    partitions: &BTreeMap<TopicPartition, ShipperSlot>,
+    tp: &TopicPartition,
+    e: StoreError,
+    errors: &mut Vec<(String, String)>,
+) {
+    if partitions.contains_key(tp) {
+        let e = ShipperError::store(tp.to_string(), e);
+        tracing::warn!(partition = %tp, error = %e, "compaction failed; retried next cycle");
+        errors.push((tp.to_string(), e.to_string()));
+    }
 }

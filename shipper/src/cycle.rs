@@ -503,11 +503,13 @@ impl Shipper {
                 &mut self.partitions,
                 &mut self.feed,
                 &policy,
-                &self.opts.shipper_id,
+                (&self.opts.shipper_id, self.opts.head_deltas),
                 now,
             )
             .await;
             report.compacted = (done.objects, done.ranges, done.bytes);
+            report.heads += done.heads as usize;
+            self.metrics.heads_published.inc_by(done.heads);
             report.errors.extend(errors);
         }
         // 6. The consumer-group offsets, when due (local reads; requests

@@ -200,6 +200,7 @@ pub(crate) fn test_range(segment: i64, base: i64, last: i64, generation: u32) ->
         completes_segment: false,
         segment_generation: generation,
         object_offset: None,
+        compacted: false,
     }
 }
 

@@ -121,6 +121,7 @@ pub fn read_source(store: &ManifestStore, source: &Path, t: &TopicPartition) -> 
             completes_segment: i + 1 < segments.len(),
             segment_generation: 0,
             object_offset: None,
+            compacted: false,
         };
         m.shipped_end_offset = last + 1;
         ranges.push((bytes, range));

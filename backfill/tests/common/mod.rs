@@ -402,6 +402,7 @@ pub async fn publish_split(
                 completes_segment: i + 1 < segments.len() && ci + 1 == n,
                 segment_generation: 0,
                 object_offset: None,
+                compacted: false,
             });
             m.shipped_end_offset = last_batch.1 + 1;
         }
