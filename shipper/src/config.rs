@@ -164,8 +164,9 @@ delete_grace = "1h"
 sweep_interval = "10m"
 
 # With pack_below: a partition's packed ranges are rewritten into one object
-# of its own when their segment rolls, when they reach 64MiB or 128 ranges,
-# or once the newest of them is this old. Default: 1h.
+# of its own when their segment rolls, when they reach 64MiB, or once the
+# oldest of them is this old (runs of 128 ranges go before that into one
+# compacted pack shared by every partition due). Default: 1h.
 compact_after = "1h"
 
 # Request prices the cost metric and `shipper status` use: s3-standard,
@@ -419,9 +420,13 @@ pub struct ShipperOptions {
     pub delete_grace: Option<Duration>,
     /// Interval between sweeps of a partition that changed.
     pub sweep_interval: Duration,
-    /// With `pack_below`: packed ranges whose newest is this old are
+    /// With `pack_below`: packed ranges whose oldest is this old are
     /// rewritten into an object of the partition's own (`manifest::compact`).
     pub compact_after: Duration,
+    /// With `pack_below`: a run of this many ranges as shipped goes into a
+    /// compacted pack (`manifest::compact::Policy::max_ranges`; not in the
+    /// config file: the default keeps manifests far below the page seal).
+    pub compact_ranges: usize,
     /// The request prices preset costs are reported at
     /// (`bucket::pricing::PRESETS`).
     pub prices: String,
@@ -492,6 +497,7 @@ impl ShipperOptions {
             delete_grace: Some(DEFAULT_DELETE_GRACE),
             sweep_interval: Duration::from_secs(600),
             compact_after: Duration::from_secs(3600),
+            compact_ranges: manifest::compact::Policy::default().max_ranges,
             prices: "s3-standard".into(),
             sweep_on_start: true,
             partition_delete_grace: Duration::from_secs(300),

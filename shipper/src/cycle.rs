@@ -496,6 +496,7 @@ impl Shipper {
         if self.opts.pack_below > 0 {
             let policy = manifest::compact::Policy {
                 min_age_ms: self.opts.compact_after.as_millis() as i64,
+                max_ranges: self.opts.compact_ranges,
                 ..manifest::compact::Policy::default()
             };
             let (done, errors) = crate::compaction::compact_due(

@@ -322,3 +322,195 @@ async fn packs_no_version_names_are_deleted_after_the_grace_and_no_other() {
         src.assert_mirrored_in(&[&follower_dir, &fresh], b.name);
     }
 }
+
+/// Compaction of busy partitions (issue 30, layout 2, step 4): the runs of
+/// ranges as shipped of every partition due at once go into one compacted
+/// pack, committed by one head, so a shipper's busy partitions cost two
+/// writes every `compact_ranges` cycles together, not two each; an hour on
+/// (`compact_after`), each partition's ranges go into an object of its
+/// own. A follower and a first apply hold the source byte for byte at each
+/// step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_partitions_are_compacted_together_into_one_compacted_pack() {
+    const PARTITIONS: i32 = 20;
+    const RANGES: usize = 8;
+    for b in backends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tid = TopicId::from_bytes([10; 16]);
+        let source = dir.path().join("source");
+        let tps: Vec<TopicPartition> = (0..PARTITIONS)
+            .map(|p| TopicPartition::new("busy", p).expect("tp"))
+            .collect();
+        let write = || {
+            let d = LogDir::open(&source).expect("source");
+            for tp in &tps {
+                let mut log = d
+                    .open_or_create_partition(tp, Some(tid), LogConfig::default())
+                    .expect("create");
+                produce(&mut log, 1, 2, 3);
+                log.close().expect("close");
+            }
+        };
+        let counting = Arc::new(CountingStore::new(b.store.clone()));
+        let store: Arc<dyn ObjectStore> = counting.clone();
+        let clock = Arc::new(manifest::clock::ManualClock::new());
+        let mut opts = shipper_options(&b, &source, "src");
+        opts.pack_below = 1 << 20;
+        opts.head_deltas = true;
+        opts.compact_ranges = RANGES;
+        let mut shipper = Shipper::new(opts, store.clone())
+            .expect("shipper")
+            .with_clock(clock.clone());
+        let follower_dir = dir.path().join("follower");
+        let mut follower = Applier::open(
+            applier_options(&b, &follower_dir, "src", "dst"),
+            Some(store.clone()),
+        )
+        .expect("applier");
+        let ms = bucket::store::ManifestStore::new(
+            b.store.clone(),
+            manifest::layout::ClusterLayout::new(&b.prefix, "src").expect("layout"),
+        );
+        let manifests = || async {
+            let mut out = Vec::new();
+            for tp in &tps {
+                let pk = manifest::layout::PartitionKey {
+                    tp: tp.clone(),
+                    topic_id: tid,
+                };
+                out.push(
+                    ms.newest_manifest(&pk)
+                        .await
+                        .expect("read")
+                        .expect("a manifest"),
+                );
+            }
+            out
+        };
+        // 2 x RANGES + 3 rounds: a compacted pack at rounds RANGES and
+        // 2 x RANGES, nothing else.
+        let mut compacting_rounds = Vec::new();
+        for round in 1..=2 * RANGES + 3 {
+            write();
+            clock.advance_ms(1_000);
+            let before = counting.snapshot();
+            let r = shipper.ship_available().await;
+            let used = counting.snapshot().since(&before);
+            assert!(r.errors.is_empty(), "[{}] round {round}: {r:?}", b.name);
+            if r.compacted.0 > 0 {
+                compacting_rounds.push(round);
+                // Every partition's run in one object and one head: the
+                // cycle's pack and head, then those two.
+                assert_eq!(
+                    r.compacted,
+                    (1, (PARTITIONS as usize * RANGES) as u64, r.compacted.2),
+                    "[{}] round {round}",
+                    b.name
+                );
+                assert_eq!(used.put, 4, "[{}] round {round}: {used:?}", b.name);
+            } else if round > 1 {
+                // (The first round writes each partition's first version.)
+                assert_eq!(used.put, 2, "[{}] round {round}: {used:?}", b.name);
+            }
+            drain(&mut follower).await;
+        }
+        assert_eq!(
+            compacting_rounds,
+            vec![RANGES, 2 * RANGES],
+            "[{}] the rounds that compacted",
+            b.name
+        );
+        // Each manifest: two compacted ranges, shared by all partitions,
+        // then the 3 ranges as shipped since.
+        let layout = ms.layout().clone();
+        let ms_now = manifests().await;
+        for m in &ms_now {
+            let compacted: Vec<_> = m.ranges.iter().filter(|r| r.compacted).collect();
+            assert_eq!(
+                compacted.len(),
+                2,
+                "[{}] {}: {:?}",
+                b.name,
+                m.partition,
+                m.ranges
+            );
+            assert_eq!(m.ranges.len(), 5, "[{}] {}", b.name, m.partition);
+            for r in &compacted {
+                assert!(layout.parse_pack_key(&r.key).is_ok(), "{r:?}");
+                assert_eq!(
+                    r.key,
+                    ms_now[0].ranges[r_index(m, r)].key,
+                    "one object for all"
+                );
+            }
+        }
+        let fresh = dir.path().join("fresh");
+        let before = counting.snapshot();
+        let mut applier = Applier::open(
+            applier_options(&b, &fresh, "src", "dst"),
+            Some(store.clone()),
+        )
+        .expect("applier");
+        drain(&mut applier).await;
+        let used = counting.snapshot().since(&before);
+        println!(
+            "[{}] first apply of {PARTITIONS} partitions after 2 compacted packs: {} GETs",
+            b.name, used.get
+        );
+        for tp in &tps {
+            for dest in [&follower_dir, &fresh] {
+                assert_eq!(
+                    kafkalog::compare::compare_partition(&source, dest, tp).expect("compare"),
+                    kafkalog::compare::Comparison::Identical,
+                    "[{}] {tp} in {}",
+                    b.name,
+                    dest.display()
+                );
+            }
+        }
+        // An hour on, every partition's packed ranges, compacted or not,
+        // go into an object of its own: one each, one head for all.
+        clock.advance_ms(3_600_000);
+        write();
+        let before = counting.snapshot();
+        let r = shipper.ship_available().await;
+        let used = counting.snapshot().since(&before);
+        assert!(r.errors.is_empty(), "[{}] {r:?}", b.name);
+        assert_eq!(r.compacted.0, PARTITIONS as u64, "[{}] {r:?}", b.name);
+        assert_eq!(used.put, 2 + PARTITIONS as u64 + 1, "[{}] {used:?}", b.name);
+        for m in manifests().await {
+            let own: Vec<_> = m
+                .ranges
+                .iter()
+                .filter(|r| r.object_offset.is_none())
+                .collect();
+            assert_eq!(own.len(), 1, "[{}] {}: {:?}", b.name, m.partition, m.ranges);
+            assert!(
+                !m.ranges.iter().any(|r| r.compacted),
+                "[{}] {:?}",
+                b.name,
+                m.ranges
+            );
+        }
+        drain(&mut follower).await;
+        for tp in &tps {
+            assert_eq!(
+                kafkalog::compare::compare_partition(&source, &follower_dir, tp).expect("compare"),
+                kafkalog::compare::Comparison::Identical,
+                "[{}] {tp} after own objects",
+                b.name
+            );
+        }
+    }
+}
+
+/// The position of `r` in `m`'s ranges.
+fn r_index(
+    m: &manifest::partition::PartitionManifest,
+    r: &manifest::partition::ShippedRange,
+) -> usize {
+    m.ranges
+        .iter()
+        .position(|x| x == r)
+        .expect("in the manifest")
+}
