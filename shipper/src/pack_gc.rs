@@ -249,12 +249,14 @@ impl PackGc {
     }
 }
 
-/// The ranges a head's delta of `map_key` appends.
-fn delta_ranges<'h>(head: &'h Head, map_key: &str) -> &'h [ShippedRange] {
+/// The ranges a head's delta of `map_key` names: those it appends and
+/// those it puts in place of runs of the version before (compaction's).
+fn delta_ranges<'h>(head: &'h Head, map_key: &str) -> impl Iterator<Item = &'h ShippedRange> + 'h {
     head.partitions
         .get(map_key)
         .and_then(|e| e.delta.as_ref())
-        .map_or(&[], |d| d.ranges.as_slice())
+        .into_iter()
+        .flat_map(|d| d.replaced.iter().chain(d.ranges.iter()))
 }
 
 /// The pack keys among `ranges`' objects.

@@ -468,6 +468,72 @@ async fn busy_partitions_are_compacted_together_into_one_compacted_pack() {
                 );
             }
         }
+        // Pack gc in another process (it holds no version; it reads what
+        // the head names, deltas that put compacted ranges in place
+        // included), two passes a grace apart, hours later on its own
+        // clock: every pack a latest version names stays, and a first
+        // apply still reads them all.
+        let gc_clock = Arc::new(manifest::clock::ManualClock::new());
+        gc_clock.advance_ms(
+            manifest::clock::Clock::now_ms(clock.as_ref())
+                - manifest::clock::Clock::now_ms(gc_clock.as_ref())
+                + 2 * 3_600_000,
+        );
+        let mut gc_opts = shipper_options(&b, &source, "src");
+        gc_opts.pack_below = 1 << 20;
+        gc_opts.head_deltas = true;
+        gc_opts.delete_grace = Some(std::time::Duration::from_secs(3600));
+        let mut gc = Shipper::new(gc_opts, store.clone())
+            .expect("gc shipper")
+            .with_clock(gc_clock.clone());
+        let r = gc.collect_packs_now().await.expect("on").expect("pass");
+        assert_eq!(r.deleted, 0, "[{}] the first pass: {r:?}", b.name);
+        gc_clock.advance_ms(3_600_001);
+        let r = gc.collect_packs_now().await.expect("on").expect("pass");
+        println!("[{}] pack gc after compaction: {r:?}", b.name);
+        assert_eq!(
+            (r.deleted, r.young, r.waiting),
+            ((r.listed - r.named) as u64, 0, 0),
+            "[{}] what no version names goes: {r:?}",
+            b.name
+        );
+        let listed: std::collections::BTreeSet<String> = ms
+            .list(&layout.packs_dir())
+            .await
+            .expect("list")
+            .into_iter()
+            .collect();
+        for m in manifests().await {
+            for r in m
+                .ranges
+                .iter()
+                .filter(|r| layout.parse_pack_key(&r.key).is_ok())
+            {
+                assert!(
+                    listed.contains(&r.key),
+                    "[{}] {} lost {}",
+                    b.name,
+                    m.partition,
+                    r.key
+                );
+            }
+        }
+        let fresh_after_gc = dir.path().join("fresh-after-gc");
+        let mut applier = Applier::open(
+            applier_options(&b, &fresh_after_gc, "src", "dst"),
+            Some(store.clone()),
+        )
+        .expect("applier");
+        drain(&mut applier).await;
+        for tp in &tps {
+            assert_eq!(
+                kafkalog::compare::compare_partition(&source, &fresh_after_gc, tp)
+                    .expect("compare"),
+                kafkalog::compare::Comparison::Identical,
+                "[{}] {tp} after pack gc",
+                b.name
+            );
+        }
         // An hour on, every partition's packed ranges, compacted or not,
         // go into an object of its own: one each, one head for all.
         clock.advance_ms(3_600_000);
