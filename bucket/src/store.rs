@@ -329,12 +329,23 @@ impl ManifestStore {
 
     /// Writes `bytes` at `key` only if nothing is there.
     pub async fn put_new(&self, key: &str, bytes: Bytes) -> Result<(), StoreError> {
+        self.put_new_payload(key, PutPayload::from_bytes(bytes))
+            .await
+    }
+
+    /// [`ManifestStore::put_new`] of `parts` one after another, sent as
+    /// they are (no copy into one buffer): one PUT.
+    pub async fn put_new_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<(), StoreError> {
+        self.put_new_payload(key, parts.into_iter().collect()).await
+    }
+
+    async fn put_new_payload(&self, key: &str, payload: PutPayload) -> Result<(), StoreError> {
         let opts = PutOptions {
             mode: PutMode::Create,
             ..PutOptions::default()
         };
         self.store
-            .put_opts(&Path::from(key), PutPayload::from_bytes(bytes), opts)
+            .put_opts(&Path::from(key), payload, opts)
             .await
             .map(|_| ())
             .map_err(|e| self.store_err("put", key, e))

@@ -65,6 +65,25 @@ const READ_AHEAD_GAP: u64 = 1024;
 /// ...of at most this many bytes.
 const READ_AHEAD_RUN: u64 = 8 << 20;
 
+/// A job's bytes as read: slices of the read-ahead (or of one GET per
+/// range), never copied; written as the parts of one payload.
+#[derive(Debug, Default)]
+struct JobBytes {
+    parts: Vec<Bytes>,
+    len: u64,
+}
+
+impl JobBytes {
+    /// The CRC-32C of the parts one after another.
+    fn crc32c(&self) -> u32 {
+        let mut d = kafkalog::batch::Crc32cDigest::new();
+        for p in &self.parts {
+            d.update(p);
+        }
+        d.value()
+    }
+}
+
 /// What a cycle's compaction did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Compacted {
@@ -123,10 +142,10 @@ pub(crate) async fn compact_due(
         planned_bytes.saturating_mul(2),
     );
     store.read_ahead(runs).await;
-    let read: Vec<Result<Vec<u8>, StoreError>> = futures::stream::iter(
+    let read: Vec<Result<JobBytes, StoreError>> = futures::stream::iter(
         planned
             .iter()
-            .map(|p| read_job(store, &p.manifest.ranges[p.job.ranges.clone()], p.job.bytes)),
+            .map(|p| read_job(store, &p.manifest.ranges[p.job.ranges.clone()])),
     )
     .buffered(CONCURRENT_JOBS)
     .collect()
@@ -135,7 +154,7 @@ pub(crate) async fn compact_due(
     // Write: each own job its object, the shared ones compacted packs.
     let mut merged: Vec<Result<ShippedRange, StoreError>> = Vec::with_capacity(planned.len());
     let mut done = Compacted::default();
-    let mut shared: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut shared: Vec<(usize, JobBytes)> = Vec::new();
     let mut own = Vec::new();
     for (i, (p, bytes)) in planned.iter().zip(read).enumerate() {
         merged.push(Err(StoreError::Identity {
@@ -152,7 +171,7 @@ pub(crate) async fn compact_due(
         futures::stream::iter(own.into_iter().map(|(i, b)| {
             let p = &planned[i];
             async move {
-                let size = b.len() as u64;
+                let size = b.len;
                 (
                     i,
                     write_own(store, &p.pk, &p.manifest.ranges[p.job.ranges.clone()], b).await,
@@ -170,7 +189,7 @@ pub(crate) async fn compact_due(
         }
         merged[i] = r;
     }
-    for chunk in chunks(shared, MAX_SHARED_PACK_BYTES) {
+    for chunk in chunks(shared, |b| b.len, MAX_SHARED_PACK_BYTES) {
         let (objects, bytes) = write_shared(store, &planned, chunk, &mut merged).await;
         done.objects += objects;
         done.bytes += bytes;
@@ -330,20 +349,17 @@ fn plan_cycle(
 }
 
 /// A job's ranges, read (from the read-ahead, else one GET each) and
-/// their CRC-32C checked, concatenated.
-async fn read_job(
-    store: &ManifestStore,
-    run: &[ShippedRange],
-    bytes: u64,
-) -> Result<Vec<u8>, StoreError> {
-    let mut out = Vec::with_capacity(usize::try_from(bytes).unwrap_or(0));
+/// their CRC-32C checked, in order.
+async fn read_job(store: &ManifestStore, run: &[ShippedRange]) -> Result<JobBytes, StoreError> {
+    let mut out = JobBytes::default();
     for r in run {
         let got = store.get_in(&r.key, r.object_range()).await?;
         manifest::range_check::verify_object(r, &got).map_err(|e| StoreError::Identity {
             key: r.key.clone(),
             reason: e.to_string(),
         })?;
-        out.extend_from_slice(&got);
+        out.len += got.len() as u64;
+        out.parts.push(got);
     }
     Ok(out)
 }
@@ -354,7 +370,7 @@ async fn write_own(
     store: &ManifestStore,
     pk: &PartitionKey,
     run: &[ShippedRange],
-    bytes: Vec<u8>,
+    bytes: JobBytes,
 ) -> Result<ShippedRange, StoreError> {
     let not_merged = || StoreError::Identity {
         key: String::new(),
@@ -370,18 +386,18 @@ async fn write_own(
         epoch,
         &bucket::upload_id::fresh_string(),
     )?;
-    let crc = kafkalog::batch::crc32c(&bytes);
-    store.put_new(&key, Bytes::from(bytes)).await?;
+    let crc = bytes.crc32c();
+    store.put_new_parts(&key, bytes.parts).await?;
     merged_range(run, key, crc, None).ok_or_else(not_merged)
 }
 
 /// Shared jobs `(position in planned, bytes)` in runs of at most `max`
 /// bytes (a job larger than that is a run alone), in order.
-fn chunks(jobs: Vec<(usize, Vec<u8>)>, max: u64) -> Vec<Vec<(usize, Vec<u8>)>> {
-    let mut out: Vec<Vec<(usize, Vec<u8>)>> = Vec::new();
+fn chunks<B>(jobs: Vec<(usize, B)>, len: impl Fn(&B) -> u64, max: u64) -> Vec<Vec<(usize, B)>> {
+    let mut out: Vec<Vec<(usize, B)>> = Vec::new();
     let mut total = 0u64;
     for job in jobs {
-        let b = job.1.len() as u64;
+        let b = len(&job.1);
         match out.last_mut() {
             Some(run) if total + b <= max => run.push(job),
             _ => {
@@ -400,16 +416,17 @@ fn chunks(jobs: Vec<(usize, Vec<u8>)>, max: u64) -> Vec<Vec<(usize, Vec<u8>)>> {
 async fn write_shared(
     store: &ManifestStore,
     planned: &[Planned],
-    chunk: Vec<(usize, Vec<u8>)>,
+    chunk: Vec<(usize, JobBytes)>,
     merged: &mut [Result<ShippedRange, StoreError>],
 ) -> (u64, u64) {
-    let mut body: Vec<u8> = Vec::with_capacity(chunk.iter().map(|(_, b)| b.len()).sum());
+    let mut body: Vec<Bytes> = Vec::new();
     let mut at: Vec<(usize, u64, u32)> = Vec::with_capacity(chunk.len());
-    for (i, b) in &chunk {
-        at.push((*i, body.len() as u64, kafkalog::batch::crc32c(b)));
-        body.extend_from_slice(b);
+    let mut size = 0u64;
+    for (i, b) in chunk {
+        at.push((i, size, b.crc32c()));
+        size += b.len;
+        body.extend(b.parts);
     }
-    let size = body.len() as u64;
     let key = match store.layout().pack_key(&bucket::upload_id::fresh_string()) {
         Ok(k) => k,
         Err(e) => {
@@ -419,7 +436,7 @@ async fn write_shared(
             return (0, 0);
         }
     };
-    if let Err(e) = store.put_new(&key, Bytes::from(body)).await {
+    if let Err(e) = store.put_new_parts(&key, body).await {
         let reason = e.to_string();
         for (i, _, _) in at {
             merged[i] = Err(StoreError::Identity {
@@ -473,5 +490,32 @@ fn fail(
         let e = ShipperError::store(tp.to_string(), e);
         tracing::warn!(partition = %tp, error = %e, "compaction failed; retried next cycle");
         errors.push((tp.to_string(), e.to_string()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_jobs_go_into_packs_of_at_most_the_bound_in_order() {
+        // (job sizes, the sizes of each pack's jobs)
+        let cases: &[(&[u64], &[&[u64]])] = &[
+            (&[], &[]),
+            (&[10], &[&[10]]),
+            (&[10, 50, 4], &[&[10, 50, 4]]),
+            (&[10, 50, 5], &[&[10, 50], &[5]]),
+            (&[100, 5, 5], &[&[100], &[5, 5]]),
+            (&[5, 100, 64], &[&[5], &[100], &[64]]),
+        ];
+        for (sizes, want) in cases {
+            let jobs: Vec<(usize, u64)> = sizes.iter().copied().enumerate().collect();
+            let got: Vec<Vec<u64>> = chunks(jobs, |b| *b, 64)
+                .into_iter()
+                .map(|c| c.into_iter().map(|(_, b)| b).collect())
+                .collect();
+            let want: Vec<Vec<u64>> = want.iter().map(|c| c.to_vec()).collect();
+            assert_eq!(got, want, "{sizes:?}");
+        }
     }
 }
