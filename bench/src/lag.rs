@@ -307,7 +307,13 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
         .arg("compare")
         .arg(&src)
         .arg(&dst)
-        .output()?;
+        .output()
+        .with_context(|| {
+            format!(
+                "running {} (cargo build --release -p kafkalog)",
+                bin.join("kafkalog").display()
+            )
+        })?;
     println!(
         "kafkalog compare source mirror: {} {}",
         if cmp.status.success() {

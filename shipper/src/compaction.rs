@@ -20,8 +20,10 @@
 //!   compacted after its next commit starts the chain again. Otherwise the
 //!   version is an object, create-if-absent, and ends the chain;
 //! - at most one job per partition a cycle; [`MAX_JOBS`] objects of their
-//!   own and 256 MiB in all, 8 written at once, so a backlog is compacted
-//!   over several cycles without holding up shipping; a compacted pack is
+//!   own and 256 MiB in all, so a backlog is compacted over several
+//!   cycles without holding up shipping; the jobs are read and written in
+//!   batches of at most 64 MiB (8 at once), so compaction holds no more
+//!   than that beside the manifests; a compacted pack is
 //!   written only when some partition's run is due for one, and takes
 //!   every partition's run that may go along;
 //! - packs are never deleted here: a pack no latest version names is
@@ -54,8 +56,9 @@ const MAX_SHARED_JOBS: usize = 10_000;
 /// Most bytes of jobs a cycle plans (the first job whatever its size).
 const MAX_CYCLE_BYTES: u64 = 256 << 20;
 
-/// Most bytes in one compacted pack (a job larger than that is one alone).
-const MAX_SHARED_PACK_BYTES: u64 = 64 << 20;
+/// Most bytes read and held at once, and in one compacted pack (a job
+/// larger than that is a batch alone).
+const MAX_BATCH_BYTES: u64 = 64 << 20;
 
 /// Jobs read, and objects written, at once.
 const CONCURRENT_JOBS: usize = 8;
@@ -129,68 +132,56 @@ pub(crate) async fn compact_due(
     if planned.is_empty() {
         return (Compacted::default(), Vec::new());
     }
-    // Neighbouring partitions' ranges sit side by side in each pack: one
-    // ranged GET per run of them, not one per range.
-    let planned_bytes: u64 = planned.iter().map(|p| p.job.bytes).sum();
-    let wanted = planned
-        .iter()
-        .flat_map(|p| p.manifest.ranges[p.job.ranges.clone()].iter());
-    let runs = bucket::ahead::runs(
-        wanted,
-        READ_AHEAD_GAP,
-        READ_AHEAD_RUN,
-        planned_bytes.saturating_mul(2),
-    );
-    store.read_ahead(runs).await;
-    let read: Vec<Result<JobBytes, StoreError>> = futures::stream::iter(
+    // Read and written a batch at a time (at most [`MAX_BATCH_BYTES`]
+    // held): the own jobs, then the shared ones, a compacted pack a batch.
+    let mut merged: Vec<Result<ShippedRange, StoreError>> = (0..planned.len())
+        .map(|_| {
+            Err(StoreError::Identity {
+                key: String::new(),
+                reason: "not written".into(),
+            })
+        })
+        .collect();
+    let mut done = Compacted::default();
+    let of = |output: Output| {
         planned
             .iter()
-            .map(|p| read_job(store, &p.manifest.ranges[p.job.ranges.clone()])),
-    )
-    .buffered(CONCURRENT_JOBS)
-    .collect()
-    .await;
-    store.drop_read_ahead();
-    // Write: each own job its object, the shared ones compacted packs.
-    let mut merged: Vec<Result<ShippedRange, StoreError>> = Vec::with_capacity(planned.len());
-    let mut done = Compacted::default();
-    let mut shared: Vec<(usize, JobBytes)> = Vec::new();
-    let mut own = Vec::new();
-    for (i, (p, bytes)) in planned.iter().zip(read).enumerate() {
-        merged.push(Err(StoreError::Identity {
-            key: String::new(),
-            reason: "not written".into(),
-        }));
-        match (bytes, p.job.output) {
-            (Err(e), _) => merged[i] = Err(e),
-            (Ok(b), Output::Shared) => shared.push((i, b)),
-            (Ok(b), Output::Own) => own.push((i, b)),
-        }
-    }
-    let written: Vec<(usize, Result<ShippedRange, StoreError>, u64)> =
-        futures::stream::iter(own.into_iter().map(|(i, b)| {
-            let p = &planned[i];
-            async move {
-                let size = b.len;
-                (
-                    i,
-                    write_own(store, &p.pk, &p.manifest.ranges[p.job.ranges.clone()], b).await,
-                    size,
-                )
+            .enumerate()
+            .filter(move |(_, p)| p.job.output == output)
+            .map(|(i, p)| (i, p.job.bytes))
+            .collect::<Vec<_>>()
+    };
+    for batch in chunks(of(Output::Own), |b| *b, MAX_BATCH_BYTES) {
+        let read = read_jobs(store, &planned, &batch, &mut merged).await;
+        let written: Vec<(usize, Result<ShippedRange, StoreError>, u64)> =
+            futures::stream::iter(read.into_iter().map(|(i, b)| {
+                let p = &planned[i];
+                async move {
+                    let size = b.len;
+                    (
+                        i,
+                        write_own(store, &p.pk, &p.manifest.ranges[p.job.ranges.clone()], b).await,
+                        size,
+                    )
+                }
+            }))
+            .buffer_unordered(CONCURRENT_JOBS)
+            .collect()
+            .await;
+        for (i, r, size) in written {
+            if r.is_ok() {
+                done.objects += 1;
+                done.bytes += size;
             }
-        }))
-        .buffer_unordered(CONCURRENT_JOBS)
-        .collect()
-        .await;
-    for (i, r, size) in written {
-        if r.is_ok() {
-            done.objects += 1;
-            done.bytes += size;
+            merged[i] = r;
         }
-        merged[i] = r;
     }
-    for chunk in chunks(shared, |b| b.len, MAX_SHARED_PACK_BYTES) {
-        let (objects, bytes) = write_shared(store, &planned, chunk, &mut merged).await;
+    for batch in chunks(of(Output::Shared), |b| *b, MAX_BATCH_BYTES) {
+        let read = read_jobs(store, &planned, &batch, &mut merged).await;
+        if read.is_empty() {
+            continue;
+        }
+        let (objects, bytes) = write_shared(store, &planned, read, &mut merged).await;
         done.objects += objects;
         done.bytes += bytes;
     }
@@ -348,6 +339,45 @@ fn plan_cycle(
     own
 }
 
+/// The jobs of `batch` (`(position in planned, bytes)`), read ahead
+/// together (neighbouring partitions' ranges sit side by side in each
+/// pack: one ranged GET per run of them, not one per range), in order; a
+/// job that could not be read has its error set in `merged`.
+async fn read_jobs(
+    store: &ManifestStore,
+    planned: &[Planned],
+    batch: &[(usize, u64)],
+    merged: &mut [Result<ShippedRange, StoreError>],
+) -> Vec<(usize, JobBytes)> {
+    let bytes: u64 = batch.iter().map(|(_, b)| b).sum();
+    let ranges = |i: usize| &planned[i].manifest.ranges[planned[i].job.ranges.clone()];
+    let wanted = batch.iter().flat_map(|&(i, _)| ranges(i).iter());
+    let runs = bucket::ahead::runs(
+        wanted,
+        READ_AHEAD_GAP,
+        READ_AHEAD_RUN,
+        bytes.saturating_mul(2),
+    );
+    store.read_ahead(runs).await;
+    let read: Vec<(usize, Result<JobBytes, StoreError>)> = futures::stream::iter(
+        batch
+            .iter()
+            .map(|&(i, _)| async move { (i, read_job(store, ranges(i)).await) }),
+    )
+    .buffered(CONCURRENT_JOBS)
+    .collect()
+    .await;
+    store.drop_read_ahead();
+    let mut out = Vec::with_capacity(read.len());
+    for (i, r) in read {
+        match r {
+            Ok(b) => out.push((i, b)),
+            Err(e) => merged[i] = Err(e),
+        }
+    }
+    out
+}
+
 /// A job's ranges, read (from the read-ahead, else one GET each) and
 /// their CRC-32C checked, in order.
 async fn read_job(store: &ManifestStore, run: &[ShippedRange]) -> Result<JobBytes, StoreError> {
@@ -391,8 +421,8 @@ async fn write_own(
     merged_range(run, key, crc, None).ok_or_else(not_merged)
 }
 
-/// Shared jobs `(position in planned, bytes)` in runs of at most `max`
-/// bytes (a job larger than that is a run alone), in order.
+/// Jobs `(position in planned, B)` in runs of at most `max` bytes (`len`
+/// of each; a job larger than that is a run alone), in order.
 fn chunks<B>(jobs: Vec<(usize, B)>, len: impl Fn(&B) -> u64, max: u64) -> Vec<Vec<(usize, B)>> {
     let mut out: Vec<Vec<(usize, B)>> = Vec::new();
     let mut total = 0u64;
