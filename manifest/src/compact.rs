@@ -254,22 +254,28 @@ pub fn merged_range(
     })
 }
 
-/// `m` with `job`'s ranges replaced by `merged` (from [`merged_range`]),
-/// as the next version; `None` when the job does not fit `m` (it moved
-/// since the plan: plan again).
-pub fn replace(
+/// `m` with `run` (consecutive ranges of it, found by equality, wherever
+/// they stand now) replaced by `merged` (from [`merged_range`]), as the
+/// next version. `None` when `m` no longer holds the run (retention, a
+/// cut or another writer moved it since the plan: the new object is left
+/// to garbage collection) or `merged` does not cover exactly its offsets.
+pub fn replace_run(
     m: &PartitionManifest,
-    job: &Job,
+    run: &[ShippedRange],
     merged: ShippedRange,
 ) -> Option<PartitionManifest> {
-    let run = m.ranges.get(job.ranges.clone())?;
     let (first, last) = (run.first()?, run.last()?);
     if merged.base_offset != first.base_offset || merged.last_offset != last.last_offset {
         return None;
     }
+    let at = m.ranges.iter().position(|r| r == first)?;
+    let end = at.checked_add(run.len())?;
+    if m.ranges.get(at..end)? != run {
+        return None;
+    }
     let mut next = m.clone();
     next.version = m.version.checked_add(1)?;
-    next.ranges.splice(job.ranges.clone(), [merged]);
+    next.ranges.splice(at..end, [merged]);
     next.validate().ok()?;
     Some(next)
 }
@@ -499,21 +505,56 @@ mod tests {
         assert_eq!((merged.bytes, merged.batches, merged.crc32c), (40, 8, 77));
         assert_eq!(merged.object_offset, None);
         assert_eq!(merged.epochs, lineage(&[(1, 10), (2, 40)]));
-        let next = replace(&m, &jobs[0], merged).expect("fits");
+        let run = &m.ranges[jobs[0].ranges.clone()];
+        let next = replace_run(&m, run, merged.clone()).expect("fits");
         assert_eq!(next.version, 4);
         assert_eq!(next.ranges.len(), 2);
         assert_eq!(next.ranges[1].key, "own");
         assert_eq!(next.shipped_end_offset, m.shipped_end_offset);
-        // A job that no longer fits (the manifest moved): refused.
-        let moved = manifest(vec![r(0, 0, false, 5_000, 10)]);
-        let merged = merged_range(&m.ranges[1..5], "own".into(), 77, None).expect("merged");
-        assert_eq!(replace(&moved, &jobs[0], merged), None);
+        // Where the run stands now: the manifest moved on, with appends
+        // after it and retention before it, found by equality.
+        let mut moved_on = m.clone();
+        moved_on.ranges.remove(0);
+        moved_on.ranges.push(r(0, 50, true, 5_000, 10));
+        moved_on.shipped_end_offset = 60;
+        moved_on.version = 7;
+        let next = replace_run(&moved_on, run, merged.clone()).expect("fits where it is");
+        assert_eq!(next.version, 8);
+        assert_eq!(
+            next.ranges
+                .iter()
+                .map(|r| r.base_offset)
+                .collect::<Vec<_>>(),
+            vec![10, 50]
+        );
+        // Runs that are no longer there, or not whole: refused.
+        let cases: Vec<(&str, PartitionManifest)> = vec![
+            ("gone", manifest(vec![r(0, 0, false, 5_000, 10)])),
+            ("cut inside the run", {
+                let mut c = m.clone();
+                c.ranges.truncate(3);
+                c.shipped_end_offset = 30;
+                c
+            }),
+            ("retention inside the run", {
+                let mut c = m.clone();
+                c.ranges.drain(0..2);
+                c.log_start_offset = 20;
+                c
+            }),
+        ];
+        for (name, c) in cases {
+            assert_eq!(replace_run(&c, run, merged.clone()), None, "{name}");
+        }
+        // A merged range that does not cover the run exactly: refused.
+        let short = merged_range(&m.ranges[1..4], "own".into(), 77, None).expect("merged");
+        assert_eq!(replace_run(&m, run, short), None);
         // Into a compacted pack: bytes of the shared object, marked so, and
         // the next version is a delta a head can carry.
         let shared = merged_range(&m.ranges[1..5], "pack".into(), 78, Some(4096)).expect("merged");
         assert_eq!(shared.object_range(), Some(4096..4136));
         assert!(shared.compacted);
-        let next = replace(&m, &jobs[0], shared.clone()).expect("fits");
+        let next = replace_run(&m, run, shared.clone()).expect("fits");
         let d = crate::delta::Delta::between(&m, &next).expect("a delta");
         assert_eq!((d.replaced, d.ranges.len()), (vec![shared], 0));
     }

@@ -26,6 +26,12 @@
 //!   than that beside the manifests; a compacted pack is
 //!   written only when some partition's run is due for one, and takes
 //!   every partition's run that may go along;
+//! - under `shipper run` the jobs are written by a task of their own
+//!   ([`Compactor`]) while the cycles go on shipping, one cycle's jobs at a
+//!   time; the first cycle after they are written commits them, each in
+//!   place of its ranges wherever they stand in the partition's version by
+//!   then (`manifest::compact::replace_run`), or not at all when the
+//!   partition moved on (the object is then left to garbage collection);
 //! - packs are never deleted here: a pack no latest version names is
 //!   garbage-collected later.
 
@@ -35,7 +41,7 @@ use bucket::store::{ManifestStore, StoreError};
 use bytes::Bytes;
 use futures::StreamExt;
 use kafkalog::TopicPartition;
-use manifest::compact::{Job, Output, Policy, merged_range, plan, replace, shared_due};
+use manifest::compact::{Job, Output, Policy, merged_range, plan, replace_run, shared_due};
 use manifest::layout::PartitionKey;
 use manifest::layout::parse_upload_time_ms;
 use manifest::partition::{PartitionManifest, ShippedRange};
@@ -100,6 +106,15 @@ pub(crate) struct Compacted {
     pub(crate) heads: u64,
 }
 
+impl Compacted {
+    fn absorb(&mut self, o: Compacted) {
+        self.objects += o.objects;
+        self.bytes += o.bytes;
+        self.ranges += o.ranges;
+        self.heads += o.heads;
+    }
+}
+
 /// When a range was shipped: the upload time in its pack's key.
 fn shipped_ms(store: &ManifestStore, r: &ShippedRange) -> Option<i64> {
     let id = store.layout().parse_pack_key(&r.key).ok()?;
@@ -107,31 +122,105 @@ fn shipped_ms(store: &ManifestStore, r: &ShippedRange) -> Option<i64> {
 }
 
 /// One partition's job this cycle.
+#[derive(Debug)]
 struct Planned {
     tp: TopicPartition,
     pk: PartitionKey,
     manifest: PartitionManifest,
     job: Job,
-    /// Committed by the head as a delta after this chain position.
-    chain: Option<ChainPosition>,
 }
 
-/// Compacts what is due in `partitions` at `now_ms`; the versions are
-/// committed by one head (`head_deltas`) or written as objects and queued
-/// in `feed`. Errors are per partition, with its name.
-pub(crate) async fn compact_due(
-    store: &ManifestStore,
-    partitions: &mut BTreeMap<TopicPartition, ShipperSlot>,
-    feed: &mut Feed,
-    policy: &Policy,
-    ctx: (&str, bool),
-    now_ms: i64,
-) -> (Compacted, Vec<(String, String)>) {
-    let (writer, head_deltas) = ctx;
-    let planned = plan_cycle(store, partitions, feed, policy, head_deltas, now_ms);
-    if planned.is_empty() {
-        return (Compacted::default(), Vec::new());
+/// Compaction's uploads in flight: one cycle's jobs at a time. Under
+/// `shipper run` they are written by a task of their own while the cycles
+/// go on shipping (the tail is never held up by compaction), and the cycle
+/// after they finish commits them; otherwise (`ship_available`, tests)
+/// the cycle that plans them awaits them and commits them.
+#[derive(Debug, Default)]
+pub(crate) struct Compactor {
+    task: Option<tokio::task::JoinHandle<Written>>,
+}
+
+impl Drop for Compactor {
+    fn drop(&mut self) {
+        // Objects written and not committed are left to pack gc and the
+        // sweep, as after a crash.
+        if let Some(t) = &self.task {
+            t.abort();
+        }
     }
+}
+
+/// A cycle's jobs once their objects are written: the range that names
+/// each job's bytes now, or why it failed.
+#[derive(Debug)]
+struct Written {
+    planned: Vec<Planned>,
+    merged: Vec<Result<ShippedRange, StoreError>>,
+    done: Compacted,
+}
+
+impl Compactor {
+    /// Waits until the jobs in flight, if any, are written (tests; the
+    /// next cycle commits them).
+    pub(crate) async fn written(&self) {
+        while self.task.as_ref().is_some_and(|t| !t.is_finished()) {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Commits the jobs written since the last cycle, then plans the next
+    /// ones (if none are in flight) and starts writing them, in the
+    /// background or awaited (`background`). Returns what was committed
+    /// and the errors, per partition.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn cycle(
+        &mut self,
+        store: &ManifestStore,
+        partitions: &mut BTreeMap<TopicPartition, ShipperSlot>,
+        feed: &mut Feed,
+        policy: &Policy,
+        ctx: (&str, bool),
+        now_ms: i64,
+        background: bool,
+    ) -> (Compacted, Vec<(String, String)>) {
+        let mut done = Compacted::default();
+        let mut errors = Vec::new();
+        if self.task.as_ref().is_some_and(|t| t.is_finished())
+            && let Some(task) = self.task.take()
+        {
+            match task.await {
+                Ok(w) => {
+                    let (d, e) = commit(store, partitions, feed, w, ctx, now_ms).await;
+                    done.absorb(d);
+                    errors.extend(e);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the compaction task ended without its result; planned again");
+                }
+            }
+        }
+        if self.task.is_some() {
+            return (done, errors);
+        }
+        let planned = plan_cycle(store, partitions, feed, policy, ctx.1, now_ms);
+        if planned.is_empty() {
+            return (done, errors);
+        }
+        let writing = write_jobs(store.clone(), planned);
+        if background {
+            self.task = Some(tokio::spawn(writing));
+        } else {
+            let (d, e) = commit(store, partitions, feed, writing.await, ctx, now_ms).await;
+            done.absorb(d);
+            errors.extend(e);
+        }
+        (done, errors)
+    }
+}
+
+/// Reads and writes `planned`'s jobs: own objects and compacted packs.
+async fn write_jobs(store: ManifestStore, planned: Vec<Planned>) -> Written {
+    let store = &store;
     // Read and written a batch at a time (at most [`MAX_BATCH_BYTES`]
     // held): the own jobs, then the shared ones, a compacted pack a batch.
     let mut merged: Vec<Result<ShippedRange, StoreError>> = (0..planned.len())
@@ -185,30 +274,75 @@ pub(crate) async fn compact_due(
         done.objects += objects;
         done.bytes += bytes;
     }
-    // Commit the versions naming them.
+    Written {
+        planned,
+        merged,
+        done,
+    }
+}
+
+/// Commits the versions naming `w`'s objects: each partition's current
+/// version with the job's ranges, wherever they stand now, replaced
+/// (`manifest::compact::replace_run`). A partition that moved on (the
+/// ranges are gone, its health, its leadership or its identity changed,
+/// its chain is full) keeps its version: the object is left to pack gc or
+/// the sweep, and the job is planned again if still due.
+async fn commit(
+    store: &ManifestStore,
+    partitions: &mut BTreeMap<TopicPartition, ShipperSlot>,
+    feed: &mut Feed,
+    w: Written,
+    ctx: (&str, bool),
+    now_ms: i64,
+) -> (Compacted, Vec<(String, String)>) {
+    let (writer, head_deltas) = ctx;
+    let Written {
+        planned,
+        merged,
+        mut done,
+    } = w;
     let mut errors = Vec::new();
     let mut by_head: Vec<(usize, PartitionManifest, manifest::feed::HeadEntry)> = Vec::new();
     let mut as_objects: Vec<(usize, PartitionManifest)> = Vec::new();
     for (i, (p, m)) in planned.iter().zip(merged).enumerate() {
-        let next = m.and_then(|m| {
-            let mut next = replace(&p.manifest, &p.job, m).ok_or_else(|| StoreError::Identity {
-                key: String::new(),
-                reason: "the compacted range does not fit the manifest".into(),
-            })?;
-            next.writer = writer.to_string();
-            next.committed_at_ms = now_ms;
-            Ok(next)
-        });
-        let next = match next {
-            Ok(n) => n,
+        let m = match m {
+            Ok(m) => m,
             Err(e) => {
                 fail(partitions, &p.tp, e, &mut errors);
                 continue;
             }
         };
-        let delta = p
-            .chain
-            .and_then(|c| Some((c, manifest::delta::Delta::between(&p.manifest, &next)?)));
+        let Some(st) = partitions.get(&p.tp) else {
+            continue;
+        };
+        let leads = st.role.as_ref().is_none_or(crate::leadership::Role::leads);
+        let current = match (&st.manifest, &st.pk) {
+            (Some(c), Some(pk)) if st.health == Health::Ok && st.loaded && leads && *pk == p.pk => {
+                c
+            }
+            _ => {
+                tracing::info!(partition = %p.tp, key = m.key, "the partition changed while its compaction was written: the object is left to garbage collection");
+                continue;
+            }
+        };
+        let run = &p.manifest.ranges[p.job.ranges.clone()];
+        let Some(mut next) = replace_run(current, run, m) else {
+            tracing::info!(partition = %p.tp, "the compacted ranges changed while they were written (retention, a cut, another writer): the object is left to garbage collection");
+            continue;
+        };
+        next.writer = writer.to_string();
+        next.committed_at_ms = now_ms;
+        let chain = if head_deltas {
+            ChainPosition::of(feed.entry(&st.tp, &p.pk).as_ref(), current.version)
+        } else {
+            None
+        };
+        if chain.is_some_and(|c| c.deltas >= manifest::feed::MAX_CHAIN) {
+            // Planned again after the partition's next commit starts the
+            // chain again.
+            continue;
+        }
+        let delta = chain.and_then(|c| Some((c, manifest::delta::Delta::between(current, &next)?)));
         match delta {
             Some((c, d)) => {
                 let entry = manifest::feed::HeadEntry::for_delta(&next, d, c.object_version);
@@ -272,6 +406,16 @@ pub(crate) async fn compact_due(
             }
         }
     }
+    if done.ranges > 0 {
+        tracing::info!(
+            partitions = planned.len(),
+            objects = done.objects,
+            bytes = done.bytes,
+            ranges = done.ranges,
+            heads = done.heads,
+            "compacted packed ranges"
+        );
+    }
     (done, errors)
 }
 
@@ -326,7 +470,6 @@ fn plan_cycle(
             pk,
             manifest: m.clone(),
             job,
-            chain,
         };
         match p.job.output {
             Output::Own => own.push(p),
@@ -359,10 +502,10 @@ async fn read_jobs(
         bytes.saturating_mul(2),
     );
     store.read_ahead(runs).await;
+    let jobs: Vec<usize> = batch.iter().map(|(i, _)| *i).collect();
     let read: Vec<(usize, Result<JobBytes, StoreError>)> = futures::stream::iter(
-        batch
-            .iter()
-            .map(|&(i, _)| async move { (i, read_job(store, ranges(i)).await) }),
+        jobs.into_iter()
+            .map(|i| async move { (i, read_job(store, ranges(i)).await) }),
     )
     .buffered(CONCURRENT_JOBS)
     .collect()
@@ -504,7 +647,7 @@ fn moved(
         return;
     };
     let ranges = p.job.ranges.len();
-    tracing::info!(partition = %st.tp, version = next.version, ranges, bytes = p.job.bytes, reason = ?p.job.reason, output = ?p.job.output, "compacted packed ranges");
+    tracing::debug!(partition = %st.tp, version = next.version, ranges, bytes = p.job.bytes, reason = ?p.job.reason, output = ?p.job.output, "compacted packed ranges");
     done.ranges += ranges as u64;
     st.manifest = Some(next);
 }

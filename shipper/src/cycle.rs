@@ -174,6 +174,11 @@ pub struct Shipper {
     started_ms: i64,
     /// Pack garbage collection (layout 2).
     pack_gc: crate::pack_gc::PackGc,
+    /// Compaction's uploads in flight (layout 2).
+    compactor: crate::compaction::Compactor,
+    /// Whether compaction writes in the background (`run`) or in the
+    /// cycle that plans it (`run_cycle` on its own, `ship_available`).
+    background_compaction: bool,
     down_roots: HashSet<PathBuf>,
     /// Partitions found in two log dirs, as last logged.
     duplicates: HashSet<String>,
@@ -335,6 +340,8 @@ impl Shipper {
             pages: PageCache::default(),
             started_ms,
             pack_gc: crate::pack_gc::PackGc::default(),
+            compactor: crate::compaction::Compactor::default(),
+            background_compaction: false,
             down_roots: HashSet::new(),
             duplicates: HashSet::new(),
             metadata,
@@ -347,6 +354,21 @@ impl Shipper {
         self.started_ms = clock.now_ms();
         self.clock = clock;
         self
+    }
+
+    /// Compaction writes its objects in a task of its own while cycles go
+    /// on, and the cycle after they are written commits them, as under
+    /// [`Shipper::run`] (which turns this on); otherwise the cycle that
+    /// plans compaction awaits it.
+    pub fn with_background_compaction(mut self, on: bool) -> Shipper {
+        self.background_compaction = on;
+        self
+    }
+
+    /// Waits until compaction's objects in flight are written (with
+    /// background compaction; the next cycle commits them).
+    pub async fn compaction_written(&self) {
+        self.compactor.written().await;
     }
 
     /// Reports into `metrics`.
@@ -426,6 +448,8 @@ impl Shipper {
     /// completes; the cycle in progress finishes first.
     pub async fn run(&mut self, stop: impl std::future::Future<Output = ()>) {
         tokio::pin!(stop);
+        // Compaction writes its objects while the cycles go on.
+        let background = std::mem::replace(&mut self.background_compaction, true);
         loop {
             let started = std::time::Instant::now();
             let r = self.run_cycle().await;
@@ -446,6 +470,7 @@ impl Shipper {
                 _ = tokio::time::sleep(pause) => {}
             }
         }
+        self.background_compaction = background;
         tracing::info!("shipper stopped");
     }
 
@@ -499,15 +524,18 @@ impl Shipper {
                 max_ranges: self.opts.compact_ranges,
                 ..manifest::compact::Policy::default()
             };
-            let (done, errors) = crate::compaction::compact_due(
-                &self.store,
-                &mut self.partitions,
-                &mut self.feed,
-                &policy,
-                (&self.opts.shipper_id, self.opts.head_deltas),
-                now,
-            )
-            .await;
+            let (done, errors) = self
+                .compactor
+                .cycle(
+                    &self.store,
+                    &mut self.partitions,
+                    &mut self.feed,
+                    &policy,
+                    (&self.opts.shipper_id, self.opts.head_deltas),
+                    now,
+                    self.background_compaction,
+                )
+                .await;
             report.compacted = (done.objects, done.ranges, done.bytes);
             report.heads += done.heads as usize;
             self.metrics.heads_published.inc_by(done.heads);

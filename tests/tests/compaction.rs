@@ -580,3 +580,119 @@ fn r_index(
         .position(|x| x == r)
         .expect("in the manifest")
 }
+
+/// Compaction in the background (as under `shipper run`): the cycle that
+/// plans it only starts writing, the cycles after it go on shipping, and
+/// the first cycle after the objects are written commits them in place of
+/// the ranges they replace, wherever those stand by then, with the ranges
+/// shipped meanwhile after them. With and without head deltas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_written_in_the_background_is_committed_by_a_later_cycle() {
+    const PARTITIONS: i32 = 6;
+    const RANGES: usize = 4;
+    for b in backends() {
+        for head_deltas in [true, false] {
+            let name = format!("{} head_deltas={head_deltas}", b.name);
+            let dir = tempfile::tempdir().expect("tempdir");
+            let tid = TopicId::from_bytes([11; 16]);
+            let source = dir.path().join("source");
+            let tps: Vec<TopicPartition> = (0..PARTITIONS)
+                .map(|p| TopicPartition::new("background", p).expect("tp"))
+                .collect();
+            let write = || {
+                let d = LogDir::open(&source).expect("source");
+                for tp in &tps {
+                    let mut log = d
+                        .open_or_create_partition(tp, Some(tid), LogConfig::default())
+                        .expect("create");
+                    produce(&mut log, 1, 2, 3);
+                    log.close().expect("close");
+                }
+            };
+            let prefix = format!("{}/{head_deltas}", b.prefix);
+            let clock = Arc::new(manifest::clock::ManualClock::new());
+            let mut opts = shipper_options(&b, &source, "src");
+            opts.bucket_prefix = prefix.clone();
+            opts.pack_below = 1 << 20;
+            opts.head_deltas = head_deltas;
+            opts.compact_ranges = RANGES;
+            let mut shipper = Shipper::new(opts, b.store.clone())
+                .expect("shipper")
+                .with_clock(clock.clone())
+                .with_background_compaction(true);
+            let follower_dir = dir.path().join("follower");
+            let mut a_opts = applier_options(&b, &follower_dir, "src", "dst");
+            a_opts.bucket_prefix = prefix.clone();
+            let mut follower =
+                Applier::open(a_opts.clone(), Some(b.store.clone())).expect("applier");
+            let ms = bucket::store::ManifestStore::new(
+                b.store.clone(),
+                manifest::layout::ClusterLayout::new(&prefix, "src").expect("layout"),
+            );
+            let manifests = || async {
+                let mut out = Vec::new();
+                for tp in &tps {
+                    let pk = manifest::layout::PartitionKey {
+                        tp: tp.clone(),
+                        topic_id: tid,
+                    };
+                    out.push(
+                        ms.newest_manifest(&pk)
+                            .await
+                            .expect("read")
+                            .expect("a manifest"),
+                    );
+                }
+                out
+            };
+            macro_rules! round {
+                ($expect_compacted:expr) => {{
+                    write();
+                    clock.advance_ms(1_000);
+                    let r = shipper.run_cycle().await;
+                    assert!(r.errors.is_empty(), "[{name}] {r:?}");
+                    assert_eq!(r.compacted.1, $expect_compacted, "[{name}] {r:?}");
+                    drain(&mut follower).await;
+                }};
+            }
+            // Round RANGES plans the compaction and starts writing it:
+            // nothing is committed yet.
+            for _ in 0..RANGES {
+                round!(0);
+            }
+            shipper.compaction_written().await;
+            // The next cycle ships its own range and commits the
+            // compaction; the one after only ships.
+            round!((PARTITIONS as usize * RANGES) as u64);
+            round!(0);
+            for m in manifests().await {
+                let shape: Vec<(i64, i64, bool)> = m
+                    .ranges
+                    .iter()
+                    .map(|r| (r.base_offset, r.last_offset, r.compacted))
+                    .collect();
+                assert_eq!(
+                    shape,
+                    vec![(0, 3, true), (4, 4, false), (5, 5, false)],
+                    "[{name}] {}",
+                    m.partition
+                );
+            }
+            let fresh = dir.path().join("fresh");
+            let mut f_opts = applier_options(&b, &fresh, "src", "dst");
+            f_opts.bucket_prefix = prefix.clone();
+            let mut applier = Applier::open(f_opts, Some(b.store.clone())).expect("applier");
+            drain(&mut applier).await;
+            for tp in &tps {
+                for dest in [&follower_dir, &fresh] {
+                    assert_eq!(
+                        kafkalog::compare::compare_partition(&source, dest, tp).expect("compare"),
+                        kafkalog::compare::Comparison::Identical,
+                        "[{name}] {tp} in {}",
+                        dest.display()
+                    );
+                }
+            }
+        }
+    }
+}
