@@ -617,7 +617,7 @@ pub fn run(o: &CrashOptions, bins: &Bins) -> anyhow::Result<CrashReport> {
         applier_log_recoveries: count_lines(&applier.log, "recovered the local log"),
         shipper_continuations: count_lines(&shipper.log, "continuing from the latest manifest"),
         compactions: (
-            count_lines(&shipper.log, "compacted packed ranges into an object"),
+            count_lines(&shipper.log, "compacted packed ranges"),
             sum_field(&shipper.log, "pack gc pass", "deleted="),
         ),
         objects: (
