@@ -132,8 +132,8 @@ impl FaultReport {
         out.push_str(&format!("  shipper side: {}\n", self.shipper_faults));
         out.push_str(&format!("  applier side: {}\n", self.applier_faults));
         out.push_str(&format!(
-            "  shipper: {} cycles, {} with errors ({} errors), every one retried by a later cycle\n",
-            t.shipper_cycles, t.shipper_cycles_with_errors, t.shipper_errors
+            "  shipper: {} cycles, {} with errors ({} errors), every one retried by a later cycle; {} packed ranges compacted\n",
+            t.shipper_cycles, t.shipper_cycles_with_errors, t.shipper_errors, t.compacted_ranges
         ));
         out.push_str(&format!(
             "  applier: {} cycles, {} retryable failures, {} automatic retries back to work, {} operator restarts (a non-retryable FAILED: a truncated body fails its size/CRC-32C or JSON check)\n",

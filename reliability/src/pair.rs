@@ -45,6 +45,11 @@ pub struct PairOptions {
     /// The shipper's layout 2 settings: `pack_below` (0: off) and
     /// `head_deltas`.
     pub layout2: (u64, bool),
+    /// The shipper's `compact_ranges` (`None`: its default).
+    pub compact_ranges: Option<usize>,
+    /// Compaction written in a task of its own and committed by a later
+    /// cycle, as under `shipper run`.
+    pub background_compaction: bool,
 }
 
 impl Default for PairOptions {
@@ -55,6 +60,8 @@ impl Default for PairOptions {
             max_object_size: 64 * 1024,
             stream_above: None,
             layout2: (0, false),
+            compact_ranges: None,
+            background_compaction: false,
         }
     }
 }
@@ -68,6 +75,8 @@ pub struct Trouble {
     pub shipper_cycles_with_errors: u64,
     /// Shipper errors, by partition-or-`-` and a short kind.
     pub shipper_errors: u64,
+    /// Packed ranges the shipper's compaction replaced (committed).
+    pub compacted_ranges: u64,
     /// Applier cycles run.
     pub applier_cycles: u64,
     /// Times a partition went FAILED with a retryable error.
@@ -155,6 +164,9 @@ pub fn shipper_options(source: &Path, o: &PairOptions) -> ShipperOptions {
     s.max_object_size = o.max_object_size;
     s.shipper_id = "reliability-shipper".into();
     (s.pack_below, s.head_deltas) = o.layout2;
+    if let Some(n) = o.compact_ranges {
+        s.compact_ranges = n;
+    }
     s
 }
 
@@ -189,7 +201,8 @@ impl Pair {
         let dest = root.join("dest");
         let writer = SourceWriter::open(&source, spec)?;
         let shipper = Shipper::new(shipper_options(&source, o), shipper_store)
-            .map_err(|e| anyhow::anyhow!("shipper: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("shipper: {e}"))?
+            .with_background_compaction(o.background_compaction);
         let applier = Applier::open(applier_options(&dest, o)?, Some(applier_store))?;
         Ok(Pair {
             source,
@@ -208,6 +221,7 @@ impl Pair {
     pub async fn cycle(&mut self) {
         let r = self.shipper.run_cycle().await;
         self.trouble.shipper_cycles += 1;
+        self.trouble.compacted_ranges += r.compacted.1;
         if !r.errors.is_empty() {
             self.trouble.shipper_cycles_with_errors += 1;
             self.trouble.shipper_errors += r.errors.len() as u64;

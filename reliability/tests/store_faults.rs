@@ -43,3 +43,30 @@ async fn ten_percent_store_faults_with_packs_and_head_deltas_converge_with_nothi
     assert!(r.passed(), "{}", r.render());
     assert!(r.shipper_faults.injected() + r.applier_faults.injected() > 0);
 }
+
+/// Layout 2 with compaction every 4 cycles, written in the background and
+/// committed by a later cycle (as under `shipper run`): failed, lost and
+/// truncated reads of the ranges to compact, failed writes of compacted
+/// packs and lost answers of the heads that commit them converge with
+/// nothing lost or duplicated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_percent_store_faults_with_compaction_in_the_background_converge_with_nothing_lost() {
+    let o = FaultOptions {
+        rounds: 40,
+        seed: 31,
+        ..FaultOptions::default()
+    };
+    let p = PairOptions {
+        layout2: (1 << 20, true),
+        compact_ranges: Some(4),
+        background_compaction: true,
+        ..PairOptions::default()
+    };
+    let r = run(&o, Arc::new(InMemory::new()), &p)
+        .await
+        .expect("harness");
+    println!("{}", r.render());
+    assert!(r.passed(), "{}", r.render());
+    assert!(r.trouble.compacted_ranges > 0, "{}", r.render());
+    assert!(r.shipper_faults.injected() + r.applier_faults.injected() > 0);
+}

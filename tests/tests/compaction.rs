@@ -371,22 +371,7 @@ async fn busy_partitions_are_compacted_together_into_one_compacted_pack() {
             b.store.clone(),
             manifest::layout::ClusterLayout::new(&b.prefix, "src").expect("layout"),
         );
-        let manifests = || async {
-            let mut out = Vec::new();
-            for tp in &tps {
-                let pk = manifest::layout::PartitionKey {
-                    tp: tp.clone(),
-                    topic_id: tid,
-                };
-                out.push(
-                    ms.newest_manifest(&pk)
-                        .await
-                        .expect("read")
-                        .expect("a manifest"),
-                );
-            }
-            out
-        };
+        let manifests = || newest_manifests(&ms, &tps, tid);
         // 2 x RANGES + 3 rounds: a compacted pack at rounds RANGES and
         // 2 x RANGES, nothing else.
         let mut compacting_rounds = Vec::new();
@@ -570,6 +555,28 @@ async fn busy_partitions_are_compacted_together_into_one_compacted_pack() {
     }
 }
 
+/// The newest manifest of each of `tps`, in order.
+async fn newest_manifests(
+    ms: &bucket::store::ManifestStore,
+    tps: &[TopicPartition],
+    topic_id: TopicId,
+) -> Vec<manifest::partition::PartitionManifest> {
+    let mut out = Vec::new();
+    for tp in tps {
+        let pk = manifest::layout::PartitionKey {
+            tp: tp.clone(),
+            topic_id,
+        };
+        out.push(
+            ms.newest_manifest(&pk)
+                .await
+                .expect("read")
+                .expect("a manifest"),
+        );
+    }
+    out
+}
+
 /// The position of `r` in `m`'s ranges.
 fn r_index(
     m: &manifest::partition::PartitionManifest,
@@ -629,22 +636,7 @@ async fn compaction_written_in_the_background_is_committed_by_a_later_cycle() {
                 b.store.clone(),
                 manifest::layout::ClusterLayout::new(&prefix, "src").expect("layout"),
             );
-            let manifests = || async {
-                let mut out = Vec::new();
-                for tp in &tps {
-                    let pk = manifest::layout::PartitionKey {
-                        tp: tp.clone(),
-                        topic_id: tid,
-                    };
-                    out.push(
-                        ms.newest_manifest(&pk)
-                            .await
-                            .expect("read")
-                            .expect("a manifest"),
-                    );
-                }
-                out
-            };
+            let manifests = || newest_manifests(&ms, &tps, tid);
             macro_rules! round {
                 ($expect_compacted:expr) => {{
                     write();
