@@ -92,6 +92,7 @@ fn shipper(
     id: &str,
     clock: &ManualClock,
     (pack_below, head_deltas): (u64, bool),
+    background_compaction: bool,
 ) -> Shipper {
     let mut o = options(root, b, id);
     o.pack_below = pack_below;
@@ -103,6 +104,7 @@ fn shipper(
     Shipper::new(o, b.store())
         .expect("shipper")
         .with_clock(Arc::new(clock.clone()))
+        .with_background_compaction(background_compaction)
 }
 
 fn errors_other_than_fencing(r: &CycleReport) -> Vec<&(String, String)> {
@@ -114,14 +116,14 @@ fn errors_other_than_fencing(r: &CycleReport) -> Vec<&(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_shippers_racing_on_one_partition_never_replace_what_the_other_committed() {
-    race((0, false)).await;
+    race((0, false), false).await;
 }
 
 /// The same with a cycle's ranges in packs (`pack_below`, issue 30): a
 /// pack another shipper's committed version names is never replaced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_shippers_racing_with_packs_never_replace_what_the_other_committed() {
-    race((1 << 20, false)).await;
+    race((1 << 20, false), false).await;
 }
 
 /// The same with versions that only append committed by heads as deltas
@@ -129,10 +131,19 @@ async fn two_shippers_racing_with_packs_never_replace_what_the_other_committed()
 /// two shippers as the manifest's does, and nothing committed is replaced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_shippers_racing_with_head_deltas_never_replace_what_the_other_committed() {
-    race((1 << 20, true)).await;
+    race((1 << 20, true), false).await;
 }
 
-async fn race(layout: (u64, bool)) {
+/// The same with compaction written in the background and committed by a
+/// later cycle (as under `shipper run`): a compaction the other shipper's
+/// commits overtake is refused by the head or finds its ranges moved, and
+/// replaces nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_shippers_racing_with_background_compaction_never_replace_what_the_other_committed() {
+    race((1 << 20, true), true).await;
+}
+
+async fn race(layout: (u64, bool), background: bool) {
     let pack_below = layout.0;
     for b in backends() {
         let src = tempfile::tempdir().expect("tempdir");
@@ -145,8 +156,8 @@ async fn race(layout: (u64, bool)) {
         };
         let mut log = open_log(&dir, &t, topic_id(ID), 64 * 1024);
         let clock = ManualClock::new();
-        let mut a = shipper(&b, &root, "shipper-a", &clock, layout);
-        let mut c = shipper(&b, &root, "shipper-b", &clock, layout);
+        let mut a = shipper(&b, &root, "shipper-a", &clock, layout, background);
+        let mut c = shipper(&b, &root, "shipper-b", &clock, layout, background);
         let ms = b.manifests();
         let mut named = Named::default();
         let mut fenced = 0;
