@@ -31,7 +31,10 @@
 //!   time; the first cycle after they are written commits them, each in
 //!   place of its ranges wherever they stand in the partition's version by
 //!   then (`manifest::compact::replace_run`), or not at all when the
-//!   partition moved on (the object is then left to garbage collection);
+//!   partition moved on (the object is then left to garbage collection).
+//!   Jobs committed half of `delete_grace` or more after they were planned
+//!   are not committed at all (pack gc or the sweep may have taken their
+//!   objects) and are planned again;
 //! - packs are never deleted here: a pack no latest version names is
 //!   garbage-collected later.
 
@@ -130,6 +133,17 @@ struct Planned {
     job: Job,
 }
 
+/// Who commits compaction, and how.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ctx<'a> {
+    /// The shipper id the versions carry.
+    pub(crate) writer: &'a str,
+    /// Versions committed by heads as deltas where they can be.
+    pub(crate) head_deltas: bool,
+    /// `delete_grace` (ms), `None` for never.
+    pub(crate) grace_ms: Option<i64>,
+}
+
 /// Compaction's uploads in flight: one cycle's jobs at a time. Under
 /// `shipper run` they are written by a task of their own while the cycles
 /// go on shipping (the tail is never held up by compaction), and the cycle
@@ -157,6 +171,9 @@ struct Written {
     planned: Vec<Planned>,
     merged: Vec<Result<ShippedRange, StoreError>>,
     done: Compacted,
+    /// When the jobs were planned (the shipper's clock, ms): every object
+    /// was uploaded after it.
+    planned_at_ms: i64,
 }
 
 impl Compactor {
@@ -179,7 +196,7 @@ impl Compactor {
         partitions: &mut BTreeMap<TopicPartition, ShipperSlot>,
         feed: &mut Feed,
         policy: &Policy,
-        ctx: (&str, bool),
+        ctx: Ctx<'_>,
         now_ms: i64,
         background: bool,
     ) -> (Compacted, Vec<(String, String)>) {
@@ -202,11 +219,11 @@ impl Compactor {
         if self.task.is_some() {
             return (done, errors);
         }
-        let planned = plan_cycle(store, partitions, feed, policy, ctx.1, now_ms);
+        let planned = plan_cycle(store, partitions, feed, policy, ctx.head_deltas, now_ms);
         if planned.is_empty() {
             return (done, errors);
         }
-        let writing = write_jobs(store.clone(), planned);
+        let writing = write_jobs(store.clone(), planned, now_ms);
         if background {
             self.task = Some(tokio::spawn(writing));
         } else {
@@ -219,7 +236,7 @@ impl Compactor {
 }
 
 /// Reads and writes `planned`'s jobs: own objects and compacted packs.
-async fn write_jobs(store: ManifestStore, planned: Vec<Planned>) -> Written {
+async fn write_jobs(store: ManifestStore, planned: Vec<Planned>, planned_at_ms: i64) -> Written {
     let store = &store;
     // Read and written a batch at a time (at most [`MAX_BATCH_BYTES`]
     // held): the own jobs, then the shared ones, a compacted pack a batch.
@@ -278,6 +295,7 @@ async fn write_jobs(store: ManifestStore, planned: Vec<Planned>) -> Written {
         planned,
         merged,
         done,
+        planned_at_ms,
     }
 }
 
@@ -292,16 +310,35 @@ async fn commit(
     partitions: &mut BTreeMap<TopicPartition, ShipperSlot>,
     feed: &mut Feed,
     w: Written,
-    ctx: (&str, bool),
+    ctx: Ctx<'_>,
     now_ms: i64,
 ) -> (Compacted, Vec<(String, String)>) {
-    let (writer, head_deltas) = ctx;
+    let Ctx {
+        writer,
+        head_deltas,
+        grace_ms,
+    } = ctx;
     let Written {
         planned,
         merged,
         mut done,
+        planned_at_ms,
     } = w;
     let mut errors = Vec::new();
+    // Garbage collection deletes an unnamed object once it is older than
+    // the grace (and was seen unnamed for as long): objects uploaded more
+    // than half the grace ago are not named any more, lest a pass had
+    // taken them (they are planned again).
+    if let Some(grace) = grace_ms
+        && now_ms.saturating_sub(planned_at_ms) >= grace / 2
+    {
+        tracing::warn!(
+            took_ms = now_ms.saturating_sub(planned_at_ms),
+            grace_ms = grace,
+            "compaction took more than half of delete_grace: its objects are left to garbage collection and the jobs planned again"
+        );
+        return (done, errors);
+    }
     let mut by_head: Vec<(usize, PartitionManifest, manifest::feed::HeadEntry)> = Vec::new();
     let mut as_objects: Vec<(usize, PartitionManifest)> = Vec::new();
     for (i, (p, m)) in planned.iter().zip(merged).enumerate() {

@@ -531,7 +531,11 @@ impl Shipper {
                     &mut self.partitions,
                     &mut self.feed,
                     &policy,
-                    (&self.opts.shipper_id, self.opts.head_deltas),
+                    crate::compaction::Ctx {
+                        writer: &self.opts.shipper_id,
+                        head_deltas: self.opts.head_deltas,
+                        grace_ms: self.opts.delete_grace.map(|g| g.as_millis() as i64),
+                    },
                     now,
                     self.background_compaction,
                 )

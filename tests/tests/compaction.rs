@@ -592,7 +592,9 @@ fn r_index(
 /// plans it only starts writing, the cycles after it go on shipping, and
 /// the first cycle after the objects are written commits them in place of
 /// the ranges they replace, wherever those stand by then, with the ranges
-/// shipped meanwhile after them. With and without head deltas.
+/// shipped meanwhile after them; not when half of `delete_grace` passed
+/// since they were planned (pack gc may have taken them), and then they are
+/// planned again. With and without head deltas.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_written_in_the_background_is_committed_by_a_later_cycle() {
     const PARTITIONS: i32 = 6;
@@ -623,6 +625,7 @@ async fn compaction_written_in_the_background_is_committed_by_a_later_cycle() {
             opts.pack_below = 1 << 20;
             opts.head_deltas = head_deltas;
             opts.compact_ranges = RANGES;
+            opts.delete_grace = Some(std::time::Duration::from_secs(10));
             let mut shipper = Shipper::new(opts, b.store.clone())
                 .expect("shipper")
                 .with_clock(clock.clone())
@@ -666,6 +669,29 @@ async fn compaction_written_in_the_background_is_committed_by_a_later_cycle() {
                 assert_eq!(
                     shape,
                     vec![(0, 3, true), (4, 4, false), (5, 5, false)],
+                    "[{name}] {}",
+                    m.partition
+                );
+            }
+            // A compaction whose objects are committed half the grace
+            // (5 s) or more after it was planned is not: pack gc may have
+            // taken them. The cycle plans it again, with one range more.
+            round!(0);
+            round!(0);
+            shipper.compaction_written().await;
+            clock.advance_ms(5_000);
+            round!(0);
+            shipper.compaction_written().await;
+            round!((PARTITIONS as usize * (RANGES + 1)) as u64);
+            for m in manifests().await {
+                let shape: Vec<(i64, i64, bool)> = m
+                    .ranges
+                    .iter()
+                    .map(|r| (r.base_offset, r.last_offset, r.compacted))
+                    .collect();
+                assert_eq!(
+                    shape,
+                    vec![(0, 3, true), (4, 8, true), (9, 9, false)],
                     "[{name}] {}",
                     m.partition
                 );
