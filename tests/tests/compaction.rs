@@ -119,7 +119,7 @@ async fn rolled_segments_are_compacted_and_a_first_apply_reads_one_object_each()
             b.store.clone(),
             manifest::layout::ClusterLayout::new(&b.prefix, "src").expect("layout"),
         );
-        let mut segments = 0;
+        let (mut segments, mut ranges) = (0, 0);
         for tp in tps {
             let m = ms
                 .newest_manifest(&manifest::layout::PartitionKey {
@@ -148,6 +148,7 @@ async fn rolled_segments_are_compacted_and_a_first_apply_reads_one_object_each()
                 );
             }
             segments += seen.len();
+            ranges += m.ranges.len();
         }
         // A first apply now: about one GET per segment (plus the feed and
         // the manifests), where every cycle's range would be 30 a partition.
@@ -174,6 +175,62 @@ async fn rolled_segments_are_compacted_and_a_first_apply_reads_one_object_each()
             b.name
         );
         src.assert_mirrored_in(&[&follower_dir, &fresh], b.name);
+        // `backfill export` of the compacted bucket to Parquet: every
+        // record, one GET per range (an object per rolled segment, the
+        // packed ranges of the active ones, which it does not read ahead
+        // together as the applier does).
+        let before = counting.snapshot();
+        let exporter = backfill::export::Exporter::new(
+            store.clone(),
+            &b.prefix,
+            Arc::new(object_store::memory::InMemory::new()),
+            "export",
+            backfill::export::ExportOptions {
+                source_cluster_id: "src".into(),
+                topics: regex::Regex::new("^.*$").expect("regex"),
+                exclude: None,
+                partitions: None,
+                window: backfill::plan::Window::default(),
+                isolation: Default::default(),
+                shard: backfill::select::Shard::ALL,
+                rewrite: false,
+                concurrency: 2,
+                pending_memory: 64 << 20,
+            },
+            Arc::new(backfill::progress::LogLines),
+        )
+        .expect("exporter");
+        let selected = exporter
+            .select()
+            .await
+            .expect("select")
+            .expect("partitions selected");
+        let summary = exporter.run(selected).await.expect("export");
+        let used = counting.snapshot().since(&before);
+        println!(
+            "[{}] backfill export of {} partitions, {segments} segments, {ranges} ranges: {} rows, {} GETs",
+            b.name,
+            tps.len(),
+            summary.rows(),
+            used.get
+        );
+        assert!(
+            summary.failures.is_empty(),
+            "[{}] {:?}",
+            b.name,
+            summary.failures
+        );
+        assert_eq!(
+            summary.rows(),
+            30 * 12 * tps.len() as u64,
+            "[{}] rows",
+            b.name
+        );
+        assert!(
+            used.get <= (ranges + 5 * tps.len() + 10) as u64,
+            "[{}] backfill export: {used:?} for {ranges} ranges",
+            b.name
+        );
     }
 }
 
