@@ -298,6 +298,16 @@ impl ManifestStore {
             .remove(&(key.to_string(), r.start, r.end))
     }
 
+    /// A clone with a read-ahead of its own (`read_ahead` and
+    /// `drop_read_ahead` on it touch nothing the other clones read ahead):
+    /// for a task that reads ahead while its owner goes on.
+    pub fn with_own_read_ahead(&self) -> ManifestStore {
+        ManifestStore {
+            ahead: Arc::default(),
+            ..self.clone()
+        }
+    }
+
     /// Names the bucket and credential source in permanent errors, e.g.
     /// `s3://dr-bucket/prefix (endpoint https://s3.us-east-1.amazonaws.com, credentials: environment (AWS_ACCESS_KEY_ID))`.
     pub fn with_location(mut self, location: impl Into<String>) -> ManifestStore {
@@ -1401,6 +1411,42 @@ mod tests {
             assert_eq!(got, kept, "{name}");
             assert!(c.bytes <= HEAD_CACHE_BYTES, "{name}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_clone_with_its_own_read_ahead_keeps_it_when_another_drops_its() {
+        let counting = Arc::new(crate::counting::CountingStore::new(Arc::new(
+            object_store::memory::InMemory::new(),
+        )));
+        let ms = ManifestStore::new(
+            counting.clone(),
+            ClusterLayout::new("p", "c").expect("layout"),
+        );
+        ms.put_new("k", Bytes::from_static(b"0123456789"))
+            .await
+            .expect("put");
+        let own = ms.with_own_read_ahead();
+        own.read_ahead(vec![("k".into(), 0..10, vec![0..4, 4..10])])
+            .await;
+        ms.read_ahead(vec![("k".into(), 0..10, vec![0..4])]).await;
+        ms.drop_read_ahead();
+        let before = counting.snapshot();
+        assert_eq!(
+            own.get_in("k", Some(0..4)).await.expect("get"),
+            &b"0123"[..]
+        );
+        assert_eq!(
+            own.get_in("k", Some(4..10)).await.expect("get"),
+            &b"456789"[..]
+        );
+        assert_eq!(
+            counting.snapshot().since(&before).get,
+            0,
+            "from its read-ahead"
+        );
+        // The other's was dropped: read again.
+        assert_eq!(ms.get_in("k", Some(0..4)).await.expect("get"), &b"0123"[..]);
+        assert_eq!(counting.snapshot().since(&before).get, 1);
     }
 
     #[test]

@@ -223,7 +223,9 @@ impl Compactor {
         if planned.is_empty() {
             return (done, errors);
         }
-        let writing = write_jobs(store.clone(), planned, now_ms);
+        // Its own read-ahead: dropping it after a batch drops nothing
+        // another reader of the store holds.
+        let writing = write_jobs(store.with_own_read_ahead(), planned, now_ms);
         if background {
             self.task = Some(tokio::spawn(writing));
         } else {
