@@ -398,16 +398,7 @@ async fn busy_partitions_are_compacted_together_into_one_compacted_pack() {
         let tps: Vec<TopicPartition> = (0..PARTITIONS)
             .map(|p| TopicPartition::new("busy", p).expect("tp"))
             .collect();
-        let write = || {
-            let d = LogDir::open(&source).expect("source");
-            for tp in &tps {
-                let mut log = d
-                    .open_or_create_partition(tp, Some(tid), LogConfig::default())
-                    .expect("create");
-                produce(&mut log, 1, 2, 3);
-                log.close().expect("close");
-            }
-        };
+        let write = || one_record_each(&source, &tps, tid);
         let counting = Arc::new(CountingStore::new(b.store.clone()));
         let store: Arc<dyn ObjectStore> = counting.clone();
         let clock = Arc::new(manifest::clock::ManualClock::new());
@@ -612,6 +603,26 @@ async fn busy_partitions_are_compacted_together_into_one_compacted_pack() {
     }
 }
 
+/// Appends one record to each of `tps` in `source`.
+fn one_record_each(source: &std::path::Path, tps: &[TopicPartition], tid: TopicId) {
+    let d = LogDir::open(source).expect("source");
+    for tp in tps {
+        let mut log = d
+            .open_or_create_partition(tp, Some(tid), LogConfig::default())
+            .expect("create");
+        produce(&mut log, 1, 2, 3);
+        log.close().expect("close");
+    }
+}
+
+/// `m`'s ranges as (base offset, last offset, compacted).
+fn shape(m: &manifest::partition::PartitionManifest) -> Vec<(i64, i64, bool)> {
+    m.ranges
+        .iter()
+        .map(|r| (r.base_offset, r.last_offset, r.compacted))
+        .collect()
+}
+
 /// The newest manifest of each of `tps`, in order.
 async fn newest_manifests(
     ms: &bucket::store::ManifestStore,
@@ -665,16 +676,7 @@ async fn compaction_written_in_the_background_is_committed_by_a_later_cycle() {
             let tps: Vec<TopicPartition> = (0..PARTITIONS)
                 .map(|p| TopicPartition::new("background", p).expect("tp"))
                 .collect();
-            let write = || {
-                let d = LogDir::open(&source).expect("source");
-                for tp in &tps {
-                    let mut log = d
-                        .open_or_create_partition(tp, Some(tid), LogConfig::default())
-                        .expect("create");
-                    produce(&mut log, 1, 2, 3);
-                    log.close().expect("close");
-                }
-            };
+            let write = || one_record_each(&source, &tps, tid);
             let prefix = format!("{}/{head_deltas}", b.prefix);
             let clock = Arc::new(manifest::clock::ManualClock::new());
             let mut opts = shipper_options(&b, &source, "src");
@@ -718,13 +720,8 @@ async fn compaction_written_in_the_background_is_committed_by_a_later_cycle() {
             round!((PARTITIONS as usize * RANGES) as u64);
             round!(0);
             for m in manifests().await {
-                let shape: Vec<(i64, i64, bool)> = m
-                    .ranges
-                    .iter()
-                    .map(|r| (r.base_offset, r.last_offset, r.compacted))
-                    .collect();
                 assert_eq!(
-                    shape,
+                    shape(&m),
                     vec![(0, 3, true), (4, 4, false), (5, 5, false)],
                     "[{name}] {}",
                     m.partition
@@ -741,13 +738,8 @@ async fn compaction_written_in_the_background_is_committed_by_a_later_cycle() {
             shipper.compaction_written().await;
             round!((PARTITIONS as usize * (RANGES + 1)) as u64);
             for m in manifests().await {
-                let shape: Vec<(i64, i64, bool)> = m
-                    .ranges
-                    .iter()
-                    .map(|r| (r.base_offset, r.last_offset, r.compacted))
-                    .collect();
                 assert_eq!(
-                    shape,
+                    shape(&m),
                     vec![(0, 3, true), (4, 8, true), (9, 9, false)],
                     "[{name}] {}",
                     m.partition
