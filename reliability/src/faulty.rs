@@ -100,6 +100,8 @@ pub enum KeyClass {
     Page,
     /// `.../data/<base>-<last>-e<epoch>-<upload>.batches`.
     Data,
+    /// `.../packs/<xx>/<upload>.pack`: a cycle's pack or a compacted pack.
+    Pack,
     /// Anything else.
     Other,
 }
@@ -114,6 +116,7 @@ impl KeyClass {
             Some("head") => KeyClass::Head,
             Some("pages") => KeyClass::Page,
             Some("data") => KeyClass::Data,
+            _ if key.ends_with(".pack") => KeyClass::Pack,
             _ => KeyClass::Other,
         }
     }
@@ -125,6 +128,7 @@ impl KeyClass {
             KeyClass::Head => "head",
             KeyClass::Page => "page",
             KeyClass::Data => "data",
+            KeyClass::Pack => "pack",
             KeyClass::Other => "other",
         }
     }
@@ -729,6 +733,10 @@ mod tests {
             "{p}/data/00000000000000000000-00000000000000000009-e0000000001-abc-def.batches"
         );
         assert_eq!(KeyClass::of(&data), KeyClass::Data);
+        assert_eq!(
+            KeyClass::of("pre/segmirror/v1/c/packs/b9/1a2527a7314e8993c5a21fdbfb9.pack"),
+            KeyClass::Pack
+        );
         assert_eq!(
             retry_key(&data),
             format!("{p}/data/00000000000000000000-00000000000000000009-e0000000001")

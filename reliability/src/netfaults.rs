@@ -39,6 +39,10 @@ pub struct NetOptions {
     /// The run fails (instead of hanging in the store client's retries)
     /// when it takes longer than this, e.g. because the server went away.
     pub deadline: Duration,
+    /// The shipper's layout: packs, head deltas, compaction
+    /// ([`PairOptions::layout2`], `compact_ranges`, `background_compaction`);
+    /// its key prefix and sizes are the harness's own.
+    pub pair: PairOptions,
 }
 
 impl Default for NetOptions {
@@ -49,6 +53,7 @@ impl Default for NetOptions {
             rounds: 20,
             partitions: 3,
             deadline: Duration::from_secs(600),
+            pair: PairOptions::default(),
         }
     }
 }
@@ -62,6 +67,8 @@ pub struct NetReport {
     pub run: FaultReport,
     /// The S3 endpoint behind the proxy.
     pub endpoint: String,
+    /// The pair's settings.
+    pub pair: PairOptions,
 }
 
 impl NetReport {
@@ -84,6 +91,13 @@ impl NetReport {
             r.options.batches_per_round
         );
         out.push_str(&format!("  proxy: {}\n", self.proxy));
+        if let (pack_below @ 1.., head_deltas) = self.pair.layout2 {
+            out.push_str(&format!(
+                "  layout 2: pack_below {pack_below}, head deltas {head_deltas}; {} packed ranges compacted{}\n",
+                t.compacted_ranges,
+                if self.pair.background_compaction { " in the background" } else { "" }
+            ));
+        }
         out.push_str(&format!(
             "  errors the services saw (after object_store's retries): shipper {} of {} requests, applier {} of {}\n",
             r.shipper_faults.store_errors.values().sum::<u64>(),
@@ -221,7 +235,7 @@ pub async fn run(o: &NetOptions) -> anyhow::Result<NetReport> {
         // Objects over 32 KiB are appended as they download: a response
         // cut in the middle of one undoes what it appended.
         stream_above: Some(32 * 1024),
-        ..PairOptions::default()
+        ..o.pair.clone()
     };
     let run = tokio::time::timeout(
         o.deadline,
@@ -239,5 +253,6 @@ pub async fn run(o: &NetOptions) -> anyhow::Result<NetReport> {
         proxy: proxy.counts(),
         run,
         endpoint,
+        pair: pair_options,
     })
 }

@@ -54,6 +54,7 @@ use crate::error::ShipperError;
 use crate::feed::Feed;
 use crate::health::Health;
 use crate::partition::ShipperSlot;
+use crate::upload::put_own;
 
 /// Most jobs into objects of their own per cycle: partitions that started
 /// together come due together (1,000 at once at a 1 s tail).
@@ -266,11 +267,7 @@ async fn write_jobs(store: ManifestStore, planned: Vec<Planned>, planned_at_ms: 
                 let p = &planned[i];
                 async move {
                     let size = b.len;
-                    (
-                        i,
-                        write_own(store, &p.pk, &p.manifest.ranges[p.job.ranges.clone()], b).await,
-                        size,
-                    )
+                    (i, write_own(store, p, b).await, size)
                 }
             }))
             .buffer_unordered(CONCURRENT_JOBS)
@@ -580,10 +577,10 @@ async fn read_job(store: &ManifestStore, run: &[ShippedRange]) -> Result<JobByte
 /// names it.
 async fn write_own(
     store: &ManifestStore,
-    pk: &PartitionKey,
-    run: &[ShippedRange],
+    p: &Planned,
     bytes: JobBytes,
 ) -> Result<ShippedRange, StoreError> {
+    let run = &p.manifest.ranges[p.job.ranges.clone()];
     let not_merged = || StoreError::Identity {
         key: String::new(),
         reason: "the ranges to compact do not merge".into(),
@@ -592,14 +589,14 @@ async fn write_own(
     let epoch = first.epochs.entries().first().map_or(0, |e| e.epoch);
     let last = run.last().map_or(first.last_offset, |r| r.last_offset);
     let key = store.layout().data_key(
-        pk,
+        &p.pk,
         first.base_offset,
         last,
         epoch,
         &bucket::upload_id::fresh_string(),
     )?;
     let crc = bytes.crc32c();
-    store.put_new_parts(&key, bytes.parts).await?;
+    put_own(store, &p.tp, &key, bytes.parts).await?;
     merged_range(run, key, crc, None).ok_or_else(not_merged)
 }
 
@@ -631,14 +628,17 @@ async fn write_shared(
     chunk: Vec<(usize, JobBytes)>,
     merged: &mut [Result<ShippedRange, StoreError>],
 ) -> (u64, u64) {
-    let mut body: Vec<Bytes> = Vec::new();
+    let mut body = JobBytes::default();
     let mut at: Vec<(usize, u64, u32)> = Vec::with_capacity(chunk.len());
-    let mut size = 0u64;
     for (i, b) in chunk {
-        at.push((i, size, b.crc32c()));
-        size += b.len;
-        body.extend(b.parts);
+        at.push((i, body.len, b.crc32c()));
+        body.len += b.len;
+        body.parts.extend(b.parts);
     }
+    let size = body.len;
+    let Some(tp) = at.first().map(|(i, _, _)| planned[*i].tp.clone()) else {
+        return (0, 0);
+    };
     let key = match store.layout().pack_key(&bucket::upload_id::fresh_string()) {
         Ok(k) => k,
         Err(e) => {
@@ -648,7 +648,7 @@ async fn write_shared(
             return (0, 0);
         }
     };
-    if let Err(e) = store.put_new_parts(&key, body).await {
+    if let Err(e) = put_own(store, &tp, &key, body.parts).await {
         let reason = e.to_string();
         for (i, _, _) in at {
             merged[i] = Err(StoreError::Identity {

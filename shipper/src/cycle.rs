@@ -1488,9 +1488,9 @@ async fn write_manifest_pack(
     }
     if !at.is_empty() {
         let layout = store.layout();
+        let tp = outcomes[at[0].0].0.tp.clone();
         let written = match layout.pack_key(&bucket::upload_id::fresh_string()) {
-            Ok(key) => store
-                .put_new(&key, bytes::Bytes::from(bytes))
+            Ok(key) => crate::upload::put_own(store, &tp, &key, vec![bytes::Bytes::from(bytes)])
                 .await
                 .map(|()| key)
                 .map_err(|e| e.to_string()),

@@ -657,6 +657,42 @@ async fn send_parts(
     Ok((summary, digest.value()))
 }
 
+/// A create-if-absent PUT of `parts` one after another at `key`, a fresh
+/// key only this shipper writes (a pack, a compacted object). A PUT that
+/// landed with its answer lost is retried by the store client and answered
+/// "already exists": the object is read back ([`verify_own_object`]) and,
+/// when it is the one sent, counts as written. Anything else there stays
+/// as it is, an error.
+pub(crate) async fn put_own(
+    store: &ManifestStore,
+    tp: &TopicPartition,
+    key: &str,
+    parts: Vec<Bytes>,
+) -> Result<(), StoreError> {
+    // Clones of the parts are reference counts, not copies; the CRC-32C is
+    // computed only when the answer calls for a look.
+    match store.put_new_parts(key, parts.clone()).await {
+        Err(e @ StoreError::Conflict { .. }) => {
+            let mut digest = kafkalog::batch::Crc32cDigest::new();
+            let mut size = 0u64;
+            for p in &parts {
+                digest.update(p);
+                size += p.len() as u64;
+            }
+            match verify_own_object(store, tp, key, size, digest.value(), &e).await {
+                Ok(Found::Ours) => Ok(()),
+                Ok(Found::Nothing) => Err(e),
+                Err(ShipperError::Store { source, .. }) => Err(*source),
+                Err(other) => Err(StoreError::Identity {
+                    key: key.to_string(),
+                    reason: other.to_string(),
+                }),
+            }
+        }
+        r => r,
+    }
+}
+
 /// What [`verify_own_object`] found at a data key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Found {
@@ -745,7 +781,7 @@ async fn verify_own_object(
         key,
         bytes,
         answer = %answer,
-        "a data upload failed but its object is there and, read back, is the one uploaded (same size and CRC-32C): the write landed and its answer was lost (a store client's retry of a create-if-absent PUT is answered \"already exists\"); counted as uploaded"
+        "an upload failed but its object is there and, read back, is the one uploaded (same size and CRC-32C): the write landed and its answer was lost (a store client's retry of a create-if-absent PUT is answered \"already exists\"); counted as uploaded"
     );
     Ok(Found::Ours)
 }

@@ -21,7 +21,7 @@ use segmirror_reliability::rng::Rng;
 #[command(
     name = "reliability",
     about = "segmirror reliability harnesses: each tries to lose, duplicate or corrupt data and prints how hard it tried",
-    after_help = "Examples:\n  reliability crash --cycles 100\n  reliability faults --fail 0.1 --rounds 400\n  reliability netfaults            # needs moto: eval \"$(bash tests/s3-server.sh start)\"\n  reliability corrupt --all-bytes\n  reliability local"
+    after_help = "Examples:\n  reliability crash --cycles 100\n  reliability faults --fail 0.1 --rounds 400\n  reliability netfaults            # needs moto: eval \"$(bash tests/s3-server.sh start)\"\n  reliability netfaults --layout 2 --compact-ranges 4 --background-compaction\n  reliability corrupt --all-bytes\n  reliability local"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -68,6 +68,8 @@ enum Cmd {
         /// Partitions
         #[arg(long, default_value_t = 3)]
         partitions: usize,
+        #[command(flatten)]
+        layout: LayoutArgs,
     },
     /// Byte flips in shipped objects, manifests and heads: detection, isolation, repair
     Corrupt {
@@ -121,7 +123,41 @@ enum Cmd {
         /// Runs with seeds seed, seed+1, ... (a sweep)
         #[arg(long, default_value_t = 1)]
         runs: u64,
+        #[command(flatten)]
+        layout: LayoutArgs,
     },
+}
+
+/// The shipper's bucket layout in the in-process harnesses.
+#[derive(clap::Args)]
+struct LayoutArgs {
+    /// 2: a cycle's ranges in one pack (pack_below 1 MiB) and head deltas; 1: an object and a manifest version per range
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    layout: u8,
+    /// With --layout 2: compact a partition's packed ranges once it has this many (0: the shipper's default, 128 or an hour old)
+    #[arg(long, default_value_t = 0)]
+    compact_ranges: usize,
+    /// With --compact-ranges: write compactions in a task of their own, committed by a later cycle (as `shipper run` does)
+    #[arg(long)]
+    background_compaction: bool,
+}
+
+impl LayoutArgs {
+    fn pair_options(&self) -> anyhow::Result<PairOptions> {
+        if self.layout == 1 && (self.compact_ranges > 0 || self.background_compaction) {
+            anyhow::bail!("--compact-ranges and --background-compaction need --layout 2");
+        }
+        if self.background_compaction && self.compact_ranges == 0 {
+            anyhow::bail!("--background-compaction needs --compact-ranges N");
+        }
+        let mut p = PairOptions::default();
+        if self.layout == 2 {
+            p.layout2 = (1 << 20, true);
+            p.compact_ranges = (self.compact_ranges > 0).then_some(self.compact_ranges);
+            p.background_compaction = self.background_compaction;
+        }
+        Ok(p)
+    }
 }
 
 fn machine() -> String {
@@ -175,12 +211,14 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             share,
             rounds,
             partitions,
+            layout,
         } => {
             let o = NetOptions {
                 seed: seed.unwrap_or_else(|| Rng::seed_from_clock() % 1_000_000),
                 share,
                 rounds,
                 partitions,
+                pair: layout.pair_options()?,
                 ..NetOptions::default()
             };
             let r = netfaults::run(&o).await.context("network faults harness")?;
@@ -245,7 +283,9 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             lost_ack,
             truncate,
             runs,
+            layout,
         } => {
+            let pair = layout.pair_options()?;
             let seed = seed.unwrap_or_else(|| Rng::seed_from_clock() % 1_000_000);
             let mut all = true;
             let (mut passed, mut requests, mut injected, mut retries) = (0u64, 0u64, 0u64, 0u64);
@@ -264,7 +304,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
                 };
                 let bucket: Arc<dyn object_store::ObjectStore> =
                     Arc::new(object_store::memory::InMemory::new());
-                let r = faults::run(&o, bucket, &PairOptions::default())
+                let r = faults::run(&o, bucket, &pair)
                     .await
                     .context("store faults harness")?;
                 print!("{}", r.render());
