@@ -231,6 +231,47 @@ async fn rolled_segments_are_compacted_and_a_first_apply_reads_one_object_each()
             "[{}] backfill export: {used:?} for {ranges} ranges",
             b.name
         );
+        // `backfill restore` of every partition to its end: one GET per
+        // range as well, and the restored logs are the source's.
+        let restored = dir.path().join("restored");
+        let before = counting.snapshot();
+        let ms = bucket::store::ManifestStore::new(
+            store.clone(),
+            manifest::layout::ClusterLayout::new(&b.prefix, "src").expect("layout"),
+        );
+        let selected = backfill::export::select(
+            &ms,
+            &b.prefix,
+            &regex::Regex::new("^.*$").expect("regex"),
+            None,
+            None,
+        )
+        .await
+        .expect("select")
+        .expect("partitions selected");
+        let restorer = backfill::restore::Restorer::new(
+            ms,
+            &restored,
+            backfill::restore::RestoreEnd::Offset(i64::MAX),
+        );
+        for e in &selected {
+            let tp = TopicPartition::new(&e.topic, e.partition).expect("tp");
+            let r = restorer.restore(&tp, e).await.expect("restore");
+            assert_eq!(r.end_offset, Some(30 * 12), "[{}] {tp}: {r:?}", b.name);
+        }
+        let used = counting.snapshot().since(&before);
+        println!(
+            "[{}] backfill restore of {} partitions, {segments} segments, {ranges} ranges: {} GETs",
+            b.name,
+            selected.len(),
+            used.get
+        );
+        assert!(
+            used.get <= (ranges + 5 * tps.len() + 10) as u64,
+            "[{}] backfill restore: {used:?} for {ranges} ranges",
+            b.name
+        );
+        src.assert_mirrored_in(&[&restored], b.name);
     }
 }
 
