@@ -1065,12 +1065,20 @@ impl ManifestStore {
                 None => return Ok(None),
             },
         };
+        // The newest head a probe read is the answer: not read again.
+        let mut newest = None;
         loop {
             match self.get_head(seq + 1).await {
-                Ok(_) => seq += 1,
+                Ok(h) => {
+                    seq += 1;
+                    newest = Some(h);
+                }
                 Err(StoreError::NotFound { .. }) => break,
                 Err(e) => return Err(e),
             }
+        }
+        if newest.is_some() {
+            return Ok(newest);
         }
         match self.get_head(seq).await {
             Ok(h) => Ok(Some(h)),

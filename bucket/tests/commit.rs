@@ -320,6 +320,42 @@ async fn the_change_feed_merges_concurrent_shippers() {
     }
 }
 
+/// The newest head from a known one costs one GET per head after it plus
+/// the probe that finds none: the last head a probe read is the answer,
+/// not read again (it was, once per call: a GET per poll that saw a new
+/// head). Without a newer head, the probe and the known head: 2 GETs.
+#[tokio::test]
+async fn the_newest_head_from_a_known_one_is_read_once() {
+    let counting = Arc::new(bucket::counting::CountingStore::new(
+        BucketUrl::Memory.build().expect("memory"),
+    ));
+    let ms = ManifestStore::new(
+        counting.as_dyn(),
+        ClusterLayout::new("", "src-1").expect("layout"),
+    );
+    for v in 1..=3 {
+        let mut m = manifest_at(v, 0, "a");
+        m.shipped_end_offset = v as i64 * 10;
+        ms.publish_head(None, "w", &[HeadEntry::for_manifest(&m)])
+            .await
+            .expect("published");
+    }
+    for (known, want_seq, want_gets) in [(1, 3, 3), (2, 3, 2), (3, 3, 2)] {
+        let before = counting.snapshot();
+        let head = ms
+            .latest_head(Some(known))
+            .await
+            .expect("read")
+            .expect("a head");
+        let used = counting.snapshot().since(&before);
+        assert_eq!(
+            (head.seq, used.get, used.list),
+            (want_seq, want_gets, 0),
+            "from head {known}: {used:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn pages_are_written_before_the_manifest_that_names_them() {
     let store = BucketUrl::Memory.build().expect("memory");
