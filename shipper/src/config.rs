@@ -18,11 +18,11 @@
 //! upload_concurrency = 4                      # objects uploaded at once
 //! part_size = "8MiB"                          # multipart part size (>= 5 MiB on S3; default 8MiB there, 1MiB elsewhere); smaller objects are one PUT
 //! max_object_size = "64MiB"                   # larger spans of a segment are split into several objects
-//! pack_below = "1MiB"                         # a cycle's ranges under this go into one shared pack object; 0 or absent: off
+//! pack_below = "1MiB"                         # a cycle's ranges under this go into one shared pack object (default); 0: off (layout 1)
 //! max_cycle_bytes = "1GiB"                    # per partition per cycle (a backlog takes several cycles)
 //! rate_limit = "100MiB"                       # bytes per second for all uploads; 0 or absent: unlimited
 //! ship_beyond_hw = false                      # true: ship up to the log end even when replication-offset-checkpoint exists
-//! head_deltas = false                         # true: a cycle's appends are committed by the head (no manifest PUT per partition)
+//! head_deltas = true                          # true (default): a cycle's appends are committed by the head (no manifest PUT per partition)
 //! metrics_addr = "127.0.0.1:9464"             # Prometheus endpoint (GET /metrics); absent: none
 //! delete_grace = "1h"                         # unreferenced objects are deleted after this; "never": leave them to lifecycle rules
 //! sweep_interval = "10m"                      # how often partitions with changes are swept for unreferenced objects
@@ -132,8 +132,9 @@ max_object_size = "64MiB"
 # A cycle's ranges smaller than this are packed into one object for all
 # partitions (one PUT instead of one per range; docs/mirroring.md, "Layout
 # 2"). `shipper run` deletes a pack once no latest version has named it
-# for `delete_grace`. Default: 0 (off).
-# pack_below = "1MiB"
+# for `delete_grace`. 0: every range an object of its own (layout 1).
+# Default: 1MiB.
+pack_below = "1MiB"
 
 # Most bytes shipped per partition per cycle (a backlog takes several cycles). Default: 1GiB.
 max_cycle_bytes = "1GiB"
@@ -150,8 +151,8 @@ ship_beyond_hw = false
 # 32 deltas the version goes into the cycle's one manifest pack; a manifest
 # object for every other change; docs/mirroring.md, "Layout 2"). Every
 # shipper of a cluster must use the same setting, and appliers at least as
-# new. Default: false.
-head_deltas = false
+# new. Default: true.
+head_deltas = true
 
 # Serve Prometheus metrics on this address (GET /metrics). Default: not served.
 # metrics_addr = "127.0.0.1:9464"
@@ -467,6 +468,9 @@ pub const DEFAULT_MAX_OBJECT_SIZE: u64 = 64 * 1024 * 1024;
 /// Largest `pack_below`: ranges of 64 MiB and more are never packed (a
 /// pack holds a cycle's small ranges, read back by ranged GETs).
 pub const MAX_PACK_BELOW: u64 = 64 * 1024 * 1024;
+/// Default `pack_below` (layout 2 on): a cycle's ranges under 1 MiB go
+/// into one pack.
+pub const DEFAULT_PACK_BELOW: u64 = 1024 * 1024;
 /// Default most bytes per partition per cycle.
 pub const DEFAULT_MAX_CYCLE_BYTES: u64 = 1024 * 1024 * 1024;
 /// Default grace before unreferenced objects are deleted.
@@ -489,11 +493,11 @@ impl ShipperOptions {
             upload_concurrency: 4,
             part_size: DEFAULT_PART_SIZE as usize,
             max_object_size: DEFAULT_MAX_OBJECT_SIZE,
-            pack_below: 0,
+            pack_below: DEFAULT_PACK_BELOW,
             max_cycle_bytes: DEFAULT_MAX_CYCLE_BYTES,
             rate_limit: None,
             ship_beyond_hw: false,
-            head_deltas: false,
+            head_deltas: true,
             delete_grace: Some(DEFAULT_DELETE_GRACE),
             sweep_interval: Duration::from_secs(600),
             compact_after: Duration::from_secs(3600),
@@ -894,7 +898,7 @@ impl ShipperConfig {
         if o.max_object_size < 1024 || o.max_object_size > 5 * 1024 * 1024 * 1024 * 1024 {
             return Err(bad("max_object_size", "must be 1KiB to 5TiB"));
         }
-        o.pack_below = self.pack_below.map_or(0, |b| b.0);
+        o.pack_below = self.pack_below.map_or(DEFAULT_PACK_BELOW, |b| b.0);
         if o.pack_below > MAX_PACK_BELOW {
             return Err(bad(
                 "pack_below",
@@ -921,7 +925,7 @@ impl ShipperConfig {
             ));
         }
         o.ship_beyond_hw = self.ship_beyond_hw.unwrap_or(false);
-        o.head_deltas = self.head_deltas.unwrap_or(false);
+        o.head_deltas = self.head_deltas.unwrap_or(true);
         o.delete_grace = match self.delete_grace.as_deref().map(str::trim) {
             Some("never") => None,
             _ => Some(duration(

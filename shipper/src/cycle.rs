@@ -901,11 +901,15 @@ impl Shipper {
         let limiter = self.limiter.clone();
         let buffers = &self.buffers;
         // The small ranges of all partitions go into packs (one PUT each);
-        // the rest, and a small range alone, into objects of their own.
+        // the rest, and a small range alone, into objects of their own. A
+        // whole segment that rolled (a backlog, a quiet partition) is not
+        // packed: compaction would rewrite it into an object of its own at
+        // once.
         let pack_below = self.opts.pack_below.min(part_size as u64);
-        let (small, mut jobs): (Vec<_>, Vec<_>) = jobs
-            .into_iter()
-            .partition(|(_, _, plan, _, _)| plan.bytes() < pack_below);
+        let (small, mut jobs): (Vec<_>, Vec<_>) =
+            jobs.into_iter().partition(|(_, _, plan, _, _)| {
+                plan.bytes() < pack_below && !(plan.completes_segment && plan.start == 0)
+            });
         if small.len() < 2 {
             jobs.extend(small);
         } else {

@@ -33,25 +33,25 @@ fn append(root: &Path, batches: usize) {
 
 /// The latest manifest version of orders-0 in the file:// bucket.
 fn latest(bucket: &Path) -> PartitionManifest {
-    let layout = ClusterLayout::new("", "src").expect("layout");
+    // The newest version, whether a manifest object or a head's delta
+    // (`shipper once` commits appends with the head by default).
+    let store = bucket::url::BucketUrl::parse(&format!("file://{}", bucket.display()))
+        .expect("url")
+        .build()
+        .expect("store");
+    let ms =
+        bucket::store::ManifestStore::new(store, ClusterLayout::new("", "src").expect("layout"));
     let pk = PartitionKey {
         tp: tp("orders", 0),
         topic_id: topic_id(1),
     };
-    let dir = bucket.join(layout.manifest_dir(&pk));
-    let mut versions: Vec<u64> = std::fs::read_dir(&dir)
-        .expect("manifest dir")
-        .filter_map(|e| {
-            let name = e.ok()?.file_name().into_string().ok()?;
-            layout
-                .parse_manifest_key(&pk, &format!("{}/{name}", layout.manifest_dir(&pk)))
-                .ok()
-        })
-        .collect();
-    versions.sort_unstable();
-    let v = *versions.last().expect("a version");
-    let bytes = std::fs::read(bucket.join(layout.manifest_key(&pk, v))).expect("read manifest");
-    PartitionManifest::decode(&bytes).expect("decode")
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(ms.newest_manifest(&pk))
+        .expect("read")
+        .expect("a version")
 }
 
 fn configs(m: &PartitionManifest) -> BTreeMap<String, (String, ConfigSource)> {

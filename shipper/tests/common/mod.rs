@@ -70,9 +70,15 @@ pub fn backends() -> Vec<Backend> {
 }
 
 /// Test options: small objects and parts so that splitting and multipart
-/// uploads happen on small logs.
+/// uploads happen on small logs. Layout 1 (an object and a manifest
+/// version per range, `pack_below` 0, no head deltas): these tests follow
+/// objects, versions, sweeps and fencing through that layout, which
+/// buckets written before layout 2 was the default keep. Tests of layout 2
+/// set it (`racing.rs`, `leadership.rs`,
+/// `tests/tests/compaction.rs`).
 pub fn options(log_dir: &Path, b: &Backend, shipper_id: &str) -> ShipperOptions {
     let mut o = ShipperOptions::new(vec![log_dir.to_path_buf()], CLUSTER);
+    (o.pack_below, o.head_deltas) = (0, false);
     o.bucket_prefix = b.prefix.clone();
     o.shipper_id = shipper_id.to_string();
     o.tail_interval = Duration::from_millis(10);

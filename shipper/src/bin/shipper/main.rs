@@ -92,7 +92,7 @@ pub(crate) struct Common {
     /// Largest object: longer spans are split on batch boundaries [env: SEGMIRROR_MAX_OBJECT_SIZE] [default: 64MiB].
     #[arg(long, value_name = "SIZE")]
     max_object_size: Option<ByteSize>,
-    /// A cycle's ranges under this size go into one pack object for all partitions (one PUT), 0: off [env: SEGMIRROR_PACK_BELOW] [default: 0].
+    /// A cycle's ranges under this size go into one pack object for all partitions (one PUT), 0: off (layout 1) [env: SEGMIRROR_PACK_BELOW] [default: 1MiB].
     #[arg(long, value_name = "SIZE")]
     pack_below: Option<ByteSize>,
     /// Upload rate limit in bytes per second, e.g. 100MiB (0: unlimited) [env: SEGMIRROR_RATE_LIMIT] [default: 0].
@@ -107,9 +107,9 @@ pub(crate) struct Common {
     /// Ship up to the log end even when replication-offset-checkpoint exists (unsafe on a broker) [env: SEGMIRROR_SHIP_BEYOND_HW] [default: false].
     #[arg(long)]
     ship_beyond_hw: bool,
-    /// Commit a partition's appends with the cycle's head (deltas) instead of a manifest object each; every shipper of a cluster alike [env: SEGMIRROR_HEAD_DELTAS] [default: false].
-    #[arg(long)]
-    head_deltas: bool,
+    /// Commit a partition's appends with the cycle's head (deltas) instead of a manifest object each; every shipper of a cluster alike; `--head-deltas false`: a manifest object each (layout 1) [env: SEGMIRROR_HEAD_DELTAS] [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    head_deltas: Option<bool>,
     /// Delete unreferenced objects after this long, or "never" (leave them to lifecycle rules) [env: SEGMIRROR_DELETE_GRACE] [default: 1h].
     #[arg(long, value_name = "DURATION|never")]
     delete_grace: Option<String>,
@@ -161,7 +161,7 @@ impl Common {
             pack_below: self.pack_below,
             rate_limit: self.rate_limit,
             ship_beyond_hw: self.ship_beyond_hw.then_some(true),
-            head_deltas: self.head_deltas.then_some(true),
+            head_deltas: self.head_deltas,
             metrics_addr: self.metrics_addr.clone(),
             prices: self.prices.clone(),
             delete_grace: self.delete_grace.clone(),
