@@ -2,8 +2,9 @@
 //! URL`, e.g. the S3 test server), the objects the run wrote (`file://`)
 //! and the shipper's requests by kind, read from its metrics endpoint over
 //! the measurement (from `--requests-after S` seconds into it: past the
-//! start-up sweep of one LIST per partition, 16 a cycle). `--layout 2`:
-//! the shipper packs and commits appends with heads (issue 30).
+//! start-up sweep of one LIST per partition, 16 a cycle). `--layout 2`
+//! (default, as the shipper's): the shipper packs and commits appends with
+//! heads (issue 30); `--layout 1`: an object and a version per range.
 //!
 //! A producer in this process appends `--rate` batches per second (round
 //! robin over `--partitions` partitions, 16 records of 1 KiB each by
@@ -155,8 +156,9 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
     let records: usize = o.num("records", 16)?;
     let value_size: usize = o.num("value-size", 1024)?;
     let segment_mib: u64 = o.num("segment-mib", 8)?;
-    // `--layout 2`: packs and head deltas (issue 30); default 1.
-    let layout: u32 = o.num("layout", 1)?;
+    // `--layout 2` (the shipper's default): packs and head deltas (issue
+    // 30); `--layout 1`: an object and a manifest version per range.
+    let layout: u32 = o.num("layout", 2)?;
     let work = match o.str("work") {
         Some(w) => PathBuf::from(w),
         None => std::env::temp_dir().join(format!("segmirror-lag-{}", std::process::id())),
@@ -239,9 +241,9 @@ pub(crate) fn main(o: &Opts) -> anyhow::Result<()> {
         .into_iter()
         .chain(
             if layout == 2 {
-                &["--pack-below", "1MiB", "--head-deltas"][..]
+                &["--pack-below", "1MiB", "--head-deltas", "true"][..]
             } else {
-                &[][..]
+                &["--pack-below", "0", "--head-deltas", "false"][..]
             }
             .iter()
             .copied(),

@@ -6,6 +6,9 @@
 use segmirror_reliability::bins::Bins;
 use segmirror_reliability::crash::{CrashOptions, run};
 
+/// Layout 1 (an object and a manifest version per range: `--pack-below 0
+/// --head-deltas false`), as buckets written before layout 2 was the
+/// default keep.
 #[test]
 fn kill_9_cycles_lose_and_duplicate_nothing() {
     let cycles = std::env::var("SEGMIRROR_RELIABILITY_CYCLES")
@@ -16,6 +19,9 @@ fn kill_9_cycles_lose_and_duplicate_nothing() {
     let o = CrashOptions {
         cycles,
         seed: 8,
+        shipper_flags: ["--pack-below", "0", "--head-deltas", "false"]
+            .map(String::from)
+            .to_vec(),
         ..CrashOptions::default()
     };
     let r = run(&o, &bins).expect("harness");
@@ -27,7 +33,7 @@ fn kill_9_cycles_lose_and_duplicate_nothing() {
 }
 
 /// The same with the shipper packing a cycle's small ranges into one
-/// object (`--pack-below`, issue 30): a kill between the pack's upload and
+/// object (`--pack-below`, issue 30; versions still manifest objects): a kill between the pack's upload and
 /// the manifests that name it loses and duplicates nothing either.
 #[test]
 fn kill_9_cycles_with_packs_lose_and_duplicate_nothing() {
@@ -39,7 +45,9 @@ fn kill_9_cycles_with_packs_lose_and_duplicate_nothing() {
     let o = CrashOptions {
         cycles,
         seed: 30,
-        shipper_flags: vec!["--pack-below".into(), "1MiB".into()],
+        shipper_flags: ["--pack-below", "1MiB", "--head-deltas", "false"]
+            .map(String::from)
+            .to_vec(),
         ..CrashOptions::default()
     };
     let r = run(&o, &bins).expect("harness");
