@@ -70,6 +70,18 @@ impl RestoreEnd {
     }
 }
 
+/// Packed ranges at most this far apart in a pack are read by one GET
+/// ([`Restorer::read_ahead`]; the gap's bytes are read and dropped).
+const READ_AHEAD_GAP: u64 = 64 << 10;
+/// Longest run read by one GET.
+const READ_AHEAD_RUN: u64 = 16 << 20;
+/// Bytes of packed ranges read ahead for a group of partitions (beyond
+/// it, a range is read by its own GET when its partition is restored).
+pub const READ_AHEAD_MEMORY: u64 = 256 << 20;
+/// Partitions planned and read ahead together (their plans are held at
+/// once).
+pub const PARTITIONS_PER_READ_AHEAD: usize = 256;
+
 /// The objects one partition's restore fetches.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RangesToFetch {
@@ -310,7 +322,76 @@ impl Restorer {
         tp: &TopicPartition,
         e: &HeadEntry,
     ) -> Result<PartitionRestore, RestoreError> {
-        let (mut report, fetch, m) = self.plan(tp, e).await?;
+        let planned = self.plan(tp, e).await?;
+        self.restore_planned(tp, planned).await
+    }
+
+    /// Reads ahead, one ranged GET per run, the packed ranges the `plans`
+    /// fetch that share a pack (`bucket::ahead::runs`, at most `budget`
+    /// bytes held): a pack holds one cycle's ranges of many partitions, so
+    /// restoring them costs a GET per run, not one per partition and
+    /// cycle. Each range is taken by the restore that fetches it. Returns
+    /// the bytes read ahead.
+    pub async fn read_ahead<'a>(
+        &self,
+        plans: impl IntoIterator<Item = &'a RangesToFetch>,
+        budget: u64,
+    ) -> u64 {
+        let wanted = plans
+            .into_iter()
+            .flat_map(|f| f.whole.iter().chain(f.partial.iter()));
+        let runs = bucket::ahead::runs(wanted, READ_AHEAD_GAP, READ_AHEAD_RUN, budget);
+        if runs.is_empty() {
+            return 0;
+        }
+        self.store.read_ahead(runs).await
+    }
+
+    /// Restores `partitions` (with `dry_run`, plans them), handing each
+    /// result to `done` in order. They go in groups of
+    /// [`PARTITIONS_PER_READ_AHEAD`]: each planned first (manifests only),
+    /// then the packed ranges of the whole group read ahead together
+    /// ([`Restorer::read_ahead`], at most [`READ_AHEAD_MEMORY`] bytes), then
+    /// restored; what a failed partition left read ahead is dropped after
+    /// its group.
+    pub async fn restore_each(
+        &self,
+        partitions: &[(TopicPartition, &HeadEntry)],
+        dry_run: bool,
+        mut done: impl FnMut(&TopicPartition, Result<PartitionRestore, RestoreError>),
+    ) {
+        for group in partitions.chunks(PARTITIONS_PER_READ_AHEAD) {
+            let mut planned = Vec::with_capacity(group.len());
+            for (tp, e) in group {
+                planned.push((tp, self.plan(tp, e).await));
+            }
+            if !dry_run {
+                self.read_ahead(
+                    planned
+                        .iter()
+                        .filter_map(|(_, p)| p.as_ref().ok().map(|(_, f, _)| f)),
+                    READ_AHEAD_MEMORY,
+                )
+                .await;
+            }
+            for (tp, plan) in planned {
+                let result = match plan {
+                    Ok((r, _, _)) if dry_run => Ok(r),
+                    Ok(plan) => self.restore_planned(tp, plan).await,
+                    Err(e) => Err(e),
+                };
+                done(tp, result);
+            }
+            self.store.drop_read_ahead();
+        }
+    }
+
+    /// [`Restorer::restore`] of a partition [`Restorer::plan`] planned.
+    pub async fn restore_planned(
+        &self,
+        tp: &TopicPartition,
+        (mut report, fetch, m): (PartitionRestore, RangesToFetch, PartitionManifest),
+    ) -> Result<PartitionRestore, RestoreError> {
         let path = self.log_dir.join(tp.dir_name());
         if path.exists() {
             return Err(RestoreError::Exists {

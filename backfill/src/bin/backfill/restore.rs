@@ -152,13 +152,8 @@ pub(crate) async fn run(args: RestoreArgs) -> anyhow::Result<u8> {
         .abort_open_transactions(args.abort_open_transactions);
     let mut done: Vec<PartitionRestore> = Vec::new();
     let mut failed: Vec<(TopicPartition, RestoreError)> = Vec::new();
-    for (tp, e) in &partitions {
-        let result = if args.dry_run {
-            restorer.plan(tp, e).await.map(|(r, _, _)| r)
-        } else {
-            restorer.restore(tp, e).await
-        };
-        match result {
+    restorer
+        .restore_each(&partitions, args.dry_run, |tp, result| match result {
             Ok(r) => {
                 eprintln!("{}", line(tp, &r, args.dry_run));
                 done.push(r);
@@ -167,8 +162,8 @@ pub(crate) async fn run(args: RestoreArgs) -> anyhow::Result<u8> {
                 eprintln!("FAILED {}", diagnosis::one_line(&err));
                 failed.push((tp.clone(), err));
             }
-        }
-    }
+        })
+        .await;
     let restored = done.iter().filter(|r| !r.nothing_before_cut).count();
     let code = if !failed.is_empty() {
         if failed
