@@ -426,22 +426,13 @@ pub(crate) async fn upload_pack(
     let first_tp = jobs.first().map(|j| j.tp.to_string()).unwrap_or_default();
     let written = match manifest::pack::encode(inputs) {
         Ok((object, index)) => {
-            let (size, crc) = (object.len() as u64, kafkalog::batch::crc32c(&object));
             if let Some(l) = limiter {
-                l.acquire(size).await;
+                l.acquire(object.len() as u64).await;
             }
-            match store.put_new(&key, Bytes::from(object)).await {
-                Ok(()) => Ok(index),
-                Err(e @ StoreError::Conflict { .. }) => {
-                    let tp = jobs[0].tp;
-                    match verify_own_object(store, tp, &key, size, crc, &e).await {
-                        Ok(Found::Ours) => Ok(index),
-                        Ok(Found::Nothing) => Err(ShipperError::store(first_tp.clone(), e)),
-                        Err(e) => Err(e),
-                    }
-                }
-                Err(e) => Err(ShipperError::store(first_tp.clone(), e)),
-            }
+            put_own(store, jobs[0].tp, &key, vec![Bytes::from(object)])
+                .await
+                .map(|()| index)
+                .map_err(|e| ShipperError::store(first_tp.clone(), e))
         }
         Err(e) => Err(ShipperError::Inconsistent {
             tp: jobs[0].tp.clone(),
