@@ -14,7 +14,8 @@
 //! - [`api`]: one module per Kafka API.
 //! - [`request`]: one frame from its bytes to its reply (what the listener
 //!   and the fuzz target share).
-//! - [`view`]: what is served, read from the segment files.
+//! - [`view`]: what is served, read from the segment files; `splice`: a
+//!   fetch response whose records go from the files to the socket.
 //! - [`writer`]: producers' appends, performed by the single writer.
 //! - [`versions`]: the API versions implemented and advertised.
 //! - [`groups`]: the consumer group coordinator and `__consumer_offsets`.
@@ -34,6 +35,7 @@ pub mod request;
 pub mod sasl;
 pub mod security;
 pub mod server;
+mod splice;
 pub mod versions;
 pub mod view;
 pub mod writer;

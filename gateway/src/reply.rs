@@ -10,6 +10,9 @@ use kafka_protocol::protocol::Encodable;
 pub(crate) enum Reply {
     /// This response body (after the header).
     Body(BytesMut),
+    /// This response body, its records still in segment files
+    /// ([`crate::splice`]).
+    Spliced(crate::splice::Body),
     /// Nothing (a Produce with acks=0 that succeeded).
     Nothing,
     /// Close the connection (why, for the log).

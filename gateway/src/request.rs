@@ -64,6 +64,10 @@ pub async fn answer_frame(
     match handle(shared, &mut auth, frame, peer).await {
         Err(why) => FrameAnswer::Close(why),
         Ok((key, _, Reply::Body(body))) => FrameAnswer::Response(key, body),
+        Ok((key, _, Reply::Spliced(body))) => match body.to_bytes() {
+            Ok(bytes) => FrameAnswer::Response(key, bytes),
+            Err(e) => FrameAnswer::Close(format!("reading the records sent: {e}")),
+        },
         Ok((_, _, Reply::Nothing)) => FrameAnswer::Nothing,
         Ok((_, _, Reply::Close(why))) | Ok((_, _, Reply::FailedAuthentication(_, why))) => {
             FrameAnswer::Close(why)

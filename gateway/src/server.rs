@@ -37,6 +37,7 @@ use crate::limits::{
     frame_size, read_deadline,
 };
 use crate::reply::Reply;
+use crate::splice::SpanSink;
 
 /// The gateway: serves the log dir on a listener until shut down.
 pub struct Gateway {
@@ -329,7 +330,7 @@ impl Conn {
     }
 }
 
-async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
+async fn connection<S: AsyncRead + SpanSink>(
     mut stream: S,
     conn: &Conn,
     mut shutdown: watch::Receiver<bool>,
@@ -337,6 +338,8 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     let shared = &conn.shared;
     let peer = conn.peer;
     let mut auth = crate::security::Auth::new(shared.security.sasl.is_some());
+    // Reused for the records of every fetch on a TLS connection.
+    let mut span_buf = Vec::new();
     loop {
         let (body, in_flight) = match conn.read_request(&mut stream, &mut shutdown).await? {
             None | Some(Read::Closed) => return Ok(()),
@@ -350,6 +353,9 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
         };
         match reply {
             Reply::Body(payload) => write_response(&mut stream, key, &header, payload).await?,
+            Reply::Spliced(body) => {
+                write_spliced(&mut stream, key, &header, &body, &mut span_buf).await?;
+            }
             Reply::Nothing => {}
             Reply::Close(why) => anyhow::bail!("{key:?} v{}: {why}", header.request_api_version),
             Reply::FailedAuthentication(payload, why) => {
@@ -364,12 +370,9 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-async fn write_response<S: AsyncWrite + Unpin>(
-    stream: &mut S,
-    key: ApiKey,
-    header: &RequestHeader,
-    payload: BytesMut,
-) -> anyhow::Result<()> {
+/// The size prefix and response header of a response whose body has
+/// `body_len` bytes.
+fn frame_head(key: ApiKey, header: &RequestHeader, body_len: u64) -> anyhow::Result<BytesMut> {
     let mut head = BytesMut::new();
     ResponseHeader::default()
         .with_correlation_id(header.correlation_id)
@@ -377,12 +380,44 @@ async fn write_response<S: AsyncWrite + Unpin>(
             &mut head,
             key.response_header_version(header.request_api_version),
         )?;
-    let size = i32::try_from(head.len() + payload.len())?;
+    let size = i32::try_from(head.len() as u64 + body_len)?;
     let mut frame = BytesMut::with_capacity(4 + head.len());
     frame.extend_from_slice(&size.to_be_bytes());
     frame.extend_from_slice(&head);
+    Ok(frame)
+}
+
+async fn write_response<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    key: ApiKey,
+    header: &RequestHeader,
+    payload: BytesMut,
+) -> anyhow::Result<()> {
+    let frame = frame_head(key, header, payload.len() as u64)?;
     stream.write_all(&frame).await?;
     let payload: Bytes = payload.freeze();
     stream.write_all(&payload).await?;
+    Ok(())
+}
+
+/// Writes a response whose records are still in segment files: the head
+/// and the body's first in-memory part in one write, then the rest.
+async fn write_spliced<S: SpanSink>(
+    stream: &mut S,
+    key: ApiKey,
+    header: &RequestHeader,
+    body: &crate::splice::Body,
+    buf: &mut Vec<u8>,
+) -> anyhow::Result<()> {
+    let mut frame = frame_head(key, header, body.len)?;
+    let rest = match body.parts.split_first() {
+        Some((crate::splice::Part::Inline(first), rest)) => {
+            frame.extend_from_slice(first);
+            rest
+        }
+        _ => &body.parts[..],
+    };
+    stream.write_all(&frame).await?;
+    crate::splice::write_parts(stream, rest, buf).await?;
     Ok(())
 }

@@ -23,12 +23,10 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use bytes::Bytes;
-use kafkalog::batch::BatchHeader;
 use kafkalog::checkpoint::{self, LOG_START_OFFSET_CHECKPOINT};
 use kafkalog::epoch::EpochLineage;
 use kafkalog::index::{AbortedTxn, TimeIndex, TransactionIndex};
-use kafkalog::reader::{PartitionReader, SegmentFile};
+use kafkalog::reader::{LocatedBatches, PartitionReader, SegmentFile};
 use kafkalog::segment::{self, ScanStop};
 use kafkalog::{TopicId, TopicPartition};
 use manifest::state::PartitionState;
@@ -74,15 +72,6 @@ pub enum ViewError {
     /// The mirror record could not be read.
     #[error("{0}")]
     Record(String),
-}
-
-/// Whole batches read for a fetch.
-#[derive(Debug, Clone, Default)]
-pub struct FetchedBatches {
-    /// The batches' bytes, as in the segment files.
-    pub bytes: Bytes,
-    /// Offset after the last batch returned (the fetch offset when none).
-    pub next_offset: i64,
 }
 
 /// Where the scan of a partition's last segment stopped, and the
@@ -193,39 +182,20 @@ impl LogView {
         })
     }
 
-    /// Whole batches from the one holding `offset` on, below `upper`, within
-    /// `max_bytes` except that the first batch is returned whatever its size
-    /// when `at_least_one` (KIP-74).
-    pub fn read(
+    /// Where the whole batches from the one holding `offset` on lie, below
+    /// `upper`, within `max_bytes` except that the first batch counts
+    /// whatever its size when `at_least_one` (KIP-74): their bytes are not
+    /// read here ([`kafkalog::reader::PartitionReader::locate_batches`]).
+    pub fn locate(
         &self,
         tp: &TopicPartition,
         offset: i64,
         upper: i64,
         max_bytes: usize,
         at_least_one: bool,
-    ) -> Result<FetchedBatches, ViewError> {
+    ) -> Result<LocatedBatches, ViewError> {
         let reader = self.reader(tp)?;
-        let mut out: Vec<u8> = Vec::new();
-        let mut next = offset;
-        if offset < upper {
-            reader.for_each_batch(offset, false, |h: &BatchHeader, bytes: &[u8]| {
-                if h.base_offset >= upper {
-                    return ControlFlow::Break(());
-                }
-                let fits = out.len() + bytes.len() <= max_bytes;
-                let first_of_all = out.is_empty() && at_least_one;
-                if !fits && !first_of_all {
-                    return ControlFlow::Break(());
-                }
-                out.extend_from_slice(bytes);
-                next = h.next_offset();
-                ControlFlow::Continue(())
-            })?;
-        }
-        Ok(FetchedBatches {
-            bytes: Bytes::from(out),
-            next_offset: next,
-        })
+        Ok(reader.locate_batches(offset, upper, max_bytes as u64, at_least_one)?)
     }
 
     /// The aborted transactions that overlap `[from, upper)`, from the
@@ -387,11 +357,13 @@ fn fresh_tail(dir: &Path, last: &SegmentFile) -> Result<Tail, ViewError> {
     })
 }
 
-/// Scans `path` from `tail.scanned_to` to the end of its complete batches.
+/// Walks the batch headers of `path` from `tail.scanned_to` to the end of
+/// its complete batches (their records are not read).
 fn scan_tail(tail: &mut Tail, path: &Path) -> Result<(), ViewError> {
     let mut next = tail.next_offset;
     let mut open = tail.open.clone();
-    let end = segment::scan(path, tail.scanned_to, false, |h, _| {
+    let file = std::fs::File::open(path).map_err(kafkalog::Error::io("open", path))?;
+    let end = segment::walk_headers(&file, path, tail.scanned_to, |h| {
         next = h.next_offset();
         if h.is_transactional() && h.producer_id >= 0 {
             if h.is_control() {

@@ -345,12 +345,25 @@ pub fn framed_size(head: &[u8]) -> Option<usize> {
 /// possible. Does not check the CRC: see [`verify_crc`].
 /// `position` is the byte position of `buf[0]` in its file, used in errors.
 pub fn parse_header(buf: &[u8], position: u64) -> Result<BatchHeader, BatchError> {
-    let available = buf.len() as u64;
-    if buf.len() < LOG_OVERHEAD {
+    parse_header_in(buf, position, buf.len() as u64)
+}
+
+/// [`parse_header`] of a batch of which only the first bytes `head` are in
+/// memory (at least [`HEADER_SIZE`] of them, or all of the `available`
+/// bytes its file holds from `position` on when fewer): the batch must fit
+/// in `available`. What a reader that sends the batch's bytes without
+/// reading them (the gateway's zero-copy fetch) checks.
+pub fn parse_header_in(
+    buf: &[u8],
+    position: u64,
+    available: u64,
+) -> Result<BatchHeader, BatchError> {
+    let held = buf.len() as u64;
+    if held < LOG_OVERHEAD as u64 || held < available.min(HEADER_SIZE as u64) {
         return Err(BatchError::Truncated {
             position,
-            needed: LOG_OVERHEAD as u64,
-            available,
+            needed: (HEADER_SIZE as u64).min(available.max(LOG_OVERHEAD as u64)),
+            available: held.min(available),
         });
     }
     let base_offset = be_i64(buf, 0);

@@ -174,6 +174,77 @@ pub fn scan(
     }
 }
 
+/// Bytes read at a time by [`walk_headers`]: the headers of batches smaller
+/// than this come from one read, a larger batch's header costs one read of
+/// this size (a small share of the batch, which is not read).
+const HEADER_WINDOW: usize = 4 << 10;
+
+/// The headers of the batches of the open segment `file` (at `path`, for
+/// errors) from byte `from` on, without reading their records: each
+/// header is checked as [`batch::parse_header_in`] checks it (magic 2, the
+/// whole batch inside the file, possible fields), not its CRC. For a
+/// reader that passes the batches' bytes on without looking at them (the
+/// gateway's fetch). Stops as [`scan`] does; the file's size is taken once,
+/// so bytes appended during the walk are left to the next one.
+pub fn walk_headers(
+    file: &File,
+    path: &Path,
+    from: u64,
+    mut visit: impl FnMut(&BatchHeader) -> ControlFlow<()>,
+) -> Result<ScanEnd> {
+    let file_size = file.metadata().map_err(Error::io("stat", path))?.len();
+    let end = |pos: u64, stop: ScanStop| {
+        Ok(ScanEnd {
+            valid_end: pos,
+            file_size,
+            stop,
+        })
+    };
+    let mut window = [0u8; HEADER_WINDOW];
+    // The file's bytes [window_at, window_at + held) are in `window`.
+    let (mut window_at, mut held) = (from, 0usize);
+    let mut pos = from;
+    loop {
+        if pos >= file_size {
+            return end(pos, ScanStop::End);
+        }
+        let remaining = file_size - pos;
+        let want = (HEADER_SIZE as u64).min(remaining);
+        if pos < window_at || pos - window_at + want > held as u64 {
+            let len = (HEADER_WINDOW as u64).min(remaining) as usize;
+            held = read_fully_at(file, &mut window[..len], pos).map_err(Error::io("read", path))?;
+            window_at = pos;
+        }
+        let start = (pos - window_at) as usize;
+        let head = &window[start..held];
+        let header = match batch::parse_header_in(head, pos, remaining) {
+            Ok(h) => h,
+            Err(e) if e.is_truncation() => return end(pos, ScanStop::Torn(e)),
+            Err(e) => return end(pos, ScanStop::Corrupt(e)),
+        };
+        pos += header.size() as u64;
+        if visit(&header).is_break() {
+            return end(pos, ScanStop::Visitor);
+        }
+    }
+}
+
+/// Reads `buf.len()` bytes at `at`, or fewer at the end of the file: how
+/// many were read.
+fn read_fully_at(file: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], at + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
 /// A read window over a file: `buf[start..end]` holds the bytes at the scan
 /// position. Batches are parsed in place; the window is refilled (moving the
 /// unread tail to the front) only when a batch does not fit, and grows only

@@ -1,4 +1,6 @@
-//! Fetch: whole batches from the segment files, as they are on disk.
+//! Fetch: whole batches from the segment files, as they are on disk,
+//! located from their headers and sent from the files to the socket
+//! ([`crate::splice`]).
 //!
 //! - Sessionless: the response's session id is 0 (KIP-227 allows declining).
 //! - Long polling: a fetch with less than `min_bytes` ready waits up to
@@ -15,7 +17,6 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
@@ -25,7 +26,8 @@ use tokio::time::Instant;
 
 use super::{leader_epoch_error, topic_partition, view_error_code};
 use crate::context::Shared;
-use crate::reply::{Reply, encode};
+use crate::reply::Reply;
+use crate::splice::Splicer;
 
 /// How often a waiting fetch looks again without being woken.
 const RECHECK: Duration = Duration::from_millis(200);
@@ -44,23 +46,28 @@ pub(super) async fn handle(shared: &Shared, request: FetchRequest, version: i16)
         // Armed before reading, so an append between the read and the wait
         // is not missed.
         let woken = shared.appends.notified();
-        let (response, bytes, failed) = read_once(shared, &request, version);
+        let (response, splicer, bytes, failed) = read_once(shared, &request, version);
         let now = Instant::now();
         if bytes >= min_bytes.max(1) || failed || now >= deadline {
-            return encode(&response, version);
+            return match splicer.encode(&response, version, version >= 12) {
+                Ok(body) => Reply::Spliced(body),
+                Err(why) => Reply::Close(why),
+            };
         }
         let until = deadline.min(now + RECHECK);
         let _ = tokio::time::timeout_at(until, woken).await;
     }
 }
 
-/// One pass over the requested partitions: the response, its record
-/// bytes, and whether a partition had an error (answered at once).
+/// One pass over the requested partitions: the response (its records
+/// placeholders of the splicer's spans), its record bytes, and whether a
+/// partition had an error (answered at once).
 fn read_once(
     shared: &Shared,
     request: &FetchRequest,
     version: i16,
-) -> (FetchResponse, usize, bool) {
+) -> (FetchResponse, Splicer, usize, bool) {
+    let mut splicer = Splicer::default();
     let read_committed = request.isolation_level == 1;
     let mut budget = usize::try_from(request.max_bytes)
         .unwrap_or(0)
@@ -131,9 +138,9 @@ fn read_once(
             let limit = usize::try_from(p.partition_max_bytes)
                 .unwrap_or(0)
                 .min(budget);
-            let fetched = match shared
+            let located = match shared
                 .view
-                .read(&tp, p.fetch_offset, upper, limit, total == 0)
+                .locate(&tp, p.fetch_offset, upper, limit, total == 0)
             {
                 Ok(f) => f,
                 Err(e) => {
@@ -142,13 +149,13 @@ fn read_once(
                     continue;
                 }
             };
-            let size = fetched.bytes.len();
+            let size = usize::try_from(located.bytes).unwrap_or(usize::MAX);
             total += size;
             budget = budget.saturating_sub(size);
             let aborted = if read_committed {
                 match shared
                     .view
-                    .aborted(&tp, p.fetch_offset, fetched.next_offset)
+                    .aborted(&tp, p.fetch_offset, located.next_offset)
                 {
                     Ok(list) => Some(
                         list.into_iter()
@@ -168,13 +175,10 @@ fn read_once(
             } else {
                 None
             };
-            partitions.push(row.with_aborted_transactions(aborted).with_records(Some(
-                if size == 0 {
-                    Bytes::new()
-                } else {
-                    fetched.bytes
-                },
-            )));
+            partitions.push(
+                row.with_aborted_transactions(aborted)
+                    .with_records(Some(splicer.placeholder(located.spans))),
+            );
         }
         topics.push(
             FetchableTopicResponse::default()
@@ -187,6 +191,7 @@ fn read_once(
         FetchResponse::default()
             .with_session_id(0)
             .with_responses(topics),
+        splicer,
         total,
         failed,
     )
