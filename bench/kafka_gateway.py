@@ -45,6 +45,39 @@ def consume(a):
     print(json.dumps({"seconds": seconds, "records": n, "bytes": size}))
 
 
+def floor(a):
+    """The kernel's floor for serving files over loopback TCP: sendfile(2)
+    of every file to a reader that discards (recv_into a 1 MiB buffer), as
+    the gateway's plaintext fetch does; the sender's CPU per GiB."""
+    import os
+    import resource
+    import socket
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    pid = os.fork()
+    if pid == 0:
+        c = socket.create_connection(("127.0.0.1", port))
+        buf = bytearray(1 << 20)
+        while c.recv_into(buf):
+            pass
+        os._exit(0)
+    conn, _ = srv.accept()
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    sent = 0
+    for path in a.files:
+        with open(path, "rb") as f:
+            sent += conn.sendfile(f)
+    conn.close()
+    seconds = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    os.waitpid(pid, 0)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    print(json.dumps({"seconds": seconds, "bytes": sent, "cpu_seconds": cpu}))
+
+
 def latency(a):
     from confluent_kafka import Consumer, TopicPartition, OFFSET_END
     c = Consumer({"bootstrap.servers": a.bootstrap, "group.id": "bench-latency",
@@ -128,6 +161,8 @@ def main():
     p.add_argument("--bootstrap", required=True)
     p.add_argument("--topic", required=True)
     p.add_argument("--records", type=int, required=True)
+    p = sub.add_parser("floor")
+    p.add_argument("files", nargs="+")
     p = sub.add_parser("latency")
     p.add_argument("--bootstrap", required=True)
     p.add_argument("--topic", required=True)
@@ -141,7 +176,7 @@ def main():
     p.add_argument("--connections", type=int, default=100)
     p.add_argument("--seconds", type=float, default=30)
     a = ap.parse_args()
-    {"consume": consume, "latency": latency, "idle": idle}[a.cmd](a)
+    {"consume": consume, "floor": floor, "latency": latency, "idle": idle}[a.cmd](a)
 
 
 if __name__ == "__main__":
