@@ -39,9 +39,12 @@ pub fn read(dir: &Path) -> Result<Option<String>> {
 }
 
 /// Marks the partition dir `dir` read-only with `reason`. A mark already
-/// there with the same reason is not rewritten (every open of a mirror
-/// sets its guard again: no rename per partition), only fsynced, so that
-/// it is durable even if the write that put it there was not yet.
+/// there with the same reason is left as it is: every open of a mirror
+/// sets its guard again, and neither a rename nor an fsync per partition
+/// is spent on a mark that is there. (Such a mark may not be durable yet
+/// if the process that wrote it died before its barrier; a power loss
+/// then loses it, and the next open of the mirror, the only writer of the
+/// log dir, sets it again from the mirror record before anything else.)
 pub fn set(dir: &Path, reason: &str) -> Result<()> {
     let path = dir.join(GUARD_FILE);
     let body = serde_json::to_vec(&GuardFile {
@@ -49,12 +52,7 @@ pub fn set(dir: &Path, reason: &str) -> Result<()> {
     })
     .map_err(|e| Error::InvalidArgument(format!("encoding write guard: {e}")))?;
     if fsutil::read_optional(&path)?.as_deref() == Some(body.as_slice()) {
-        if fsutil::replace_pending(&path) {
-            // This thread's barrier writes it durably.
-            return Ok(());
-        }
-        let file = std::fs::File::open(&path).map_err(Error::io("open", &path))?;
-        return fsutil::sync_file(&file, &path, false);
+        return Ok(());
     }
     fsutil::write_atomic(&path, &body, true)
 }

@@ -386,6 +386,11 @@ pub struct PartitionLog {
     /// Undoing a failed append failed and so did reopening the log: the
     /// next write reopens it (recovery) before anything else.
     needs_reopen: bool,
+    /// Set at open when the recovery point covered the whole log: the log
+    /// is as durable as [`PartitionLog::flush`] would make it, so a flush
+    /// before any change (a failover's) fsyncs nothing. Cleared by every
+    /// change; a log reopened after a truncation starts with it cleared.
+    durable_since_open: bool,
     /// Fsyncs of rolled segments waiting for the next flush
     /// ([`FlushPolicy::OnFlush`]).
     sync_later: fsutil::SyncLater,
@@ -458,7 +463,7 @@ impl PartitionLog {
         }
         let log_start_hint = shared.log_start_offset(&tp);
         let recovery_point = shared.recovery_point(&tp);
-        Self::recover(
+        let mut log = Self::recover(
             shared,
             dir,
             tp,
@@ -466,7 +471,13 @@ impl PartitionLog {
             config,
             log_start_hint,
             recovery_point,
-        )
+        )?;
+        // The recovery point is written only after the data it covers was
+        // fsynced (Kafka's meaning): a log it covers whole, that recovery
+        // did not cut, needs no flush until it changes.
+        log.durable_since_open =
+            log.recovery.is_clean() && recovery_point.is_some_and(|p| p >= log.log_end_offset());
+        Ok(log)
     }
 
     fn recover(
@@ -613,6 +624,7 @@ impl PartitionLog {
             recovery: report,
             epoch_checkpoint_stale: false,
             needs_reopen: false,
+            durable_since_open: false,
             sync_later: fsutil::SyncLater::default(),
             #[cfg(test)]
             write_budget: None,
@@ -774,6 +786,7 @@ impl PartitionLog {
         limits: crate::retention::RetentionLimits,
         now_ms: i64,
     ) -> Result<Option<crate::retention::RetentionCut>> {
+        self.durable_since_open = false;
         let end = self.log_end_offset();
         let facts = self.segment_facts()?;
         let Some(cut) = crate::retention::retention_cut(&facts, end, end, now_ms, limits) else {
@@ -811,6 +824,7 @@ impl PartitionLog {
     /// stamps `epoch` on every batch (both fields lie outside the CRC, so the
     /// batches stay valid). The epoch may not be below the latest epoch.
     pub fn append_as_leader(&mut self, batches: &mut [u8], epoch: i32) -> Result<AppendInfo> {
+        self.durable_since_open = false;
         if let Some(reason) = guard::read(&self.dir)? {
             return Err(Error::ReadOnly {
                 topic_partition: self.tp.to_string(),
@@ -824,6 +838,7 @@ impl PartitionLog {
     /// records the mirror itself must write while the partition is
     /// read-only (transaction markers during failover).
     pub fn append_as_coordinator(&mut self, batches: &mut [u8], epoch: i32) -> Result<AppendInfo> {
+        self.durable_since_open = false;
         self.reopen_if_needed()?;
         if epoch < 0 {
             return Err(Error::InvalidArgument(format!(
@@ -872,6 +887,7 @@ impl PartitionLog {
     /// increase (gaps allowed); epochs may not decrease. The write guard does
     /// not apply.
     pub fn append_replicated(&mut self, batches: &[u8]) -> Result<AppendInfo> {
+        self.durable_since_open = false;
         self.reopen_if_needed()?;
         let mut expected = self.log_end_offset();
         let mut latest_epoch = self.epochs.latest_epoch().unwrap_or(-1);
@@ -1308,6 +1324,7 @@ impl PartitionLog {
     /// renamed instead of left behind. No-op when the active segment already
     /// starts at `base`.
     pub fn roll_to(&mut self, base: i64) -> Result<()> {
+        self.durable_since_open = false;
         self.reopen_if_needed()?;
         if base == self.active.base_offset {
             return Ok(());
@@ -1350,6 +1367,7 @@ impl PartitionLog {
     /// beside the old one and renamed over it, then its indexes are rebuilt,
     /// so a crash leaves the old or the new segment, never a mix.
     pub fn replace_segment(&mut self, base: i64, batches: &[u8]) -> Result<()> {
+        self.durable_since_open = false;
         let bases = self.segment_base_offsets();
         let Some(i) = bases.iter().position(|&b| b == base) else {
             return Err(Error::InvalidArgument(format!(
@@ -1392,6 +1410,11 @@ impl PartitionLog {
     /// [`IndexSync::Visible`]) and updates the log dir's recovery point and
     /// log start checkpoints.
     pub fn flush(&mut self) -> Result<()> {
+        if self.durable_since_open && self.sync_later.is_empty() {
+            // Nothing to make durable; the active segment's indexes, which
+            // open rebuilt in memory, are still written for readers.
+            return self.active.write_indexes(&self.dir, IndexSync::Visible);
+        }
         self.sync_later.sync()?;
         let a = &mut self.active;
         fsutil::sync_file(&a.file, &a.path, false)?;
@@ -1471,6 +1494,7 @@ impl PartitionLog {
     /// epoch cache and indexes follow. Truncating below the log start empties
     /// the log and restarts it at `offset`. Returns the new log end offset.
     pub fn truncate_to(&mut self, offset: i64) -> Result<i64> {
+        self.durable_since_open = false;
         if offset >= self.log_end_offset() {
             return Ok(self.log_end_offset());
         }
@@ -1525,6 +1549,7 @@ impl PartitionLog {
     /// Deletes every segment and restarts the log empty at `offset` (log
     /// start = log end = `offset`), as Kafka's `truncateFullyAndStartAt`.
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<()> {
+        self.durable_since_open = false;
         if offset < 0 {
             return Err(Error::InvalidArgument(format!(
                 "{}: cannot start at negative offset {offset}",
@@ -1559,6 +1584,7 @@ impl PartitionLog {
     /// deletes the segments that lie wholly below it, as retention does.
     /// Returns the base offsets of the deleted segments.
     pub fn raise_log_start(&mut self, offset: i64) -> Result<Vec<i64>> {
+        self.durable_since_open = false;
         let new_start = offset.min(self.log_end_offset());
         if new_start <= self.log_start_offset {
             return Ok(vec![]);
@@ -2238,6 +2264,50 @@ mod tests {
         log.flush().expect("flush");
         assert_eq!(std::fs::read(&index).expect("index"), written, "rebuilt");
         assert!(time_index.exists(), "rebuilt");
+    }
+
+    #[test]
+    fn a_log_opened_whole_below_its_recovery_point_needs_no_fsync_until_it_changes() {
+        let root = tempfile::tempdir().expect("tempdir");
+        // The active segment.
+        let segment = |log: &PartitionLog| {
+            let base = *log.segment_base_offsets().last().expect("a segment");
+            log.dir().join(segment::file_name(base, LOG_SUFFIX))
+        };
+        let pending_after_flush = |log: &mut PartitionLog| {
+            let scope = fsutil::DeferredSync::begin();
+            log.flush().expect("flush");
+            let pending = fsutil::pending_file_fsyncs();
+            scope.finish().expect("barrier");
+            pending
+        };
+        {
+            let dir = LogDir::open(root.path()).expect("open");
+            let mut log = dir
+                .open_or_create_partition(&tp(), None, small())
+                .expect("create");
+            log.append_replicated(&batches(&[(0, 0), (2, 0)]))
+                .expect("append");
+            log.flush().expect("flush");
+            // Appended after the last flush, then the process died.
+            log.append_replicated(&batches(&[(4, 0)])).expect("append");
+        }
+        // The recovery point (4) lags the log end (6): its flush fsyncs.
+        let dir = LogDir::open(root.path()).expect("open");
+        let mut log = dir.open_partition(&tp(), small()).expect("open");
+        assert!(pending_after_flush(&mut log).contains(&segment(&log)));
+        drop(log);
+        // Now covered whole: a failover's flush fsyncs nothing...
+        let mut log = dir.open_partition(&tp(), small()).expect("open");
+        assert_eq!(pending_after_flush(&mut log), Vec::<PathBuf>::new());
+        // ... until the log changes (an ABORT marker, a truncation).
+        log.append_replicated(&batches(&[(6, 0)])).expect("append");
+        assert!(pending_after_flush(&mut log).contains(&segment(&log)));
+        drop(log);
+        let mut log = dir.open_partition(&tp(), small()).expect("open");
+        log.truncate_to(4).expect("truncate");
+        assert!(pending_after_flush(&mut log).contains(&segment(&log)));
+        assert_eq!(log.log_end_offset(), 4);
     }
 
     #[test]
