@@ -26,7 +26,9 @@
 //!   which both [`log`] and [`logdir`] use).
 //! - [`guard`]: the persisted write guard that makes a partition read-only.
 //! - [`offsets_topic`]: records of `__consumer_offsets` (committed offsets,
-//!   group metadata).
+//!   group metadata); [`transaction_topic`]: records of
+//!   `__transaction_state` (each transactional id's state and partitions);
+//!   both read through the private `coordinator_wire`.
 //! - [`reader`], [`verify`], [`compare`]: read-only access and checks.
 //! - [`units`]: sizes with units (`8MiB`), as every binary takes them.
 //!
@@ -37,6 +39,7 @@ pub mod builder;
 pub mod checkpoint;
 pub mod compare;
 pub mod compression;
+mod coordinator_wire;
 pub mod epoch;
 pub mod error;
 pub mod fsutil;
@@ -53,6 +56,7 @@ mod root_checkpoints;
 pub mod segment;
 pub mod snapshot;
 pub mod topic;
+pub mod transaction_topic;
 pub mod units;
 pub mod verify;
 

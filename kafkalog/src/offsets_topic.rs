@@ -40,6 +40,7 @@
 //! not know is [`OffsetsRecord::Unknown`], for the caller to skip and count.
 
 use crate::builder::{BatchSpec, RecordInput, build_batch};
+use crate::coordinator_wire::Reader;
 
 /// The offsets topic.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -199,115 +200,11 @@ pub fn commit_batch(
     build_batch(&BatchSpec::new(0, 0), &records).map_err(|e| e.to_string())
 }
 
-/// A cursor over a record's bytes.
-struct Reader<'a> {
-    buf: &'a [u8],
-    flexible: bool,
-}
-
 type Parsed<T> = Result<T, OffsetsRecordError>;
 
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8]) -> Reader<'a> {
-        Reader {
-            buf,
-            flexible: false,
-        }
-    }
-    fn take(&mut self, n: usize, what: &'static str) -> Parsed<&'a [u8]> {
-        if self.buf.len() < n {
-            return Err(OffsetsRecordError(what));
-        }
-        let (head, rest) = self.buf.split_at(n);
-        self.buf = rest;
-        Ok(head)
-    }
-    fn i16(&mut self, what: &'static str) -> Parsed<i16> {
-        let b = self.take(2, what)?;
-        Ok(i16::from_be_bytes([b[0], b[1]]))
-    }
-    fn i32(&mut self, what: &'static str) -> Parsed<i32> {
-        let b = self.take(4, what)?;
-        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn i64(&mut self, what: &'static str) -> Parsed<i64> {
-        let b = self.take(8, what)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        Ok(i64::from_be_bytes(a))
-    }
-    /// An unsigned varint (flexible versions' lengths and tags).
-    fn uvarint(&mut self, what: &'static str) -> Parsed<u64> {
-        let mut value = 0u64;
-        for shift in (0..35).step_by(7) {
-            let b = self.take(1, what)?[0];
-            value |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(OffsetsRecordError(what))
-    }
-    /// A length: `None` for null (-1, or 0 in compact form).
-    fn length(&mut self, what: &'static str, wide: bool) -> Parsed<Option<usize>> {
-        if self.flexible {
-            let n = self.uvarint(what)?;
-            return Ok(if n == 0 {
-                None
-            } else {
-                Some(usize::try_from(n - 1).map_err(|_| OffsetsRecordError(what))?)
-            });
-        }
-        let n = if wide {
-            i64::from(self.i32(what)?)
-        } else {
-            i64::from(self.i16(what)?)
-        };
-        if n < 0 {
-            return Ok(None);
-        }
-        Ok(Some(
-            usize::try_from(n).map_err(|_| OffsetsRecordError(what))?,
-        ))
-    }
-    fn nullable_string(&mut self, what: &'static str) -> Parsed<Option<String>> {
-        match self.length(what, false)? {
-            None => Ok(None),
-            Some(len) => String::from_utf8(self.take(len, what)?.to_vec())
-                .map(Some)
-                .map_err(|_| OffsetsRecordError(what)),
-        }
-    }
-    fn string(&mut self, what: &'static str) -> Parsed<String> {
-        self.nullable_string(what)?.ok_or(OffsetsRecordError(what))
-    }
-    fn skip_bytes(&mut self, what: &'static str) -> Parsed<()> {
-        if let Some(len) = self.length(what, true)? {
-            self.take(len, what)?;
-        }
-        Ok(())
-    }
-    /// The tagged fields that end a struct in flexible versions (skipped).
-    fn tagged_fields(&mut self) -> Parsed<()> {
-        if !self.flexible {
-            return Ok(());
-        }
-        let count = self.uvarint("tagged fields")?;
-        for _ in 0..count {
-            self.uvarint("tag")?;
-            let size = self.uvarint("tagged field size")?;
-            let size = usize::try_from(size).map_err(|_| OffsetsRecordError("tagged field"))?;
-            self.take(size, "tagged field")?;
-        }
-        Ok(())
-    }
-    fn array_len(&mut self, what: &'static str) -> Parsed<usize> {
-        let n = self.length(what, true)?.ok_or(OffsetsRecordError(what))?;
-        // Each element takes at least one byte: refuse absurd counts early.
-        if n > self.buf.len() {
-            return Err(OffsetsRecordError(what));
-        }
-        Ok(n)
+impl From<&'static str> for OffsetsRecordError {
+    fn from(what: &'static str) -> OffsetsRecordError {
+        OffsetsRecordError(what)
     }
 }
 
