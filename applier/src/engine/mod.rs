@@ -166,18 +166,14 @@ impl Applier {
             scrub: None,
             retention_at: None,
         };
-        // Every log opened first (recovery and unfinished ranges cut, each
-        // durable on its own), then every state's actions redone (the
+        // Every log opened first, from several threads (recovery and
+        // unfinished ranges cut, each durable on its own), then every state's actions redone (the
         // write guards made durable again) at one barrier.
-        let opened: Vec<_> = applier
-            .logdir
-            .partitions()?
-            .into_iter()
-            .map(|tp| {
-                let mirror = applier.open_mirror_log(&tp);
-                (tp, mirror)
-            })
-            .collect();
+        let opened = crate::opening::open_existing_all(
+            &applier.logdir,
+            applier.logdir.partitions()?,
+            &applier.clock,
+        );
         let scope = kafkalog::fsutil::DeferredSync::begin();
         for (tp, mirror) in opened {
             applier.table.restart(&tp, mirror);
@@ -202,15 +198,6 @@ impl Applier {
         Ok(applier)
     }
 
-    /// Opens a mirror partition's log and record (`None`: not a mirror;
-    /// `crate::opening::open_existing`).
-    fn open_mirror_log(
-        &self,
-        tp: &TopicPartition,
-    ) -> Result<Option<Mirror>, crate::error::MirrorError> {
-        crate::opening::open_existing(&self.logdir, tp, &self.clock)
-    }
-
     /// Opens again the partitions that could not be opened before.
     fn reopen_unopened(&mut self) {
         let tps: Vec<TopicPartition> = self
@@ -227,8 +214,7 @@ impl Applier {
         // A partition opened now may turn out not to be a mirror: a
         // candidate for `discover` again.
         self.discovered = None;
-        for tp in tps {
-            let opened = self.open_mirror_log(&tp);
+        for (tp, opened) in crate::opening::open_existing_all(&self.logdir, tps, &self.clock) {
             if !self.table.restart(&tp, opened) {
                 self.unopened_left += 1;
             } else if self.table.mirror(&tp).is_some() {
