@@ -701,6 +701,76 @@ fn tls_and_scram_let_only_authenticated_clients_in() {
     );
 }
 
+/// Fetch responses of 10 MiB over TLS, records read from the segment files
+/// 1 MiB at a time: every record arrives, in order, with no wait for a
+/// socket timeout. (A response whose TLS tail stayed in the session's
+/// buffer, unflushed, stalled kcat for its 60 s socket timeout in 2 of 3
+/// runs of 1 GiB with the release build; this test bounds each run at 12 s
+/// with a 15 s socket timeout.)
+#[test]
+fn a_large_log_is_read_whole_over_tls_in_large_fetches() {
+    if !clients_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ca, cert, key) = certificates(dir.path());
+    let logs = dir.path().join("logs");
+    // 1,536 records of 64 KiB: 96 MiB, 8 to a batch.
+    let values: Vec<String> = (0..1536)
+        .map(|i| format!("{i:06}{}", "v".repeat(65530)))
+        .collect();
+    write_log(&logs, "bulk", &values, 8);
+    let port = free_port();
+    let _server = serve(
+        &logs,
+        port,
+        &[
+            "--kafka-tls-cert",
+            cert.to_str().expect("utf-8"),
+            "--kafka-tls-key",
+            key.to_str().expect("utf-8"),
+        ],
+    );
+    for run in 0..3 {
+        let started = std::time::Instant::now();
+        let out = Command::new("kcat")
+            .args([
+                "-b",
+                &format!("127.0.0.1:{port}"),
+                "-C",
+                "-t",
+                "bulk",
+                "-p",
+                "0",
+            ])
+            .args(["-o", "beginning", "-e", "-q", "-f", "%o\n"])
+            .args(["-X", "security.protocol=ssl"])
+            .args(["-X", &format!("ssl.ca.location={}", ca.display())])
+            .args(["-X", "fetch.wait.max.ms=5", "-X", "socket.timeout.ms=15000"])
+            .args(["-X", "fetch.max.bytes=52428800"])
+            .args(["-X", "max.partition.fetch.bytes=10485760"])
+            // A small receive buffer: the server's socket fills at once.
+            .args(["-X", "socket.receive.buffer.bytes=16384"])
+            .output()
+            .expect("kcat");
+        let offsets: Vec<i64> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.parse().expect("an offset"))
+            .collect();
+        assert!(
+            out.status.success(),
+            "run {run}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(offsets, (0..1536).collect::<Vec<i64>>(), "run {run}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(12),
+            "run {run}: {:?}",
+            started.elapsed()
+        );
+    }
+}
+
 #[test]
 fn client_certificates_are_required_when_a_client_ca_is_given() {
     if !clients_present() {

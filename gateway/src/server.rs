@@ -397,6 +397,9 @@ async fn write_response<S: AsyncWrite + Unpin>(
     stream.write_all(&frame).await?;
     let payload: Bytes = payload.freeze();
     stream.write_all(&payload).await?;
+    // TLS: bytes a write left in the session's buffer (the socket was
+    // full) go out now, not with the next response.
+    stream.flush().await?;
     Ok(())
 }
 
@@ -419,5 +422,6 @@ async fn write_spliced<S: SpanSink>(
     };
     stream.write_all(&frame).await?;
     crate::splice::write_parts(stream, rest, buf).await?;
+    stream.flush().await?;
     Ok(())
 }
