@@ -73,6 +73,27 @@ for _ in range($records):
   echo "| $size B records, $(( bytes / MIB )) MiB | $(mibs "$bytes" "$c") MiB/s ($(runs_of "consume-$size") s) | $(mibs "$bytes" "$kc") MiB/s ($(runs_of "kcat-$size") s) | $(mibs "$bytes" "$k") MiB/s ($(runs_of "cat-$size") s) | $(ratio "$k" "$c") / $(ratio "$k" "$kc") | **$per_gib s/GiB** during kcat; $cpu in all for $((2 * RUNS)) GiB | $floor |" >>"$WORK/table"
 done
 
+# a'. the same 64 KiB records over TLS (kcat only): the gateway's CPU per GiB
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+  -keyout "$WORK/tls.key" -out "$WORK/tls.pem" -days 2 -subj "/CN=localhost" \
+  -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
+dir=$DATA/gateway-65536
+bytes=$(log_bytes "$dir")
+port=$(free_port)
+"$BIN/applier" serve --log-dir "$dir" --kafka-listen "127.0.0.1:$port" \
+  --kafka-tls-cert "$WORK/tls.pem" --kafka-tls-key "$WORK/tls.key" 2>"$WORK/serve-tls.log" &
+pids+=($!); serve=$!
+wait_port "$port"
+tls_cpu=0
+for run in $(seq 1 "$RUNS"); do
+  before=$(awk '{print $14 + $15}' "/proc/$serve/stat")
+  timed "kcat-tls" sh -c "kcat -b 127.0.0.1:$port -X security.protocol=ssl -X ssl.ca.location='$WORK/tls.pem' -C -t bulk -p 0 -o beginning -e -q -X fetch.wait.max.ms=5 -X fetch.max.bytes=52428800 -X max.partition.fetch.bytes=10485760 -f '%S\n' >/dev/null"
+  tls_cpu=$(( tls_cpu + $(awk '{print $14 + $15}' "/proc/$serve/stat") - before ))
+done
+kill "$serve"; wait "$serve" 2>/dev/null || true
+tls_per_gib=$(awk -v c="$tls_cpu" -v r="$RUNS" -v b="$bytes" 'BEGIN{printf "%.2f", c / 100 / r / (b / 1073741824)}')
+tls_line="64 KiB records over TLS (P-256, kcat \`security.protocol=ssl\`): $(mibs "$bytes" "$(median kcat-tls 2)") MiB/s ($(runs_of kcat-tls) s), gateway **$tls_per_gib s CPU per GiB**"
+
 # b. latency, source append -> mirror consumer
 src=$WORK/lat-source dst=$WORK/lat-mirror bucket="file://$WORK/lat-bucket"
 mkdir -p "$WORK/lat-bucket"
@@ -102,6 +123,8 @@ echo
 echo "| data | confluent-kafka | kcat (\`fetch.wait.max.ms=5\`) | cat > /dev/null | ratio confluent / kcat | gateway CPU | floor: \`sendfile(2)\` of the files to a discarding reader |"
 echo "|---|---|---|---|---|---|---|"
 cat "$WORK/table"
+echo
+echo "$tls_line"
 echo
 echo "### b. end-to-end latency (source append -> mirror consumer; tail 1 s, poll 100 ms)"
 echo
