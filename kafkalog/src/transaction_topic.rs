@@ -161,6 +161,39 @@ pub enum TxnRecord {
     },
 }
 
+/// The newest state of every transactional id, from the records of its
+/// `__transaction_state` partition applied in log order (what the
+/// coordinator loads at startup): a record replaces the id's state, a
+/// tombstone removes the id, a record of an unknown version is counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TxnStates {
+    /// By transactional id.
+    pub ids: std::collections::BTreeMap<String, TxnMetadata>,
+    /// Records of a key or value version not read ([`TxnRecord::Unknown`]).
+    pub unknown: u64,
+}
+
+impl TxnStates {
+    /// Applies the next record of the log.
+    pub fn apply(&mut self, record: TxnRecord) {
+        match record {
+            TxnRecord::Transaction {
+                transactional_id,
+                metadata: Some(m),
+            } => {
+                self.ids.insert(transactional_id, m);
+            }
+            TxnRecord::Transaction {
+                transactional_id,
+                metadata: None,
+            } => {
+                self.ids.remove(&transactional_id);
+            }
+            TxnRecord::Unknown { .. } => self.unknown += 1,
+        }
+    }
+}
+
 /// A record that is not in Kafka's format.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("malformed __transaction_state record: {0}")]

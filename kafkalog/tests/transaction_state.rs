@@ -100,3 +100,83 @@ fn transactional_ids_land_on_kafkas_partitions() {
         assert!((0..3).contains(&partition_for(id, 3)));
     }
 }
+
+/// `kafkalog transactions` on a log dir the independent writer laid out as
+/// a broker's (`__transaction_state-<p>` partitions of kafka-python batches,
+/// root checkpoints): each id's newest state below the high watermark.
+#[test]
+fn kafkalog_transactions_lists_each_ids_newest_state_below_the_high_watermark() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    let expect = dir.path().join("expect.json");
+    let Some(_) = segmirror_testkit::kafka_python::run_fixture(
+        "gen_transaction_state.py",
+        &[
+            "--log-dir",
+            logs.to_str().expect("utf-8"),
+            "--expect",
+            expect.to_str().expect("utf-8"),
+            "--seed",
+            "3",
+        ],
+    ) else {
+        return;
+    };
+    let want: Value =
+        serde_json::from_str(&std::fs::read_to_string(&expect).expect("read")).expect("json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kafkalog"))
+        .args([
+            "transactions",
+            "--log-dir",
+            logs.to_str().expect("utf-8"),
+            "--json",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(got["records_read"], want["records_below_hw"]);
+    assert_eq!(got["malformed_records"], json!([]));
+    let mut listed = serde_json::Map::new();
+    for t in got["transactions"].as_array().expect("list") {
+        let partitions: Vec<Value> = t["partitions"]
+            .as_array()
+            .expect("partitions")
+            .iter()
+            .map(|p| json!([p["topic"], p["partitions"]]))
+            .collect();
+        listed.insert(
+            t["transactional_id"].as_str().expect("id").to_string(),
+            json!({
+                "coordinator_partition": t["coordinator_partition"],
+                "state": t["state"],
+                "producer_id": t["producer_id"],
+                "producer_epoch": t["producer_epoch"],
+                "partitions": partitions,
+            }),
+        );
+    }
+    assert_eq!(Value::Object(listed), want["transactions"]);
+    // The table names every id; a dir without the topic is refused.
+    let table = std::process::Command::new(env!("CARGO_BIN_EXE_kafkalog"))
+        .args(["transactions", "--log-dir", logs.to_str().expect("utf-8")])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&table.stdout);
+    for id in want["transactions"].as_object().expect("ids").keys() {
+        assert!(text.contains(id.as_str()), "{id}: {text}");
+    }
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let none = std::process::Command::new(env!("CARGO_BIN_EXE_kafkalog"))
+        .args(["transactions", "--log-dir", empty.to_str().expect("utf-8")])
+        .output()
+        .expect("run");
+    assert_eq!(none.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&none.stderr).contains("no __transaction_state partition"));
+}

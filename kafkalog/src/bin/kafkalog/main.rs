@@ -1,11 +1,12 @@
 //! `kafkalog`: inspect, verify, compare, produce to and truncate Kafka-format
-//! log dirs. A thin shell over the `kafkalog` library; one module per
+//! log dirs, and read what a broker's coordinators keep in them. A thin shell over the `kafkalog` library; one module per
 //! subcommand.
 
 mod compare;
 mod dump;
 mod metadata;
 mod produce;
+mod transactions;
 mod truncate;
 mod verify;
 
@@ -60,6 +61,7 @@ Read commands (dump, verify, compare) take no lock and are safe on a live broker
   kafkalog compare /data/source /data/mirror --topic orders
   kafkalog truncate --log-dir /tmp/logs --topic orders --partition 0 --to 100 --yes
   kafkalog metadata --log-dir /var/lib/kafka/data --json
+  kafkalog transactions --log-dir /var/lib/kafka/data
 
 Exit codes: 0 done; 1 a finding (corrupt or different data) or a refused operation (a write to a read-only mirror partition); 2 a usage or setup error (no such log dir, bad flags)."
 )]
@@ -76,6 +78,7 @@ enum Command {
     Produce(produce::Args),
     Truncate(truncate::Args),
     Metadata(metadata::Args),
+    Transactions(transactions::Args),
 }
 
 fn main() -> ExitCode {
@@ -87,6 +90,7 @@ fn main() -> ExitCode {
         Command::Produce(a) => produce::run(a),
         Command::Truncate(a) => truncate::run(a),
         Command::Metadata(a) => metadata::run(a),
+        Command::Transactions(a) => transactions::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),
