@@ -174,6 +174,7 @@ fn defer_replace(path: &Path, contents: &[u8]) -> Result<bool> {
         let mut d = d.borrow_mut();
         d.files.insert(tmp.clone());
         d.removals.remove(path);
+        d.unsynced.remove(path);
         d.renames.insert(path.to_path_buf(), tmp);
     });
     Ok(true)
@@ -233,9 +234,9 @@ pub fn move_at_barrier(path: &Path, to: &Path) -> Result<()> {
 
 /// Renames `from` over `to` at this thread's barrier (at once when no
 /// scope is open), with the barrier's other renames: `from` is a file
-/// already durable (no fsync of it is added), `to`'s directory is fsynced
-/// at the barrier. Until then this thread's [`read_optional`] of `to`
-/// reads `from`.
+/// already durable (no fsync of it is added). The directory's fsync is the
+/// caller's, as for [`remove_at_barrier`]. Until then this thread's
+/// [`read_optional`] of `to` reads `from`.
 pub fn rename_at_barrier(from: &Path, to: &Path) -> Result<()> {
     let deferred = DEFERRED.with(|d| {
         let mut d = d.borrow_mut();
@@ -243,14 +244,14 @@ pub fn rename_at_barrier(from: &Path, to: &Path) -> Result<()> {
             return false;
         }
         d.removals.remove(to);
+        d.unsynced.insert(to.to_path_buf());
         d.renames.insert(to.to_path_buf(), from.to_path_buf());
         true
     });
     if deferred {
         return Ok(());
     }
-    fs::rename(from, to).map_err(Error::io("rename", to))?;
-    fsync_dir(parent_dir(to))
+    fs::rename(from, to).map_err(Error::io("rename", to))
 }
 
 /// Renames `path` to `to`; a missing `path` is not an error.
@@ -359,6 +360,9 @@ struct Pending {
     /// Bytes appended to a file at the barrier, before the fsyncs
     /// ([`append_durably`]).
     appends: BTreeMap<PathBuf, Vec<u8>>,
+    /// Targets of `renames` whose directory the barrier does not fsync
+    /// ([`rename_at_barrier`]: the caller's).
+    unsynced: BTreeSet<PathBuf>,
 }
 
 thread_local! {
@@ -492,7 +496,7 @@ impl DeferredSync {
     /// fsyncs not done are forgotten: the caller must not report the writes
     /// as durable.
     pub fn barrier(&self) -> Result<()> {
-        let (mut files, mut dirs, renames, removals, appends) = DEFERRED.with(|d| {
+        let (mut files, mut dirs, renames, removals, appends, unsynced) = DEFERRED.with(|d| {
             let mut d = d.borrow_mut();
             (
                 std::mem::take(&mut d.files),
@@ -500,6 +504,7 @@ impl DeferredSync {
                 std::mem::take(&mut d.renames),
                 std::mem::take(&mut d.removals),
                 std::mem::take(&mut d.appends),
+                std::mem::take(&mut d.unsynced),
             )
         });
         // Appends first: their fsyncs are the files' below.
@@ -519,6 +524,7 @@ impl DeferredSync {
         dirs.extend(
             renames
                 .iter()
+                .filter(|(path, _)| !unsynced.contains(path))
                 .map(|(path, _)| parent_dir(path).to_path_buf()),
         );
         let dirs: Vec<(PathBuf, bool)> = dirs.into_iter().map(|p| (p, true)).collect();

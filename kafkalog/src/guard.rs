@@ -4,10 +4,15 @@
 //! refuse producer writes in every mirror state but STOPPED. The mark is the
 //! file [`GUARD_FILE`] in the partition dir, holding one JSON object with the
 //! reason. Because it lives in the log dir, every writer in every process
-//! sees it: leader appends check for it before writing. It is written
-//! atomically (temp file, fsync, rename, fsync dir) and removed (moved
-//! aside, [`PARKED_FILE`]) with a directory fsync, so a crash leaves either
-//! the old or the new mark.
+//! sees it: leader appends check for it before writing. A new mark is
+//! written atomically (temp file, fsync, rename, fsync dir); clearing it
+//! moves it aside ([`PARKED_FILE`]) and setting it again with the same
+//! reason moves it back, renames without a directory fsync of their own: a
+//! crash leaves the old or the new mark, and a power loss may undo such a
+//! move. That is safe because the mark is not the authority: the mirror
+//! record is (the applier's journal, durable before the mark moves), the
+//! gateway refuses producers on its state first, and every open of a
+//! mirror sets or clears the mark from it again (`manifest::state::on_restart`).
 //!
 //! Kafka ignores files it does not know in a partition dir, so a broker
 //! started on the log dir is not disturbed by it.
@@ -53,7 +58,7 @@ pub fn read(dir: &Path) -> Result<Option<String>> {
 /// then loses it, and the next open of the mirror, the only writer of the
 /// log dir, sets it again from the mirror record before anything else.)
 /// A mark [`clear`] moved aside with the same reason is moved back (a
-/// rename: no file created, see [`PARKED_FILE`]).
+/// rename: no file created, no directory fsync; see the module docs).
 pub fn set(dir: &Path, reason: &str) -> Result<()> {
     let path = dir.join(GUARD_FILE);
     let body = serde_json::to_vec(&GuardFile {
@@ -90,8 +95,8 @@ pub fn clear(dir: &Path) -> Result<()> {
     if !path.exists() {
         return Ok(());
     }
-    fsutil::move_at_barrier(&path, &dir.join(PARKED_FILE))?;
-    fsutil::fsync_dir(dir)
+    // No directory fsync: see the module docs.
+    fsutil::move_at_barrier(&path, &dir.join(PARKED_FILE))
 }
 
 #[cfg(test)]
