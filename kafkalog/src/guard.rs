@@ -5,11 +5,12 @@
 //! file [`GUARD_FILE`] in the partition dir, holding one JSON object with the
 //! reason. Because it lives in the log dir, every writer in every process
 //! sees it: leader appends check for it before writing. A new mark is
-//! written atomically (temp file, fsync, rename, fsync dir); clearing it
-//! moves it aside ([`PARKED_FILE`]) and setting it again with the same
-//! reason moves it back, renames without a directory fsync of their own: a
-//! crash leaves the old or the new mark, and a power loss may undo such a
-//! move. That is safe because the mark is not the authority: the mirror
+//! written by a rename over it, at once and without an fsync; clearing it
+//! moves it aside ([`PARKED_FILE`]) at the barrier (after the records that
+//! allow writes are durable) and setting it again with the same reason
+//! moves it back, renames without a directory fsync of their own: a crash
+//! leaves the old or the new mark, and a power loss may undo such a change
+//! or leave a new mark torn (unreadable, which refuses writes too). That is safe because the mark is not the authority: the mirror
 //! record is (the applier's journal, durable before the mark moves), the
 //! gateway refuses producers on its state first, and every open of a
 //! mirror sets or clears the mark from it again (`manifest::state::on_restart`).
@@ -78,7 +79,16 @@ pub fn set(dir: &Path, reason: &str) -> Result<()> {
     {
         return fsutil::rename_at_barrier(&parked, &path);
     }
-    fsutil::write_atomic(&path, &body, true)
+    if current.is_none() && path.exists() {
+        // A clear waiting for this thread's barrier: the deferred
+        // replacement cancels it.
+        return fsutil::write_atomic(&path, &body, true);
+    }
+    // Not fsynced, and in place at once rather than at the barrier: a mark
+    // set early only refuses more, a torn one (a power loss before the
+    // page cache was written) is unreadable and so refuses too until the
+    // next open of the mirror sets it again (see the module docs).
+    fsutil::write_atomic(&path, &body, false)
 }
 
 /// Removes the read-only mark (no-op when absent): moves it aside to
