@@ -33,7 +33,9 @@
 //! serial fsync-then-rename of each file becomes one parallel pass. Until
 //! the barrier the target keeps its old content on disk; this thread's
 //! [`read_optional`] and [`remove_file`] see the pending content,
-//! [`remove_at_barrier`] removes a file after the renames, and
+//! [`remove_at_barrier`] removes a file after the renames
+//! ([`move_at_barrier`] renames it aside instead, [`rename_at_barrier`]
+//! puts a durable file in place, neither adding a directory fsync), and
 //! [`write_atomic_visible`] is for a file its writer reads back at once. A
 //! caller whose protocol needs "A durable before B" (the
 //! applier's record before the log changes) puts a barrier between the two
@@ -188,32 +190,17 @@ fn defer_replace(path: &Path, contents: &[u8]) -> Result<bool> {
 /// of `path` in the scope cancels the removal. The directory's fsync is the
 /// caller's.
 pub fn remove_at_barrier(path: &Path) -> Result<()> {
-    let deferred = DEFERRED.with(|d| {
-        let mut d = d.borrow_mut();
-        if d.depth == 0 || d.keeping > 0 {
-            return false;
-        }
-        if let Some(tmp) = d.renames.remove(path) {
-            d.files.remove(&tmp);
-            let _ = fs::remove_file(&tmp);
-        }
-        d.removals.insert(path.to_path_buf(), None);
-        true
-    });
-    if deferred {
+    if going_at_barrier(path, None) {
         return Ok(());
     }
     remove_file(path)
 }
 
-/// [`remove_at_barrier`], except that `path` is renamed to `to` rather
-/// than deleted (at once when no scope is open): a file whose absence
-/// allows something goes as a removal would, and no inode is freed (ext4
-/// scans past every inode freed in the last half minute at each file
-/// creation, so deleting and creating a file per partition for 10,000
-/// partitions costs seconds). The directory's fsync is the caller's.
-pub fn move_at_barrier(path: &Path, to: &Path) -> Result<()> {
-    let deferred = DEFERRED.with(|d| {
+/// Records that `path` goes at this thread's barrier (deleted, or moved to
+/// `to`), cancelling a replacement of it pending there; false when no
+/// scope is open (the caller acts now).
+fn going_at_barrier(path: &Path, to: Option<&Path>) -> bool {
+    DEFERRED.with(|d| {
         let mut d = d.borrow_mut();
         if d.depth == 0 || d.keeping > 0 {
             return false;
@@ -223,10 +210,19 @@ pub fn move_at_barrier(path: &Path, to: &Path) -> Result<()> {
             let _ = fs::remove_file(&tmp);
         }
         d.removals
-            .insert(path.to_path_buf(), Some(to.to_path_buf()));
+            .insert(path.to_path_buf(), to.map(Path::to_path_buf));
         true
-    });
-    if deferred {
+    })
+}
+
+/// [`remove_at_barrier`], except that `path` is renamed to `to` rather
+/// than deleted (at once when no scope is open): a file whose absence
+/// allows something goes as a removal would, and no inode is freed (ext4
+/// scans past every inode freed in the last half minute at each file
+/// creation, so deleting and creating a file per partition for 10,000
+/// partitions costs seconds). The directory's fsync is the caller's.
+pub fn move_at_barrier(path: &Path, to: &Path) -> Result<()> {
+    if going_at_barrier(path, Some(to)) {
         return Ok(());
     }
     rename_existing(path, to)

@@ -54,6 +54,23 @@ pub struct SegmentFile {
     pub size: u64,
 }
 
+/// Why a walk of segment `path` stopped, as an error when it is damage: a
+/// corrupt batch anywhere, a torn one except at the end of the last
+/// segment (a write cut short, which readers stop at, as Kafka's do).
+fn damage_before_the_tail(stop: ScanStop, path: &Path, last_segment: bool) -> Result<()> {
+    match stop {
+        ScanStop::Corrupt(e) => Err(Error::Batch {
+            path: path.to_path_buf(),
+            source: e,
+        }),
+        ScanStop::Torn(e) if !last_segment => Err(Error::Batch {
+            path: path.to_path_buf(),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// A run of whole batches in one segment file: bytes `[position,
 /// position + len)` of `file` (see [`PartitionReader::locate_batches`]).
 #[derive(Debug, Clone)]
@@ -179,21 +196,7 @@ impl PartitionReader {
                 stopped = flow.is_break();
                 flow
             })?;
-            match end.stop {
-                ScanStop::Corrupt(e) => {
-                    return Err(Error::Batch {
-                        path: seg.path.clone(),
-                        source: e,
-                    });
-                }
-                ScanStop::Torn(e) if i != last_index => {
-                    return Err(Error::Batch {
-                        path: seg.path.clone(),
-                        source: e,
-                    });
-                }
-                _ => {}
-            }
+            damage_before_the_tail(end.stop, &seg.path, i == last_index)?;
             if stopped {
                 break;
             }
@@ -257,21 +260,7 @@ impl PartitionReader {
                 });
                 ControlFlow::Continue(())
             })?;
-            match walked.stop {
-                ScanStop::Corrupt(e) => {
-                    return Err(Error::Batch {
-                        path: seg.path.clone(),
-                        source: e,
-                    });
-                }
-                ScanStop::Torn(e) if i != last_index => {
-                    return Err(Error::Batch {
-                        path: seg.path.clone(),
-                        source: e,
-                    });
-                }
-                _ => {}
-            }
+            damage_before_the_tail(walked.stop, &seg.path, i == last_index)?;
             if let Some((position, len)) = span {
                 out.spans.push(FileSpan {
                     file: std::sync::Arc::new(file),
