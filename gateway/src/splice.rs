@@ -250,67 +250,55 @@ fn shrank(span: &FileSpan) -> io::Error {
 }
 
 impl SpanSink for tokio::net::TcpStream {
-    fn send_span<'a>(
-        &'a mut self,
-        span: &'a FileSpan,
-        _buf: &'a mut Vec<u8>,
-    ) -> impl Future<Output = io::Result<()>> + Send + 'a {
-        async move {
-            let end = span.position + span.len;
-            let mut offset = span.position;
-            while offset < end {
-                self.writable().await?;
-                let count = usize::try_from(end - offset)
-                    .unwrap_or(usize::MAX)
-                    .min(1 << 30);
-                let sent = self.try_io(tokio::io::Interest::WRITABLE, || {
-                    rustix::fs::sendfile(&*self, &*span.file, Some(&mut offset), count)
-                        .map_err(io::Error::from)
-                });
-                match sent {
-                    Ok(0) => return Err(shrank(span)),
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(e),
-                }
+    async fn send_span(&mut self, span: &FileSpan, _buf: &mut Vec<u8>) -> io::Result<()> {
+        let end = span.position + span.len;
+        let mut offset = span.position;
+        while offset < end {
+            self.writable().await?;
+            let count = usize::try_from(end - offset)
+                .unwrap_or(usize::MAX)
+                .min(1 << 30);
+            let sent = self.try_io(tokio::io::Interest::WRITABLE, || {
+                rustix::fs::sendfile(&*self, &*span.file, Some(&mut offset), count)
+                    .map_err(io::Error::from)
+            });
+            match sent {
+                Ok(0) => return Err(shrank(span)),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
             }
-            Ok(())
         }
+        Ok(())
     }
 }
 
 impl<S: AsyncWrite + tokio::io::AsyncRead + Unpin + Send> SpanSink
     for tokio_rustls::server::TlsStream<S>
 {
-    fn send_span<'a>(
-        &'a mut self,
-        span: &'a FileSpan,
-        buf: &'a mut Vec<u8>,
-    ) -> impl Future<Output = io::Result<()>> + Send + 'a {
-        async move {
-            let end = span.position + span.len;
-            let mut offset = span.position;
-            while offset < end {
-                let n = usize::try_from(end - offset)
-                    .unwrap_or(usize::MAX)
-                    .min(TLS_CHUNK);
-                buf.resize(n, 0);
-                // Page-cache reads of at most 1 MiB: what every other
-                // handler's file reads do on the runtime too.
-                span.file
-                    .read_exact_at(&mut buf[..n], offset)
-                    .map_err(|e| {
-                        if e.kind() == io::ErrorKind::UnexpectedEof {
-                            shrank(span)
-                        } else {
-                            e
-                        }
-                    })?;
-                self.write_all(&buf[..n]).await?;
-                offset += n as u64;
-            }
-            Ok(())
+    async fn send_span(&mut self, span: &FileSpan, buf: &mut Vec<u8>) -> io::Result<()> {
+        let end = span.position + span.len;
+        let mut offset = span.position;
+        while offset < end {
+            let n = usize::try_from(end - offset)
+                .unwrap_or(usize::MAX)
+                .min(TLS_CHUNK);
+            buf.resize(n, 0);
+            // Page-cache reads of at most 1 MiB: what every other
+            // handler's file reads do on the runtime too.
+            span.file
+                .read_exact_at(&mut buf[..n], offset)
+                .map_err(|e| {
+                    if e.kind() == io::ErrorKind::UnexpectedEof {
+                        shrank(span)
+                    } else {
+                        e
+                    }
+                })?;
+            self.write_all(&buf[..n]).await?;
+            offset += n as u64;
         }
+        Ok(())
     }
 }
 
