@@ -167,8 +167,9 @@ impl Applier {
             retention_at: None,
         };
         // Every log opened first, from several threads (recovery and
-        // unfinished ranges cut, each durable on its own), then every state's actions redone (the
-        // write guards made durable again) at one barrier.
+        // unfinished ranges cut, each durable on its own), then every
+        // state's actions redone (the write guards set or cleared from the
+        // records) at one barrier.
         let opened = crate::opening::open_existing_all(
             &applier.logdir,
             applier.logdir.partitions()?,
