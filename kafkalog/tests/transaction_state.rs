@@ -171,6 +171,39 @@ fn kafkalog_transactions_lists_each_ids_newest_state_below_the_high_watermark() 
     for id in want["transactions"].as_object().expect("ids").keys() {
         assert!(text.contains(id.as_str()), "{id}: {text}");
     }
+    // A flipped byte in a batch: a finding naming the file, exit 1, and
+    // the ids of the other partitions still listed.
+    let seg = std::fs::read_dir(&logs)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_dir())
+        .map(|p| p.join("00000000000000000000.log"))
+        .find(|p| p.is_file())
+        .expect("a segment");
+    let mut bytes = std::fs::read(&seg).expect("read");
+    bytes[70] ^= 0xff;
+    std::fs::write(&seg, bytes).expect("write");
+    let damaged = std::process::Command::new(env!("CARGO_BIN_EXE_kafkalog"))
+        .args([
+            "transactions",
+            "--log-dir",
+            logs.to_str().expect("utf-8"),
+            "--json",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(
+        damaged.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&damaged.stderr)
+    );
+    assert!(String::from_utf8_lossy(&damaged.stderr).contains("CRC"));
+    let listed: Value = serde_json::from_slice(&damaged.stdout).expect("json");
+    assert_eq!(
+        listed["malformed_records"].as_array().map(Vec::len),
+        Some(1)
+    );
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).expect("mkdir");
     let none = std::process::Command::new(env!("CARGO_BIN_EXE_kafkalog"))

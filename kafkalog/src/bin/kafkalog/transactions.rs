@@ -6,9 +6,10 @@
 //! log end without one) and folds the records as the coordinator does at
 //! startup (`kafkalog::transaction_topic::TxnStates`): the newest record of
 //! a transactional id is its state, a tombstone removes it. Control
-//! batches are skipped (the coordinator writes none there). A record that
-//! is not in Kafka's format is a finding (exit 1), counted and named; one
-//! of a version not known here is counted and skipped.
+//! batches are skipped (the coordinator writes none there). A damaged
+//! batch (the rest of its partition is not read) or a record that is not
+//! in Kafka's format is a finding (exit 1), named; a record of a version
+//! not known here is counted and skipped.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -28,7 +29,7 @@ use crate::{EXIT_FINDING, require_log_dir};
   kafkalog transactions --log-dir /var/lib/kafka/data
   kafkalog transactions --log-dir /var/lib/kafka/data --json | jq '.transactions[] | select(.state == \"Ongoing\")'
 
-Exit codes: 0 read; 1 a record not in Kafka's format (named on stderr); 2 no such log dir, or no __transaction_state partition in it.")]
+Exit codes: 0 read; 1 a damaged batch or a record not in Kafka's format (named on stderr; the rest is still listed); 2 no such log dir, or no __transaction_state partition in it.")]
 pub(crate) struct Args {
     /// The broker's log dir (holding `__transaction_state-<p>/`).
     #[arg(long, value_name = "DIR")]
@@ -69,7 +70,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<u8> {
         let hw = hws.get(tp).copied();
         let mut states = TxnStates::default();
         let mut failure: Option<anyhow::Error> = None;
-        reader.for_each_batch(0, true, |h, bytes| {
+        let walked = reader.for_each_batch(0, true, |h, bytes| {
             if hw.is_some_and(|hw| h.base_offset >= hw) {
                 return ControlFlow::Break(());
             }
@@ -100,7 +101,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<u8> {
                 }
             }
             ControlFlow::Continue(())
-        })?;
+        });
+        match walked {
+            Ok(_) => {}
+            // Damage (a CRC mismatch, a torn batch before the tail) is a
+            // finding, as `verify` reports it: the ids read before it stand.
+            Err(e @ kafkalog::Error::Batch { .. }) => malformed.push(format!("{tp}: {e}")),
+            Err(e) => return Err(e.into()),
+        }
         if let Some(e) = failure {
             return Err(e);
         }
@@ -191,7 +199,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<u8> {
     }
     out.flush()?;
     for m in &malformed {
-        eprintln!("kafkalog: not a {TRANSACTION_TOPIC} record: {m}");
+        eprintln!("kafkalog: damaged or not a {TRANSACTION_TOPIC} record: {m}");
     }
     Ok(if malformed.is_empty() {
         0
